@@ -1,0 +1,509 @@
+"""``reconcile(job, observed, now) -> Plan``: every behavioural decision about a job.
+
+Pure: no I/O, no clock (``now`` is seconds since the epoch), no randomness. Level-triggered:
+the plan depends only on the job (spec and the counters kept in its status) and on what
+exists, so running it twice on the same input gives the same plan, and a restarted runtime
+converges without having seen any event.
+
+The pass, in order (reference sections in brackets):
+
+1. children other than pods that are missing: Services, PodGroup, TensorBoard, ConfigMaps,
+   Secrets [§1.2, §1.7, §1.9];
+2. a finished job only applies its clean-up policy [§1.6];
+3. ``activeDeadlineSeconds`` past ``status.startTime`` fails the job [§1.4];
+4. pause deletes every replica pod [§1.5];
+5. each replica: create it, wait for it, or, once it ended, restart it by policy and backoff
+   or record it as final [§1.4, §1.11];
+6. the framework decides success or failure from the final replicas [§2.3, §3.2, §4.4, §5.3];
+7. phase, conditions, tasks and aggregate are derived [§1.8].
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ..api.common import (
+    RETRYABLE_EXIT_CODES,
+    TERMINAL_PHASES,
+    Aggregate,
+    Condition,
+    ContainerStatus,
+    JobStatus,
+    ReplicaStatus,
+    TaskStatus,
+)
+from ..api.kinds import JobBase
+from ..frameworks import BuildContext, Final, Framework, Outcome, ReplicaGroup, framework_for
+from ..frameworks.base import base_pod, container, pod_group, replica_service, tensorboard
+from .types import Addressing, ClusterAddressing, Delete, Event, Observed, ObservedPod, Plan
+
+ACTIVE = frozenset({"Creating", "Pending", "Running", "Unknown"})
+_CLUSTER = ClusterAddressing()
+
+
+def rfc3339(now: float) -> str:
+    """``now`` (seconds since the epoch) as an RFC 3339 UTC timestamp with second precision."""
+    return datetime.fromtimestamp(now, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> float:
+    """Inverse of :func:`rfc3339`; raises ``ValueError`` on another format."""
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+
+
+def children(job: JobBase, addressing: Addressing = _CLUSTER) -> list[dict[str, Any]]:
+    """Every object other than pods that ``job`` owns, in creation order."""
+    fw = framework_for(job)
+    groups = fw.groups(job)
+    ctx = BuildContext(addressing)
+    out: list[dict[str, Any]] = list(fw.extra_children(job, groups, ctx))
+    for g in groups:
+        if g.service_ports is None:
+            continue
+        out += [replica_service(job, g, i) for i in range(g.replicas)]
+    group_obj = pod_group(job, fw.pod_group_min_member(job, groups))
+    if group_obj is not None:
+        out.append(group_obj)
+    tb = tensorboard(job, fw.tensorboard_spec(job))
+    if tb is not None:
+        out.append(tb)
+    return out
+
+
+def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext) -> dict[str, Any]:
+    """The pod of replica ``index`` of ``group``, with run-mode overrides applied [§1.5].
+
+    Debug mode replaces the training container's command with the debug command (per type,
+    else the kind's default) and clears its args; resumed jobs apply ``resumeSpecs``.
+    ``skipInitContainer`` drops the init containers.
+    """
+    fw = framework_for(job)
+    pod = base_pod(job, group, index)
+    fw.decorate(job, group, index, pod, ctx)
+    mode = job.run_mode
+    c = container(pod, group.training_container)
+    if mode.debug_enabled and mode.debug is not None:
+        spec = mode.debug.for_type(group.type)
+        c["command"] = list(spec.command) if spec and spec.command else list(group.debug_command)
+        c["args"] = []
+        if spec and spec.skip_init_container:
+            pod["spec"].pop("initContainers", None)
+    elif ctx.resumed and mode.pause is not None:
+        resume = mode.pause.for_type(group.type)
+        if resume is not None:
+            if resume.command is not None:
+                c["command"] = list(resume.command)
+            if resume.args is not None:
+                c["args"] = list(resume.args)
+            if resume.skip_init_container:
+                pod["spec"].pop("initContainers", None)
+    return pod
+
+
+@dataclass
+class _Pass:
+    """Working state of one reconcile pass."""
+
+    job: JobBase
+    fw: Framework
+    groups: list[ReplicaGroup]
+    observed: Observed
+    now: float
+    ctx: BuildContext
+    old: JobStatus
+    status: JobStatus
+    plan: Plan
+    replicas: dict[str, ReplicaStatus] = field(default_factory=dict)
+    finals: dict[tuple[str, int], Final] = field(default_factory=dict)
+    restarts: list[tuple[ReplicaGroup, int, str]] = field(default_factory=list)
+    creates: list[tuple[ReplicaGroup, int]] = field(default_factory=list)
+    owned: list[dict[str, Any]] = field(default_factory=list)
+
+    def prior(self, name: str) -> ReplicaStatus | None:
+        for task in self.old.tasks:
+            for rs in task.replicas:
+                if rs.name == name:
+                    return rs
+        return None
+
+    def delete_pod(self, pod: ObservedPod, reason: str) -> None:
+        if not pod.deleting and all(d.name != pod.name for d in self.plan.delete):
+            self.plan.delete.append(Delete("Pod", pod.name, pod.uid, reason))
+
+    def event(self, type_: str, reason: str, message: str) -> None:
+        self.plan.events.append(Event(type_, reason, message))  # type: ignore[arg-type]
+
+
+def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressing = _CLUSTER) -> Plan:
+    """Decide what to do about ``job`` given what exists (``observed``) at time ``now``.
+
+    ``now`` is seconds since the epoch. ``addressing`` maps replicas to hosts and ports
+    (Kubernetes Services by default; the local runtime passes its own). Returns a
+    :class:`Plan`; never raises for any valid job and any observed state.
+    """
+    fw = framework_for(job)
+    old = job.status or JobStatus()
+    status = old.model_copy(deep=True)
+    ctx = BuildContext(addressing, resumed=old.condition("Paused") is not None)
+    p = _Pass(job, fw, fw.groups(job), observed, now, ctx, old, status, Plan(status=status))
+    status.observed_generation = job.metadata.generation
+
+    p.owned = children(job, addressing)
+    for obj in p.owned:
+        if (obj["kind"], obj["metadata"]["name"]) not in observed.others:
+            p.plan.create.append(obj)
+
+    if old.phase in TERMINAL_PHASES:
+        _clean_up(p)
+        _refresh_replicas(p)
+        _finish_status(p, old.phase, None)
+        return p.plan
+
+    policy = getattr(job.spec, "run_policy", None)  # type: ignore[attr-defined]
+    deadline = getattr(policy, "active_deadline_seconds", None)
+    if deadline and status.start_time:
+        ends = parse_time(status.start_time) + deadline
+        if now >= ends:
+            msg = f"{job.kind} {job.name} has failed: it was active longer than activeDeadlineSeconds ({deadline}s)"
+            for pod in observed.pods.values():
+                if not pod.terminal:
+                    p.delete_pod(pod, "DeadlineExceeded")
+            _refresh_replicas(p)
+            _end(p, Outcome(False, msg, reason="DeadlineExceeded"))
+            return p.plan
+        p.plan.requeue_after = ends - now
+
+    if job.run_mode.pause_enabled:
+        for pod in observed.pods.values():
+            p.delete_pod(pod, "Paused")
+        _refresh_replicas(p, paused=True)
+        _finish_status(p, "Paused", None)
+        return p.plan
+
+    _walk_replicas(p)
+
+    outcome = None if job.run_mode.debug_enabled else fw.outcome(job, p.groups, p.finals)
+    if outcome is not None:
+        _refresh_replicas(p)
+        _end(p, outcome)
+        return p.plan
+
+    _apply_restarts(p)
+    for g, i in p.creates:
+        p.plan.create.append(build_pod(job, g, i, ctx))
+    _finish_status(p, _active_phase(p), None)
+    return p.plan
+
+
+# --------------------------------------------------------------------------- replicas
+
+
+def _walk_replicas(p: _Pass) -> None:
+    """Classify every desired replica: to create, waiting, to restart, or final."""
+    desired: set[str] = set()
+    debug = p.job.run_mode.debug_enabled
+    resuming = p.old.phase in ("Paused", "Resuming")
+    for g in p.groups:
+        for i in range(g.replicas):
+            name = g.pod_name(p.job.name, i)
+            desired.add(name)
+            prev = p.prior(name)
+            rc = prev.restart_count if prev else 0
+            pod = p.observed.pods.get(name)
+            if pod is None:
+                _missing(p, g, i, name, prev, rc, resuming, debug)
+            elif prev is not None and prev.phase == "Creating" and pod.uid == prev.uid:
+                # The pod we are replacing: make sure its deletion is under way.
+                p.delete_pod(pod, "Restart")
+                p.replicas[name] = prev.model_copy()
+            else:
+                p.replicas[name] = _from_pod(pod, rc)
+                if pod.terminal and not pod.deleting and not debug:
+                    _ended(p, g, i, pod, rc)
+    for pod in p.observed.pods.values():
+        if pod.name not in desired:
+            p.delete_pod(pod, "ScaledDown")
+
+
+def _missing(
+    p: _Pass, g: ReplicaGroup, i: int, name: str, prev: ReplicaStatus | None, rc: int, resuming: bool, debug: bool
+) -> None:
+    if prev is None or prev.phase == "Creating" or resuming:
+        p.creates.append((g, i))
+        p.replicas[name] = ReplicaStatus(name=name, phase="Creating", restart_count=rc)
+        return
+    if prev.phase in ("Succeeded", "Failed") or prev.phase == "Deleted":
+        # Ended before it disappeared: its result stands.
+        p.replicas[name] = prev.model_copy()
+        if not debug:
+            p.finals[(g.type, i)] = _final_from_status(prev, g)
+        return
+    # It was active and someone else deleted it [§1.11]: an environmental failure.
+    p.event("Warning", "ReplicaDeleted", f"pod {name} was deleted while the job was running")
+    if debug:
+        p.creates.append((g, i))
+        p.replicas[name] = ReplicaStatus(name=name, phase="Creating", restart_count=rc)
+        return
+    if _may_restart(p, g, rc, retryable=g.restart_policy != "Never"):
+        p.restarts.append((g, i, "deleted"))
+        p.replicas[name] = ReplicaStatus(name=name, uid=prev.uid, phase="Deleted", restart_count=rc)
+    else:
+        gone = ReplicaStatus(name=name, uid=prev.uid, phase="Deleted", restart_count=rc)
+        p.replicas[name] = gone
+        p.finals[(g.type, i)] = Final(name, False, None, "deleted")
+
+
+def _ended(p: _Pass, g: ReplicaGroup, i: int, pod: ObservedPod, rc: int) -> None:
+    """A replica pod has terminated: restart it by policy, or record it as final [§1.4]."""
+    failed = pod.phase == "Failed"
+    code = pod.exit_code(g.training_container)
+    if g.restart_policy == "Always":
+        retryable = True
+    elif g.restart_policy == "OnFailure":
+        retryable = failed
+    elif g.restart_policy == "ExitCode":
+        # No exit code at all (eviction, node loss) counts as environmental: retried.
+        retryable = failed and (code is None or code in RETRYABLE_EXIT_CODES)
+    else:
+        retryable = False
+    if _may_restart(p, g, rc, retryable):
+        why = f"exit code {code}" if code is not None else (pod.reason or pod.phase.lower())
+        p.restarts.append((g, i, why))
+    else:
+        p.finals[(g.type, i)] = Final(pod.name, not failed, code, pod.reason)
+
+
+def _may_restart(p: _Pass, g: ReplicaGroup, rc: int, retryable: bool) -> bool:
+    """Whether a retryable end may restart: the per-replica ``limit`` and the shared backoff."""
+    if not retryable:
+        return False
+    if g.limit is not None and rc >= g.limit:
+        return False
+    if g.backoff_limit is not None:
+        planned = len(p.restarts) if p.fw.restart_scope == "replica" else min(1, len(p.restarts))
+        if p.status.backoff_count + planned >= g.backoff_limit:
+            return False
+    return True
+
+
+def _apply_restarts(p: _Pass) -> None:
+    """Delete the pods to restart and count the restarts; the next pass creates them again.
+
+    With restart scope ``all`` (DeepSpeedJob) one failure restarts every replica and counts
+    one backoff.
+    """
+    if not p.restarts:
+        return
+    todo = p.restarts
+    if p.fw.restart_scope == "all":
+        why = todo[0][2]
+        todo = [(g, i, why) for g in p.groups for i in range(g.replicas)]
+        p.status.backoff_count += 1
+    for g, i, why in todo:
+        name = g.pod_name(p.job.name, i)
+        pod = p.observed.pods.get(name)
+        if p.fw.restart_scope == "replica":
+            p.status.backoff_count += 1
+        task = _task(p.status, g.type)
+        task.restart_count += 1
+        prev = p.replicas.get(name)
+        rc = (prev.restart_count if prev else 0) + 1
+        p.replicas[name] = ReplicaStatus(name=name, uid=pod.uid if pod else "", phase="Creating", restart_count=rc)
+        p.creates = [(cg, ci) for cg, ci in p.creates if (cg.type, ci) != (g.type, i)]
+        if pod is not None:
+            p.delete_pod(pod, "Restart")
+        else:
+            p.creates.append((g, i))
+        p.event("Normal", "RestartingReplica", f"restarting {name} ({why}); backoff count {p.status.backoff_count}")
+
+
+def _from_pod(pod: ObservedPod, restart_count: int) -> ReplicaStatus:
+    phase: str = pod.phase
+    if pod.phase == "Pending" and not pod.scheduled:
+        phase = "Creating"
+    return ReplicaStatus(
+        name=pod.name,
+        uid=pod.uid,
+        phase=phase,  # type: ignore[arg-type]
+        restart_count=restart_count,
+        containers=[
+            ContainerStatus(name=c.name, state=c.state, exit_code=c.exit_code if c.state == "Terminated" else None)
+            for c in pod.containers
+        ],
+    )
+
+
+def _final_from_status(rs: ReplicaStatus, g: ReplicaGroup) -> Final:
+    code = None
+    for c in rs.containers:
+        if c.name == g.training_container:
+            code = c.exit_code
+    return Final(rs.name, rs.phase == "Succeeded", code, "deleted" if rs.phase == "Deleted" else None)
+
+
+def _refresh_replicas(p: _Pass, paused: bool = False) -> None:
+    """Replica status from what exists, for passes that create nothing (finished, paused)."""
+    for g in p.groups:
+        for i in range(g.replicas):
+            name = g.pod_name(p.job.name, i)
+            if name in p.replicas:
+                continue
+            prev = p.prior(name)
+            rc = prev.restart_count if prev else 0
+            pod = p.observed.pods.get(name)
+            if paused:
+                p.replicas[name] = ReplicaStatus(name=name, uid=pod.uid if pod else "", phase="Deleted", restart_count=rc)
+            elif pod is not None:
+                p.replicas[name] = _from_pod(pod, rc)
+            elif prev is not None:
+                keep = prev.phase in ("Succeeded", "Failed")
+                p.replicas[name] = prev if keep else prev.model_copy(update={"phase": "Deleted"})
+            else:
+                p.replicas[name] = ReplicaStatus(name=name, phase="Deleted", restart_count=rc)
+
+
+# --------------------------------------------------------------------------- the end
+
+
+def _end(p: _Pass, outcome: Outcome) -> None:
+    phase = "Succeeded" if outcome.succeeded else "Failed"
+    p.status.completion_time = rfc3339(p.now)
+    p.creates.clear()
+    p.plan.create = [o for o in p.plan.create if o["kind"] != "Pod"]
+    _clean_up(p)
+    if outcome.succeeded:
+        p.event("Normal", "Succeeded", outcome.message)
+    else:
+        p.event("Warning", outcome.reason or "Failed", outcome.message)
+    _finish_status(p, phase, outcome)
+
+
+def _clean_up(p: _Pass) -> None:
+    """Delete pods of a finished job by ``cleanUpPolicy`` [§1.6]; other children stay."""
+    policy, exempt = p.fw.clean_up(p.job)
+    for pod in p.observed.pods.values():
+        if pod.replica_type in exempt:
+            continue
+        if policy == "All" or (policy == "Unfinished" and not pod.terminal):
+            p.delete_pod(pod, "CleanUp")
+
+
+def _active_phase(p: _Pass) -> str:
+    """Pending until every desired pod exists and one runs or ran; Resuming after a pause."""
+    desired = [g.pod_name(p.job.name, i) for g in p.groups for i in range(g.replicas)]
+    pods = [p.observed.pods.get(n) for n in desired]
+    started = all(pod is not None for pod in pods) and any(
+        pod is not None and (pod.phase == "Running" or pod.terminal) for pod in pods
+    )
+    if started:
+        return "Running"
+    if p.old.phase in ("Paused", "Resuming"):
+        return "Resuming"
+    if p.status.start_time:
+        return "Running"
+    return "Pending"
+
+
+def _task(status: JobStatus, replica_type: str) -> TaskStatus:
+    task = status.task(replica_type)
+    if task is None:
+        task = TaskStatus(type=replica_type)
+        status.tasks.append(task)
+    return task
+
+
+def _finish_status(p: _Pass, phase: str, outcome: Outcome | None) -> None:
+    """Derive phase, tasks, aggregate and conditions, and emit phase-change events."""
+    s = p.status
+    old_tasks = {t.type: t.restart_count for t in s.tasks}
+    s.tasks = []
+    agg = Aggregate()
+    for g in p.groups:
+        task = TaskStatus(type=g.type, restart_count=old_tasks.get(g.type, 0))
+        for i in range(g.replicas):
+            rs = p.replicas.get(g.pod_name(p.job.name, i))
+            if rs is None:
+                continue
+            task.replicas.append(rs)
+            setattr(agg, rs.phase.lower(), getattr(agg, rs.phase.lower()) + 1)
+        s.tasks.append(task)
+    s.aggregate = agg
+    if phase == "Running" and not s.start_time:
+        s.start_time = rfc3339(p.now)
+    if phase != p.old.phase:
+        if phase == "Failed":
+            pass  # the Warning event was emitted by _end
+        elif phase != "Succeeded":
+            p.event("Normal", phase, f"{p.job.kind} {p.job.name} is {phase.lower()}")
+    s.phase = phase  # type: ignore[assignment]
+    s.conditions = _conditions(p, phase, outcome)
+
+
+def _conditions(p: _Pass, phase: str, outcome: Outcome | None) -> list[Condition]:
+    """Conditions shaped like the captured T9k status dumps (reference §1.8)."""
+    old = p.old
+    terminal = phase in TERMINAL_PHASES
+    if terminal and outcome is None:
+        # Already finished on an earlier pass: the conditions stand.
+        return [c.model_copy() for c in old.conditions]
+    made_all = all((o["kind"], o["metadata"]["name"]) in p.observed.others for o in p.owned)
+    pods_made = all(rs.phase != "Creating" or rs.uid for rs in p.replicas.values())
+    initialized = (old.condition("Initialized") is not None and old.condition("Initialized").status == "True") or (
+        made_all and pods_made and bool(p.replicas)
+    )
+    failures = [f for f in p.finals.values() if not f.succeeded]
+    rows: list[tuple[str, bool, str, str]] = []
+    rows.append(
+        (
+            "Initialized",
+            initialized,
+            "-",
+            "The job has been initialized successfully." if initialized else "The job is being initialized.",
+        )
+    )
+    if terminal:
+        assert outcome is not None
+        reason = "Succeeded" if outcome.succeeded else "Failed"
+        rows.append(("Running", False, reason, outcome.message))
+        rows.append(("Failed", not outcome.succeeded, outcome.reason or reason, outcome.message))
+        rows.append(("Completed", True, reason, outcome.message))
+        if failures or not outcome.succeeded:
+            msg = "; ".join(f.describe() for f in failures) or outcome.message
+            rows.append(("ReplicaFailure", True, "Failed", msg if failures else outcome.message))
+        else:
+            rows.append(("ReplicaFailure", False, "-", "All pods are running normally."))
+    else:
+        running = phase == "Running"
+        rows.append(
+            (
+                "Running",
+                running,
+                "-" if running else phase,
+                "The job is running." if running else f"The job is {phase.lower()}.",
+            )
+        )
+        rows.append(("Failed", False, "-", "The job has not failed."))
+        rows.append(("Completed", False, "-", "The job has not finished."))
+        if failures:
+            rows.append(("ReplicaFailure", True, "Failed", "; ".join(f.describe() for f in failures)))
+        else:
+            rows.append(("ReplicaFailure", False, "-", "All pods are running normally."))
+    if phase == "Paused":
+        rows.append(("Paused", True, "Paused", "The job is paused: its replicas are deleted or being deleted."))
+    elif old.condition("Paused") is not None:
+        rows.append(("Paused", False, "Resumed", "The job has resumed."))
+    out = []
+    for type_, value, reason, message in rows:
+        status = "True" if value else "False"
+        prev = old.condition(type_)
+        when = prev.last_transition_time if prev is not None and prev.status == status else rfc3339(p.now)
+        out.append(Condition(type=type_, status=status, reason=reason, message=message, last_transition_time=when))
+    return out
+
+
+def status_dump(status: JobStatus) -> dict[str, Any]:
+    """The status as the API server stores it (camelCase, unset fields left out)."""
+    return copy.deepcopy(status.dump())

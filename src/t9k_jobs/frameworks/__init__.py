@@ -1,0 +1,21 @@
+"""One plug-in per job kind; :func:`framework_for` picks it."""
+
+from __future__ import annotations
+
+from ..api.kinds import JobBase
+from .base import BuildContext, Final, Framework, Outcome, ReplicaGroup
+from .genericjob import GenericJobFramework
+from .pytorch import PyTorchFramework
+from .ssh import ColossalAIFramework, DeepSpeedFramework
+
+_FRAMEWORKS: dict[str, Framework] = {
+    f.kind: f for f in (GenericJobFramework(), PyTorchFramework(), DeepSpeedFramework(), ColossalAIFramework())
+}
+
+
+def framework_for(job: JobBase) -> Framework:
+    """The plug-in of ``job.kind``; raises ``KeyError`` for a kind t9k-jobs does not implement."""
+    return _FRAMEWORKS[job.kind]
+
+
+__all__ = ["BuildContext", "Final", "Framework", "Outcome", "ReplicaGroup", "framework_for"]

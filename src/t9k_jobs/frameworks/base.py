@@ -1,0 +1,329 @@
+"""The plug-in interface every job kind implements, and the pod-building steps they share.
+
+A framework answers a few questions about a job: which replica groups exist and how many
+replicas each wants (:meth:`Framework.groups`), how a replica's pod is decorated (env,
+command; :meth:`Framework.decorate`), which extra children it needs (hostfile, ssh keys;
+:meth:`Framework.extra_children`) and who decides success (:meth:`Framework.outcome`).
+Everything else (names, labels, restart policy, run modes, services, PodGroup) is common.
+"""
+
+from __future__ import annotations
+
+import abc
+import copy
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..api.common import GROUP
+from ..api.kinds import JobBase
+from ..engine.types import Addressing, replica_name
+
+TENSORSTACK = "tensorstack.dev"
+LABEL_OWNER_KIND = "tensorstack.dev/owner-kind"
+LABEL_OWNER_NAME = "tensorstack.dev/owner-name"
+LABEL_COMPONENT = "tensorstack.dev/component"
+LABEL_COMPONENT_TYPE = "tensorstack.dev/component-type"
+LABEL_ROLE = "scheduler.tensorstack.dev/role"
+LABEL_GROUP_NAME = "scheduler.tensorstack.dev/group-name"
+LABEL_QUEUE = "scheduler.tensorstack.dev/queue"
+LABEL_REPLICA_TYPE = f"{GROUP}/replica-type"
+LABEL_REPLICA_INDEX = f"{GROUP}/replica-index"
+ANNOTATION_GENERATE = f"{GROUP}/generate"
+T9K_SCHEDULER_NAME = "t9k-scheduler"
+DEFAULT_DEBUG_COMMAND: tuple[str, ...] = ("sleep", "inf")
+
+
+@dataclass(frozen=True)
+class ReplicaGroup:
+    """One replica type of a job, normalised across kinds.
+
+    ``replicas``: desired count now (elastic already applied). ``restart_policy``: Never,
+    OnFailure, Always or ExitCode. ``limit``: per-replica restart limit (GenericJob) or
+    ``None``. ``backoff_limit``: restarts shared by the whole job or ``None``.
+    ``indexed``: pod names carry an index (False only for the ColossalAI launcher).
+    ``service_ports``: ports on the per-replica headless Service; ``None``: no Service.
+    """
+
+    type: str
+    replicas: int
+    template: dict[str, Any]
+    restart_policy: str
+    training_container: str
+    limit: int | None = None
+    backoff_limit: int | None = None
+    indexed: bool = True
+    in_pod_group: bool = True
+    debug_command: tuple[str, ...] = DEFAULT_DEBUG_COMMAND
+    service_ports: tuple[dict[str, Any], ...] | None = ()
+
+    def pod_name(self, job_name: str, index: int) -> str:
+        return replica_name(job_name, self.type, index if self.indexed else None)
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """How pods are built this pass: addressing, and whether resume overrides apply."""
+
+    addressing: Addressing
+    resumed: bool = False
+
+
+@dataclass(frozen=True)
+class Final:
+    """A replica whose terminal state will not change: ``succeeded`` or ``failed``."""
+
+    pod: str
+    succeeded: bool
+    exit_code: int | None = None
+    reason: str | None = None
+
+    def describe(self) -> str:
+        if self.succeeded:
+            return f"{self.pod} succeeded"
+        if self.exit_code is not None:
+            return f"{self.pod} failed with exit code {self.exit_code}"
+        return f"{self.pod} failed ({self.reason or 'deleted'})"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The job's end: ``succeeded`` and the condition message."""
+
+    succeeded: bool
+    message: str
+    reason: str = ""
+
+
+class Framework(abc.ABC):
+    """Base class of the per-kind plug-ins; subclasses override the hooks they need.
+
+    ``restart_scope``: ``replica`` restarts the failed replica alone; ``all`` restarts every
+    replica of the job together (DeepSpeedJob: a pdsh launch cannot take back one worker).
+    """
+
+    kind: str = ""
+    restart_scope: Literal["replica", "all"] = "replica"
+
+    @abc.abstractmethod
+    def groups(self, job: JobBase) -> list[ReplicaGroup]:
+        """The replica groups in spec order, with the replica count wanted now."""
+
+    @abc.abstractmethod
+    def clean_up(self, job: JobBase) -> tuple[str, frozenset[str]]:
+        """``(policy, exempt types)``: All/Unfinished/None and the types clean-up never deletes."""
+
+    def decorate(
+        self, job: JobBase, group: ReplicaGroup, index: int, pod: dict[str, Any], ctx: BuildContext
+    ) -> None:
+        """Add kind-specific env and command to ``pod`` (mutated in place)."""
+
+    def extra_children(self, job: JobBase, groups: list[ReplicaGroup], ctx: BuildContext) -> list[dict[str, Any]]:
+        """ConfigMaps and Secrets the kind needs besides Services, PodGroup and TensorBoard."""
+        return []
+
+    def master(self, job: JobBase, groups: list[ReplicaGroup]) -> tuple[str, int] | None:
+        """The replica whose end decides the job, or ``None`` when rules decide (GenericJob)."""
+        return None
+
+    def outcome(
+        self, job: JobBase, groups: list[ReplicaGroup], finals: dict[tuple[str, int], Final]
+    ) -> Outcome | None:
+        """Succeeded or Failed once the master replica is final; ``None`` while undecided."""
+        master = self.master(job, groups)
+        if master is None:
+            return None
+        final = finals.get(master)
+        if final is None:
+            return None
+        if final.succeeded:
+            return Outcome(True, "The job has finished successfully.")
+        return Outcome(False, f"{job.kind} {job.name} has failed: {final.describe()}")
+
+    def pod_group_min_member(self, job: JobBase, groups: list[ReplicaGroup]) -> int:
+        """PodGroup ``minMember``: all replicas in the group (T9k docs), or ``elastic.minReplicas``."""
+        return sum(g.replicas for g in groups if g.in_pod_group)
+
+    def tensorboard_spec(self, job: JobBase) -> dict[str, Any] | None:
+        return None
+
+
+# --------------------------------------------------------------------------- shared helpers
+
+
+def kind_label(job: JobBase) -> str:
+    return job.kind.lower()
+
+
+def owner_labels(job: JobBase) -> dict[str, str]:
+    """Labels on every child of ``job`` (reference §1.3): owner kind/name and component."""
+    return {
+        LABEL_OWNER_KIND: job.kind,
+        LABEL_OWNER_NAME: job.name,
+        LABEL_COMPONENT: kind_label(job),
+        LABEL_COMPONENT_TYPE: "user",
+        kind_label(job): job.name,
+    }
+
+
+def owner_reference(job: JobBase) -> list[dict[str, Any]]:
+    """A controller owner reference to ``job``; empty when the job has no UID yet (render)."""
+    if not job.metadata.uid:
+        return []
+    return [
+        {
+            "apiVersion": job.api_version,
+            "kind": job.kind,
+            "name": job.name,
+            "uid": job.metadata.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def child_meta(job: JobBase, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": job.namespace,
+        "labels": {**owner_labels(job), **(labels or {})},
+    }
+    refs = owner_reference(job)
+    if refs:
+        meta["ownerReferences"] = refs
+    return meta
+
+
+def training_container(template: dict[str, Any], preferred: tuple[str, ...]) -> str:
+    """Name of the training container: the first of ``preferred`` names present, else container 0."""
+    containers = template["spec"]["containers"]
+    names = [c.get("name") for c in containers]
+    for name in preferred:
+        if name in names:
+            return name
+    return str(names[0])
+
+
+def container(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    for c in pod["spec"]["containers"]:
+        if c.get("name") == name:
+            return c
+    raise KeyError(name)
+
+
+def add_env(c: dict[str, Any], values: dict[str, str], *, first: bool = True) -> None:
+    """Add env vars to container ``c`` unless it already sets them (the user's value wins).
+
+    With ``first`` they go before the user's env so the user's values may refer to them
+    with ``$(NAME)``.
+    """
+    env = list(c.get("env") or [])
+    present = {e.get("name") for e in env}
+    new = [{"name": k, "value": str(v)} for k, v in values.items() if k not in present]
+    c["env"] = new + env if first else env + new
+
+
+def base_pod(job: JobBase, group: ReplicaGroup, index: int) -> dict[str, Any]:
+    """The pod of replica ``index`` of ``group`` before any kind-specific decoration.
+
+    Copies the template, names the pod ``<job>-<type>-<index>``, adds the labels of
+    reference §1.3 and the owner reference, and forces ``restartPolicy: Never`` (T9k docs:
+    the controller, not the kubelet, restarts replicas).
+    """
+    template = copy.deepcopy(group.template)
+    name = group.pod_name(job.name, index)
+    meta = template.get("metadata") or {}
+    labels = dict(meta.get("labels") or {})
+    labels.update(owner_labels(job))
+    labels.update(
+        {
+            f"{kind_label(job)}-replica": name,
+            LABEL_ROLE: group.type,
+            LABEL_REPLICA_TYPE: group.type,
+            LABEL_REPLICA_INDEX: str(index),
+        }
+    )
+    pod_meta: dict[str, Any] = {"name": name, "namespace": job.namespace, "labels": labels}
+    if meta.get("annotations"):
+        pod_meta["annotations"] = dict(meta["annotations"])
+    refs = owner_reference(job)
+    if refs:
+        pod_meta["ownerReferences"] = refs
+    spec = template["spec"]
+    spec["restartPolicy"] = "Never"
+    scheduler = job.scheduler.t9k_scheduler if job.scheduler else None
+    if scheduler is not None:
+        spec["schedulerName"] = T9K_SCHEDULER_NAME
+        labels[LABEL_QUEUE] = scheduler.queue or "default"
+        if group.in_pod_group:
+            labels[LABEL_GROUP_NAME] = job.name
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
+
+
+def replica_service(job: JobBase, group: ReplicaGroup, index: int) -> dict[str, Any]:
+    """Headless Service named like the replica's pod, selecting only that pod (reference §1.2)."""
+    name = group.pod_name(job.name, index)
+    spec: dict[str, Any] = {
+        "clusterIP": "None",
+        "publishNotReadyAddresses": True,
+        "selector": {f"{kind_label(job)}-replica": name},
+    }
+    if group.service_ports:
+        spec["ports"] = [dict(p) for p in group.service_ports]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": child_meta(job, name, {LABEL_REPLICA_TYPE: group.type, LABEL_REPLICA_INDEX: str(index)}),
+        "spec": spec,
+    }
+
+
+def pod_group(job: JobBase, min_member: int) -> dict[str, Any] | None:
+    """The PodGroup of reference §1.7 when ``spec.scheduler.t9kScheduler`` is set."""
+    scheduler = job.scheduler.t9k_scheduler if job.scheduler else None
+    if scheduler is None:
+        return None
+    return {
+        "apiVersion": "scheduler.tensorstack.dev/v1beta1",
+        "kind": "PodGroup",
+        "metadata": child_meta(job, job.name),
+        "spec": {
+            "minMember": min_member,
+            "priority": scheduler.priority,
+            "queue": scheduler.queue or "default",
+        },
+    }
+
+
+def tensorboard(job: JobBase, spec: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The TensorBoard of reference §1.9: the job's ``tensorboardSpec`` verbatim, named like the job."""
+    if spec is None:
+        return None
+    return {
+        "apiVersion": "tensorstack.dev/v1beta1",
+        "kind": "TensorBoard",
+        "metadata": child_meta(job, job.name),
+        "spec": copy.deepcopy(spec),
+    }
+
+
+def split_by_weight(total: int, weights: list[int]) -> list[int]:
+    """Split ``total`` replicas in proportion to ``weights`` (reference §3.5).
+
+    Each share is floored and the remainder handed out one by one in list order to the
+    entries with a non-zero weight. All-zero weights get equal weights.
+    Example: ``split_by_weight(5, [1, 1]) == [3, 2]``.
+    """
+    if not weights:
+        return []
+    if sum(weights) <= 0:
+        weights = [1] * len(weights)
+    whole = sum(weights)
+    shares = [total * w // whole for w in weights]
+    left = total - sum(shares)
+    i = 0
+    while left > 0:
+        if weights[i % len(weights)] > 0:
+            shares[i % len(weights)] += 1
+            left -= 1
+        i += 1
+    return shares

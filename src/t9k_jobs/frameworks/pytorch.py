@@ -1,0 +1,160 @@
+"""PyTorchTrainingJob: the master replica decides, env for torch.distributed, torchrun (reference §3)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..api.kinds import JobBase, PyTorchTrainingJob
+from .base import (
+    BuildContext,
+    Framework,
+    ReplicaGroup,
+    add_env,
+    container,
+    split_by_weight,
+    training_container,
+)
+
+#: The rendezvous / process-group port on the master's Service (T9k does not document one;
+#: 23456 is Kubeflow's, chosen so it never meets torchrun's own default 29500).
+MASTER_PORT = 23456
+PORT_NAME = "pytorch"
+
+
+class PyTorchFramework(Framework):
+    kind = "PyTorchTrainingJob"
+
+    def groups(self, job: JobBase) -> list[ReplicaGroup]:
+        assert isinstance(job, PyTorchTrainingJob)
+        spec = job.spec
+        counts = [r.replicas for r in spec.replica_specs]
+        if spec.elastic_enabled and spec.elastic is not None:
+            total = spec.elastic.effective_replicas(sum(counts))
+            weights = [1 if r.scaling_weight is None else r.scaling_weight for r in spec.replica_specs]
+            counts = split_by_weight(total, weights)
+            # The master (index 0 of the first spec) is never scaled away.
+            master_type = self._master_type(job)
+            for i, r in enumerate(spec.replica_specs):
+                if r.type == master_type and counts[i] == 0:
+                    counts[i] = 1
+        return [
+            ReplicaGroup(
+                type=r.type,
+                replicas=counts[i],
+                template=r.template,
+                restart_policy=r.restart_policy,
+                backoff_limit=spec.run_policy.backoff_limit,
+                training_container=training_container(r.template, ("pytorch", "python")),
+                service_ports=({"name": PORT_NAME, "port": MASTER_PORT, "targetPort": MASTER_PORT},),
+            )
+            for i, r in enumerate(spec.replica_specs)
+        ]
+
+    def clean_up(self, job: JobBase) -> tuple[str, frozenset[str]]:
+        assert isinstance(job, PyTorchTrainingJob)
+        return job.spec.run_policy.clean_up_policy, frozenset()
+
+    @staticmethod
+    def _master_type(job: PyTorchTrainingJob) -> str:
+        """A type named ``master`` if there is one, else the first type (reference §3.2)."""
+        types = [r.type for r in job.spec.replica_specs]
+        return "master" if "master" in types else types[0]
+
+    def master(self, job: JobBase, groups: list[ReplicaGroup]) -> tuple[str, int] | None:
+        assert isinstance(job, PyTorchTrainingJob)
+        return (self._master_type(job), 0)
+
+    def pod_group_min_member(self, job: JobBase, groups: list[ReplicaGroup]) -> int:
+        assert isinstance(job, PyTorchTrainingJob)
+        if job.spec.elastic_enabled and job.spec.elastic is not None and job.spec.elastic.min_replicas:
+            return job.spec.elastic.min_replicas
+        return super().pod_group_min_member(job, groups)
+
+    def tensorboard_spec(self, job: JobBase) -> dict[str, Any] | None:
+        assert isinstance(job, PyTorchTrainingJob)
+        return job.spec.tensorboard_spec
+
+    def decorate(
+        self, job: JobBase, group: ReplicaGroup, index: int, pod: dict[str, Any], ctx: BuildContext
+    ) -> None:
+        """Inject the torch.distributed env (reference §3.3) and, with torchrun, the command (§3.4).
+
+        Without torchrun: MASTER_ADDR, MASTER_PORT, RANK (global index in spec order),
+        WORLD_SIZE (all replicas) and LOCAL_RANK=0. With torchrun: MASTER_ADDR and MASTER_PORT
+        only, and the command becomes ``torchrun <flags> <args>``.
+        """
+        assert isinstance(job, PyTorchTrainingJob)
+        master_type = self._master_type(job)
+        env = {
+            "MASTER_ADDR": ctx.addressing.host(job.name, master_type, 0),
+            "MASTER_PORT": str(ctx.addressing.port(job.name, master_type, 0, PORT_NAME, MASTER_PORT)),
+        }
+        c = container(pod, group.training_container)
+        if not job.spec.torchrun_enabled:
+            groups = self.groups(job)
+            offset = 0
+            for g in groups:
+                if g.type == group.type:
+                    break
+                offset += g.replicas
+            env.update(
+                {
+                    "RANK": str(offset + index),
+                    "WORLD_SIZE": str(sum(g.replicas for g in groups)),
+                    "LOCAL_RANK": "0",
+                }
+            )
+            add_env(c, env)
+            return
+        add_env(c, env)
+        c["command"] = ["torchrun"]
+        c["args"] = self.torchrun_args(job, c)
+
+    def torchrun_args(self, job: PyTorchTrainingJob, c: dict[str, Any]) -> list[str]:
+        """``torchrun`` flags for ``torchrunConfig`` followed by the script and its arguments."""
+        config = job.spec.torchrun_config
+        assert config is not None
+        total = sum(g.replicas for g in self.groups(job))
+        if job.spec.elastic_enabled and job.spec.elastic is not None:
+            nnodes = f"{job.spec.elastic.min_replicas}:{job.spec.elastic.max_replicas}"
+        elif config.min_nodes is not None:
+            nnodes = f"{config.min_nodes}:{total}"
+        else:
+            nnodes = str(total)
+        proc = str(config.proc_per_node).strip()
+        if proc == "gpu":
+            proc = str(_gpu_count(c))
+        flags = [
+            f"--nnodes={nnodes}",
+            f"--nproc_per_node={proc}",
+            f"--rdzv_backend={config.rdzv_backend}",
+            "--rdzv_endpoint=$(MASTER_ADDR):$(MASTER_PORT)",
+            f"--rdzv_id={job.metadata.uid or job.name}",
+            f"--max_restarts={config.max_restarts}",
+        ]
+        return flags + list(config.extra_options) + _script_args(c)
+
+
+def _script_args(c: dict[str, Any]) -> list[str]:
+    """The script and its arguments: ``args``; with no ``args``, ``command`` minus a leading python."""
+    args = [str(a) for a in c.get("args") or []]
+    if args:
+        return args
+    command = [str(a) for a in c.get("command") or []]
+    if command and os.path.basename(command[0].strip()).startswith("python"):
+        return command[1:]
+    return command
+
+
+def _gpu_count(c: dict[str, Any]) -> int:
+    """``nvidia.com/gpu`` of the container's limits, else its requests, else 1."""
+    resources = c.get("resources") or {}
+    for key in ("limits", "requests"):
+        value = (resources.get(key) or {}).get("nvidia.com/gpu")
+        if value is not None:
+            try:
+                return max(1, int(str(value)))
+            except ValueError:
+                break
+    return 1

@@ -1,0 +1,42 @@
+"""``render``: every object the operator would create for a manifest, with no cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+from .api import Job
+from .engine import Observed, materialize, reconcile
+from .sshkeys import generate_ssh_keypair
+
+_ORDER = {"ConfigMap": 0, "Secret": 1, "Service": 2, "PodGroup": 3, "TensorBoard": 4, "Pod": 5}
+
+
+def render(job: Job, keygen: Callable[[], dict[str, str]] = generate_ssh_keypair) -> list[dict[str, Any]]:
+    """The objects the first reconcile of ``job`` creates on an empty cluster, in apply order.
+
+    ConfigMaps, Secrets (key pairs from ``keygen``), Services, PodGroup, TensorBoard, then
+    Pods. A job created paused has no pods.
+    """
+    plan = reconcile(job, Observed(), now=0.0)
+    objects = [materialize(o, keygen) for o in plan.create]
+    return sorted(objects, key=lambda o: _ORDER.get(o["kind"], 9))
+
+
+class _Dumper(yaml.SafeDumper):
+    """YAML with multi-line strings as literal blocks, keys in insertion order."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def to_yaml(objects: list[dict[str, Any]]) -> str:
+    """Objects as a multi-document YAML stream (``---`` between documents)."""
+    return yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000)
