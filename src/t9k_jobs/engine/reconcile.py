@@ -215,8 +215,9 @@ def _walk_replicas(p: _Pass) -> None:
             pod = p.observed.pods.get(name)
             if pod is None:
                 _missing(p, g, i, name, prev, rc, resuming, debug)
-            elif prev is not None and prev.phase == "Creating" and pod.uid == prev.uid:
-                # The pod we are replacing: make sure its deletion is under way.
+            elif prev is not None and prev.phase == "Creating" and pod.uid == prev.uid and pod.scheduled:
+                # The pod we are replacing: make sure its deletion is under way. (An unscheduled
+                # pod is also reported as Creating with its own uid; it is new, not replaced.)
                 p.delete_pod(pod, "Restart")
                 p.replicas[name] = prev.model_copy()
             else:
@@ -357,7 +358,11 @@ def _refresh_replicas(p: _Pass, paused: bool = False) -> None:
             if paused:
                 p.replicas[name] = ReplicaStatus(name=name, uid=pod.uid if pod else "", phase="Deleted", restart_count=rc)
             elif pod is not None:
-                p.replicas[name] = _from_pod(pod, rc)
+                rs = _from_pod(pod, rc)
+                if pod.deleting and prev is not None and prev.phase not in ("Succeeded", "Failed"):
+                    # Stopped by clean-up or the deadline: its end is our doing, not a failure.
+                    rs.phase = "Deleted"
+                p.replicas[name] = rs
             elif prev is not None:
                 keep = prev.phase in ("Succeeded", "Failed")
                 p.replicas[name] = prev if keep else prev.model_copy(update={"phase": "Deleted"})

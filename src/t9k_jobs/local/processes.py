@@ -1,0 +1,306 @@
+"""Pods as process groups on this machine.
+
+A :class:`LocalPod` runs its init containers one after another, then its containers side by
+side, each as its own process group (``start_new_session``) so that everything a container
+starts (torchrun's workers, shells' children) is stopped with it. Output goes to one log
+file per container and, line by line, to a callback for the interleaved stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..engine import ContainerState, ObservedPod
+from ..frameworks.base import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+
+#: Grace period when a pod does not set ``terminationGracePeriodSeconds`` (Kubernetes uses 30 s;
+#: a local run is interactive, so it waits less before SIGKILL).
+DEFAULT_GRACE_SECONDS = 10.0
+_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+LineSink = Callable[[str, str, str], None]
+
+
+class ContainerSetupError(Exception):
+    """A container that cannot start here: no command, or a missing working directory."""
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes' ``$(VAR)`` expansion: known names replaced, ``$$`` becomes ``$``, others kept."""
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1)
+        return env[name] if name in env else m.group(0)
+
+    return _VAR.sub(one, text)
+
+
+def exit_code_of(returncode: int) -> int:
+    """A process return code as a container exit code: killed by signal N gives 128+N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+@dataclass
+class LocalContainer:
+    name: str
+    spec: dict[str, Any]
+    proc: asyncio.subprocess.Process | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    reader: asyncio.Task[None] | None = None
+
+    @property
+    def state(self) -> str:
+        if self.exit_code is not None:
+            return "Terminated"
+        if self.proc is not None:
+            return "Running"
+        return "Waiting"
+
+
+@dataclass
+class LocalPod:
+    """One replica pod run as processes. ``phase`` follows Kubernetes' pod phases."""
+
+    manifest: dict[str, Any]
+    base_env: dict[str, str]
+    default_dir: Path
+    log_dir: Path
+    sink: LineSink
+    on_change: Callable[[], None]
+    uid: str = field(default_factory=lambda: str(uuid.uuid4()))
+    deleting: bool = False
+    init: list[LocalContainer] = field(default_factory=list)
+    main: list[LocalContainer] = field(default_factory=list)
+    init_failed: bool = False
+    task: asyncio.Task[None] | None = None
+
+    def __post_init__(self) -> None:
+        spec = self.manifest["spec"]
+        self.init = [LocalContainer(c["name"], c) for c in spec.get("initContainers") or []]
+        self.main = [LocalContainer(c["name"], c) for c in spec["containers"]]
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest["metadata"]["name"])
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(self.manifest["metadata"].get("labels") or {})
+
+    @property
+    def phase(self) -> str:
+        if self.init_failed:
+            return "Failed"
+        if any(c.exit_code is None for c in self.init) or any(c.proc is None and c.exit_code is None for c in self.main):
+            return "Pending"
+        if any(c.exit_code is None for c in self.main):
+            return "Running"
+        return "Succeeded" if all(c.exit_code == 0 for c in self.main) else "Failed"
+
+    @property
+    def grace_seconds(self) -> float:
+        value = self.manifest["spec"].get("terminationGracePeriodSeconds")
+        return float(value) if isinstance(value, (int, float)) else DEFAULT_GRACE_SECONDS
+
+    def observe(self) -> ObservedPod:
+        """The slim projection the engine reads."""
+        labels = self.labels
+        return ObservedPod(
+            name=self.name,
+            uid=self.uid,
+            replica_type=labels.get(LABEL_REPLICA_TYPE, ""),
+            index=int(labels.get(LABEL_REPLICA_INDEX, "0")),
+            phase=self.phase,  # type: ignore[arg-type]
+            containers=tuple(
+                ContainerState(c.name, c.state, c.exit_code, "Error" if c.error else None)  # type: ignore[arg-type]
+                for c in self.main
+            ),
+            deleting=self.deleting,
+            reason="ContainerCannotRun" if any(c.error for c in self.init + self.main) else None,
+        )
+
+    def pids(self) -> list[int]:
+        return [c.proc.pid for c in self.init + self.main if c.proc is not None and c.exit_code is None]
+
+    # ----------------------------------------------------------------- running
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        for c in self.init:
+            await self._spawn(c)
+            await self._wait(c)
+            self.on_change()
+            if c.exit_code != 0:
+                self.init_failed = True
+                self.on_change()
+                return
+            if self.deleting:
+                return
+        for c in self.main:
+            await self._spawn(c)
+        self.on_change()
+        await asyncio.gather(*(self._wait(c) for c in self.main))
+        self.on_change()
+
+    async def _wait(self, c: LocalContainer) -> None:
+        if c.proc is None:
+            return
+        code = await c.proc.wait()
+        if c.reader is not None:
+            await c.reader
+        c.exit_code = exit_code_of(code)
+        self.on_change()
+
+    def _env(self, c: dict[str, Any]) -> dict[str, str]:
+        """The container's environment: the base env, then its ``env`` entries in order, each
+        value expanded against the entries before it (Kubernetes semantics)."""
+        own: dict[str, str] = {}
+        meta = self.manifest["metadata"]
+        for entry in c.get("env") or []:
+            name = entry["name"]
+            if "value" in entry:
+                own[name] = expand(str(entry.get("value", "")), own)
+            elif "valueFrom" in entry:
+                ref = (entry["valueFrom"] or {}).get("fieldRef") or {}
+                path = ref.get("fieldPath", "")
+                fields = {
+                    "metadata.name": meta["name"],
+                    "metadata.namespace": meta.get("namespace", "default"),
+                    "status.podIP": "127.0.0.1",
+                    "status.hostIP": "127.0.0.1",
+                    "spec.nodeName": os.uname().nodename,
+                }
+                if path in fields:
+                    own[name] = fields[path]
+                elif path.startswith("metadata.labels['") and path.endswith("']"):
+                    own[name] = meta.get("labels", {}).get(path[len("metadata.labels['") : -2], "")
+        env = dict(self.base_env)
+        env.update(own)
+        return env
+
+    def _argv(self, c: dict[str, Any], env: dict[str, str]) -> list[str]:
+        command = [str(x) for x in c.get("command") or []]
+        args = [str(x) for x in c.get("args") or []]
+        if not command:
+            raise ContainerSetupError(
+                f"container {c['name']!r} has no command: the local runtime cannot use an image's "
+                "entrypoint; set command (and args) in the pod template"
+            )
+        own = {k: v for k, v in env.items() if k not in self.base_env or self.base_env[k] != v}
+        return [expand(x, own) for x in command + args]
+
+    def _cwd(self, c: dict[str, Any]) -> Path:
+        wanted = c.get("workingDir")
+        if not wanted:
+            return self.default_dir
+        path = Path(wanted)
+        if not path.is_absolute():
+            path = self.default_dir / path
+        if not path.is_dir():
+            raise ContainerSetupError(
+                f"container {c['name']!r}: workingDir {wanted!r} does not exist on this machine"
+                + (f" (resolved to {path})" if str(path) != wanted else "")
+            )
+        return path
+
+    async def _spawn(self, c: LocalContainer) -> None:
+        log_path = self.log_dir / f"{self.name}.{c.name}.log"
+        log = open(log_path, "ab", buffering=0)  # noqa: SIM115 - closed by the reader
+        try:
+            env = self._env(c.spec)
+            argv = self._argv(c.spec, env)
+            cwd = self._cwd(c.spec)
+            c.proc = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=cwd,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except (ContainerSetupError, OSError) as exc:
+            message = str(exc) if isinstance(exc, ContainerSetupError) else f"cannot start {c.name!r}: {exc}"
+            log.write((message + "\n").encode())
+            log.close()
+            self.sink(self.name, c.name, f"error: {message}")
+            c.error = message
+            c.exit_code = 128
+            return
+        c.reader = asyncio.get_running_loop().create_task(self._pump(c, log))
+
+    async def _pump(self, c: LocalContainer, log: Any) -> None:
+        """Copy the container's output to its log file and, line by line, to the sink."""
+        assert c.proc is not None and c.proc.stdout is not None
+        partial = b""
+        try:
+            while True:
+                chunk = await c.proc.stdout.read(65536)
+                if not chunk:
+                    break
+                log.write(chunk)
+                partial += chunk
+                *lines, partial = partial.split(b"\n")
+                for line in lines:
+                    self.sink(self.name, c.name, _display(line))
+            if partial:
+                self.sink(self.name, c.name, _display(partial))
+        finally:
+            log.close()
+
+    # ----------------------------------------------------------------- stopping
+
+    async def terminate(self) -> None:
+        """SIGTERM every process group of the pod, SIGKILL after the grace period."""
+        self.deleting = True
+        self.on_change()
+        groups = self.pids()
+        _signal_groups(groups, signal.SIGTERM)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.grace_seconds
+        while self.pids() and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        _signal_groups(groups, signal.SIGKILL)
+        # Reap: the wait tasks finish once the processes are gone.
+        if self.task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self.task), timeout=5)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                self.task.cancel()
+
+
+def _signal_groups(pids: list[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _display(line: bytes) -> str:
+    text = line.decode("utf-8", errors="replace").rstrip("\r")
+    return text.rsplit("\r", 1)[-1]
+
+
+def base_environment() -> dict[str, str]:
+    """This process's environment with the directory of its Python first on PATH, so
+    ``python`` and ``torchrun`` in a command mean the interpreter t9k-jobs runs in."""
+    env = dict(os.environ)
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env

@@ -1,0 +1,187 @@
+"""A tiny in-memory runtime for the reconcile engine.
+
+``Sim`` plays the part of the Kubernetes operator: it holds the job and its pods, calls
+:func:`reconcile`, carries out the plan (create pods, delete pods, remember other children)
+and stores ``plan.status`` back on the job, exactly as a runtime would. Tests drive the pods
+(``run``, ``succeed``, ``fail``, ``vanish``) and the clock (``tick``) between passes.
+
+Deletion is immediate unless ``graceful=True``: then a deleted pod stays, marked
+``deleting``, until :meth:`Sim.gc` removes it (the kubelet finishing a graceful shutdown).
+Creating a pod whose name is taken raises :class:`Conflict`, as the API server would.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from typing import Any
+
+from t9k_jobs.api import parse_job
+from t9k_jobs.engine import ContainerState, Observed, ObservedPod, Plan, reconcile
+
+LABEL_TYPE = "batch.tensorstack.dev/replica-type"
+LABEL_INDEX = "batch.tensorstack.dev/replica-index"
+T0 = 1_700_000_000.0
+
+
+class Conflict(AssertionError):
+    """The plan created a pod whose name is already taken."""
+
+
+class Sim:
+    def __init__(self, manifest: dict[str, Any], *, now: float = T0, graceful: bool = False) -> None:
+        manifest = copy.deepcopy(manifest)
+        manifest.setdefault("metadata", {}).setdefault("uid", "job-uid")
+        self.job = parse_job(manifest)
+        self.now = now
+        self.graceful = graceful
+        self.pods: dict[str, ObservedPod] = {}
+        self.specs: dict[str, dict[str, Any]] = {}  # name -> the pod object last created
+        self.others: dict[tuple[str, str], dict[str, Any]] = {}
+        self.created: list[str] = []  # every pod name ever created, in order
+        self.deleted: list[str] = []  # every pod name ever deleted by a plan, in order
+        self.plans: list[Plan] = []
+        self._uids = 0
+
+    # ------------------------------------------------------------------ the runtime
+
+    @property
+    def status(self):  # noqa: ANN201 - JobStatus
+        return self.job.status
+
+    def observed(self) -> Observed:
+        return Observed(pods=dict(self.pods), others=frozenset(self.others))
+
+    def plan(self) -> Plan:
+        """One reconcile pass on the current world, without applying it."""
+        return reconcile(self.job, self.observed(), self.now)
+
+    def step(self, *, start: str | None = None) -> Plan:
+        """Reconcile and apply. ``start``: state of new pods: None (unscheduled), "Pending", "Running"."""
+        plan = self.plan()
+        self.apply(plan, start=start)
+        return plan
+
+    def settle(self, *, start: str | None = "Running", passes: int = 6) -> Plan:
+        """Step until a pass creates and deletes nothing (at most ``passes`` times)."""
+        plan = self.step(start=start)
+        for _ in range(passes - 1):
+            if not plan.create and not plan.delete:
+                break
+            plan = self.step(start=start)
+        return plan
+
+    def apply(self, plan: Plan, *, start: str | None = None) -> None:
+        self.plans.append(plan)
+        for obj in plan.create:
+            name = obj["metadata"]["name"]
+            if obj["kind"] != "Pod":
+                key = (obj["kind"], name)
+                if key in self.others:
+                    raise Conflict(f"{obj['kind']} {name} already exists")
+                self.others[key] = obj
+                continue
+            if name in self.pods:
+                raise Conflict(f"pod {name} already exists")
+            self._uids += 1
+            labels = obj["metadata"]["labels"]
+            containers = tuple(ContainerState(c["name"], "Waiting") for c in obj["spec"]["containers"])
+            self.pods[name] = ObservedPod(
+                name=name,
+                uid=f"uid-{self._uids}",
+                replica_type=labels[LABEL_TYPE],
+                index=int(labels[LABEL_INDEX]),
+                phase="Pending",
+                containers=containers,
+                scheduled=False,
+            )
+            self.specs[name] = obj
+            self.created.append(name)
+            if start == "Pending":
+                self.schedule(name)
+            elif start == "Running":
+                self.run(name)
+        for d in plan.delete:
+            if d.kind != "Pod":
+                self.others.pop((d.kind, d.name), None)
+                continue
+            pod = self.pods.get(d.name)
+            if pod is None or (d.uid is not None and pod.uid != d.uid):
+                continue
+            self.deleted.append(d.name)
+            if self.graceful:
+                self.pods[d.name] = replace(pod, deleting=True)
+            else:
+                del self.pods[d.name]
+        self.job = self.job.model_copy(update={"status": plan.status})
+
+    def gc(self) -> None:
+        """Graceful deletions finish: pods marked ``deleting`` disappear."""
+        self.pods = {n: p for n, p in self.pods.items() if not p.deleting}
+
+    # ------------------------------------------------------------------ the world
+
+    def tick(self, seconds: float) -> None:
+        self.now += seconds
+
+    def edit(self, **spec_changes: Any) -> None:
+        """Change the job's spec (keeping its status), like ``kubectl edit``."""
+        data = self.job.model_dump(by_alias=True, exclude_none=True, mode="json")
+        data["spec"].update(spec_changes)
+        status = self.job.status
+        data.pop("status", None)
+        self.job = parse_job(data).model_copy(update={"status": status})
+
+    def _set(self, name: str, phase: str, state: str, code: int | None = None, **kw: Any) -> None:
+        pod = self.pods[name]
+        containers = tuple(ContainerState(c.name, state, code) for c in pod.containers)  # type: ignore[arg-type]
+        self.pods[name] = replace(pod, phase=phase, containers=containers, scheduled=True, **kw)  # type: ignore[arg-type]
+
+    def schedule(self, name: str) -> None:
+        self._set(name, "Pending", "Waiting")
+
+    def run(self, name: str) -> None:
+        self._set(name, "Running", "Running")
+
+    def succeed(self, name: str) -> None:
+        self._set(name, "Succeeded", "Terminated", 0)
+
+    def fail(self, name: str, code: int = 1) -> None:
+        self._set(name, "Failed", "Terminated", code)
+
+    def vanish(self, name: str) -> None:
+        """Someone else deleted the pod (a user, a queue's maxDuration, preemption)."""
+        del self.pods[name]
+
+    def run_all(self) -> None:
+        for name, pod in self.pods.items():
+            if not pod.terminal:
+                self.run(name)
+
+    # ------------------------------------------------------------------ reading
+
+    def pod(self, name: str) -> dict[str, Any]:
+        """The pod object as created (the latest one of that name)."""
+        return self.specs[name]
+
+    def container(self, name: str, container: str | None = None) -> dict[str, Any]:
+        containers = self.specs[name]["spec"]["containers"]
+        if container is None:
+            return containers[0]
+        return next(c for c in containers if c["name"] == container)
+
+    def env(self, name: str, container: str | None = None) -> dict[str, str]:
+        return {e["name"]: e.get("value") for e in self.container(name, container).get("env") or []}
+
+    def condition(self, type_: str):  # noqa: ANN201 - Condition
+        return self.job.status.condition(type_)
+
+    def replica(self, name: str):  # noqa: ANN201 - ReplicaStatus
+        for task in self.job.status.tasks:
+            for rs in task.replicas:
+                if rs.name == name:
+                    return rs
+        raise KeyError(name)
+
+    def live(self) -> list[str]:
+        return sorted(n for n, p in self.pods.items() if not p.deleting)
