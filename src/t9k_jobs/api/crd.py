@@ -154,10 +154,9 @@ def _convert(node: dict[str, Any], defs: dict[str, Any], path: str, refs: tuple[
                 "or x-kubernetes-int-or-string on the field"
             )
 
+    if "not" in node:
+        raise ValueError(f"{path}: 'not' is not supported")
     out: dict[str, Any] = {}
-    for key in ("not",):
-        if key in node:
-            raise ValueError(f"{path}: {key!r} is not supported")
 
     if "const" in node:
         const = node.pop("const")
@@ -327,6 +326,13 @@ _MAP_LISTS: dict[str, list[str]] = {
 }
 
 
+def _extend(node: dict[str, Any], keys: dict[str, Any]) -> None:
+    """Add ``keys`` to ``node`` in place, keeping the canonical key order."""
+    ordered = _ordered({**node, **keys})
+    node.clear()
+    node.update(ordered)
+
+
 def _node_at(root: dict[str, Any], dotted: str) -> dict[str, Any]:
     node = root
     for part in dotted.split("."):
@@ -389,19 +395,12 @@ def crd_for(cls: type[JobBase]) -> dict[str, Any]:
         items = node.get("items", {})
         if node.get("type") != "array" or "type" not in items.get("required", []):
             raise ValueError(f"{dotted}: a list-type map needs items with a required 'type' field")
-        node["x-kubernetes-list-type"] = "map"
-        node["x-kubernetes-list-map-keys"] = ["type"]
-        root_update = _ordered(node)
-        node.clear()
-        node.update(root_update)
+        _extend(node, {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})
     for dotted, rules in _RULES.get(cls.KIND, {}).items():
         node = _node_at(root, dotted)
         if node.get("type") != "object":
             raise ValueError(f"{dotted}: CEL rules are only attached to object nodes")
-        node["x-kubernetes-validations"] = copy.deepcopy(rules)
-        ordered = _ordered(node)
-        node.clear()
-        node.update(ordered)
+        _extend(node, {"x-kubernetes-validations": copy.deepcopy(rules)})
 
     singular = cls.KIND.lower()
     return {

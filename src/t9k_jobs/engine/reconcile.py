@@ -187,6 +187,9 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
 
     outcome = None if job.run_mode.debug_enabled else fw.outcome(job, p.groups, p.finals)
     if outcome is not None:
+        # Replicas that were about to be (re)created never will be: report every replica as
+        # the finished job's later passes will, so the status is final on this pass.
+        p.replicas.clear()
         _refresh_replicas(p)
         _end(p, outcome)
         return p.plan

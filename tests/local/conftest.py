@@ -1,0 +1,117 @@
+"""Helpers for end-to-end tests of ``t9k-jobs run``: real CLI processes, real replicas."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Run:
+    """A ``t9k-jobs run`` started in the background, with its run directory."""
+
+    def __init__(self, manifest: Path, run_dir: Path, *extra: str) -> None:
+        self.manifest = manifest
+        self.run_dir = run_dir
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "t9k_jobs.cli", "run", str(manifest), "--run-dir", str(run_dir), *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.output = ""
+
+    def status(self) -> dict[str, Any]:
+        path = self.run_dir / "status.yaml"
+        try:
+            return yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            return {}
+
+    def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 60) -> dict[str, Any]:
+        """Poll status.yaml until ``predicate(status)``; fail with the output on timeout or exit."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            status = self.status()
+            if status and predicate(status):
+                return status
+            if self.proc.poll() is not None:
+                status = self.status()
+                if status and predicate(status):
+                    return status
+                self.finish(5)
+                pytest.fail(f"t9k-jobs exited ({self.proc.returncode}) before the status matched:\n{self.output}")
+            time.sleep(0.1)
+        self.signal(signal.SIGKILL)
+        self.finish(10)
+        pytest.fail(f"timed out waiting for the status; last status {self.status()}\noutput:\n{self.output}")
+
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def finish(self, timeout: float = 120) -> int:
+        try:
+            out, _ = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            out, _ = self.proc.communicate()
+        self.output += out or ""
+        return self.proc.returncode
+
+
+@pytest.fixture
+def start(tmp_path: Path) -> Iterator[Callable[..., Run]]:
+    runs: list[Run] = []
+
+    def _start(manifest: dict[str, Any] | Path, *extra: str, name: str = "job.yaml") -> Run:
+        if isinstance(manifest, dict):
+            path = tmp_path / name
+            path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+        else:
+            path = manifest
+        run = Run(path, tmp_path / f"run-{len(runs)}", *extra)
+        runs.append(run)
+        return run
+
+    yield _start
+    for run in runs:
+        if run.proc.poll() is None:
+            try:
+                os.killpg(run.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            run.proc.communicate()
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live (not zombie) process."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def py(code: str) -> list[str]:
+    """A container command that runs ``code`` with the interpreter t9k-jobs runs in."""
+    return ["python", "-c", code]
+
+
+def job(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+def template(command: list[str], **container: Any) -> dict[str, Any]:
+    return {"spec": {"containers": [{"name": "pytorch", "image": "local", "command": command, **container}]}}
