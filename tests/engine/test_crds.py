@@ -543,7 +543,7 @@ def mutate(manifest: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
         ("spec.runPolicy.activeDeadlineSeconds", 0, "spec/runPolicy/activeDeadlineSeconds"),
         ("spec.runPolicy.cleanUpPolicy", "Some", "spec/runPolicy/cleanUpPolicy"),
         ("spec.torchrunConfig.rdzvBackend", "zookeeper", "spec/torchrunConfig/rdzvBackend"),
-        ("spec.elastic.enable", "yes", "spec/elastic/enable"),
+        ("spec.elastic.enable", "maybe", "spec/elastic/enable"),
         ("spec.replicaSpecs.0.template", "pod", "spec/replicaSpecs/0/template"),
     ],
 )

@@ -403,6 +403,8 @@ def _active_phase(p: _Pass) -> str:
     """Pending until every desired pod exists and one runs or ran; Resuming after a pause."""
     desired = [g.pod_name(p.job.name, i) for g in p.groups for i in range(g.replicas)]
     pods = [p.observed.pods.get(n) for n in desired]
+    # A pod being deleted (paused, restarted) is on its way out: it does not count as started.
+    pods = [None if pod is not None and pod.deleting else pod for pod in pods]
     started = all(pod is not None for pod in pods) and any(
         pod is not None and (pod.phase == "Running" or pod.terminal) for pod in pods
     )
