@@ -38,6 +38,7 @@ class Model(BaseModel):
         populate_by_name=True,
         extra="forbid",
         frozen=False,
+        strict=True,
     )
 
     def dump(self) -> dict[str, Any]:

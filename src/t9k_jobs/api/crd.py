@@ -395,7 +395,7 @@ def crd_for(cls: type[JobBase]) -> dict[str, Any]:
         items = node.get("items", {})
         if node.get("type") != "array" or "type" not in items.get("required", []):
             raise ValueError(f"{dotted}: a list-type map needs items with a required 'type' field")
-        _extend(node, {"x-kubernetes-list-map-keys": ["type"]})
+        _extend(node, {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})
     for dotted, rules in _RULES.get(cls.KIND, {}).items():
         node = _node_at(root, dotted)
         if node.get("type") != "object":
