@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -29,8 +30,21 @@ class _Dumper(yaml.SafeDumper):
     """YAML with multi-line strings as literal blocks, keys in insertion order."""
 
 
+# Plain scalars that other YAML parsers (go-yaml, YAML 1.1) read as numbers or booleans.
+_AMBIGUOUS = re.compile(
+    r"^(?:[-+]?(?:\d[\d_]*)?\.?\d+(?:[eE][-+]?\d+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)"
+    r"|0[xXoObB][0-9a-fA-F_]+|y|Y|n|N|yes|Yes|YES|no|No|NO|on|On|ON|off|Off|OFF"
+    r"|true|True|TRUE|false|False|FALSE|null|Null|NULL|~)$"
+)
+
+
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    style = "|" if "\n" in value else None
+    if "\n" in value:
+        style: str | None = "|"
+    elif _AMBIGUOUS.match(value):
+        style = "'"
+    else:
+        style = None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 

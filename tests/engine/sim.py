@@ -119,6 +119,17 @@ class Sim:
         """Graceful deletions finish: pods marked ``deleting`` disappear."""
         self.pods = {n: p for n, p in self.pods.items() if not p.deleting}
 
+    def fork(self) -> Sim:
+        """A cheap independent copy (pods and the job are immutable; containers are copied)."""
+        other = copy.copy(self)
+        other.pods = dict(self.pods)
+        other.specs = dict(self.specs)
+        other.others = dict(self.others)
+        other.created = list(self.created)
+        other.deleted = list(self.deleted)
+        other.plans = list(self.plans)
+        return other
+
     # ------------------------------------------------------------------ the world
 
     def tick(self, seconds: float) -> None:

@@ -1118,3 +1118,22 @@ def test_reconcile_uses_the_given_clock_only():
     sim = world_states()[2]
     plan = reconcile(sim.job, sim.observed(), T0 + 5)
     assert plan.status.start_time == "2023-11-14T22:13:25Z"
+
+
+def test_resume_waits_for_paused_pods_to_terminate():
+    sim = started(pytorch(name="j", policy="Never"), graceful=True)
+    pause(sim, True)
+    sim.step()
+    assert sim.status.phase == "Paused" and all(p.deleting for p in sim.pods.values())
+    pause(sim, False)
+    plan = sim.step()  # the old pods are still terminating
+    assert created_pods(plan) == []
+    assert sim.status.phase == "Resuming"
+    sim.gc()
+    plan = sim.step()
+    assert sorted(created_pods(plan)) == ["j-master-0", "j-worker-0", "j-worker-1"]
+    assert sim.status.phase == "Resuming"
+    assert sim.status.backoff_count == 0
+    sim.run_all()
+    sim.step()
+    assert sim.status.phase == "Running"

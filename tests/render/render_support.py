@@ -1,6 +1,6 @@
 """Shared helpers of the render tests: the manifests directory and a deterministic render.
 
-Imported by the test modules of this directory (pytest puts the directory on ``sys.path``).
+Imported by the test modules of this package (``from .render_support import ...``).
 """
 
 from __future__ import annotations

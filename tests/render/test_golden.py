@@ -17,7 +17,7 @@ import os
 import pytest
 import yaml
 
-from render_support import GOLDEN, MANIFESTS, manifest_names, render_manifest
+from .render_support import GOLDEN, MANIFESTS, manifest_names, render_manifest
 from t9k_jobs.render import to_yaml
 
 UPDATE = os.environ.get("UPDATE_GOLDEN", "") not in ("", "0")

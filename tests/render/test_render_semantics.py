@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from render_support import FAKE_KEYS, MANIFESTS, manifest_names, render_manifest
+from .render_support import FAKE_KEYS, MANIFESTS, manifest_names, render_manifest
 from t9k_jobs.api import load_manifest, parse_job
 from t9k_jobs.frameworks import framework_for
 from t9k_jobs.render import render, to_yaml
@@ -139,7 +139,8 @@ def test_pod_labels(name: str) -> None:
     for pod in of_kind(render_manifest(name), "Pod"):
         labels = pod["metadata"]["labels"]
         pod_name = pod["metadata"]["name"]
-        replica_type = pod_name[len(job.name) + 1 :].rsplit("-", 1)[0] if not pod_name.endswith("-launcher") else "launcher"
+        suffix = pod_name[len(job.name) + 1 :]  # <type>-<index>, or "launcher"
+        replica_type = suffix if suffix == "launcher" else suffix.rsplit("-", 1)[0]
         assert labels["tensorstack.dev/owner-name"] == job.name
         assert labels["tensorstack.dev/owner-kind"] == job.kind
         assert labels["tensorstack.dev/component"] == kind
@@ -554,21 +555,18 @@ def test_colossalai_scheduler_keeps_launcher_out_of_the_pod_group() -> None:
         assert labels["scheduler.tensorstack.dev/group-name"] == "cq"
 
 
-# --------------------------------------------------------------------------- known bugs (see reply)
+# --------------------------------------------------------------------------- regressions
+# Bugs found while writing these tests (fixed in src since): keep them fixed.
 
 # go-yaml v2 (kubectl, sigs.k8s.io/yaml) reads a plain scalar matching this as a float.
 _GO_YAML_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="to_yaml leaves strings like '2e-5' unquoted; PyYAML reads them back as strings but "
-    "go-yaml v2 (kubectl apply) reads a float, so a container arg becomes a number",
-)
 def test_to_yaml_quotes_strings_that_other_yaml_parsers_read_as_numbers() -> None:
     objects = render_manifest("pytorch-master-worker-scheduler")
     text = to_yaml(objects)
-    risky = sorted({s for s in _strings(objects) if _GO_YAML_FLOAT.match(s)})
+    # Strings PyYAML (YAML 1.1) does not see as numbers, so it emits them unquoted.
+    risky = sorted({s for s in _strings(objects) if _GO_YAML_FLOAT.match(s) and isinstance(yaml.safe_load(s), str)})
     assert "2e-5" in risky
     unquoted = [s for s in risky if re.search(rf"(^|: |- ){re.escape(s)}$", text, flags=re.M)]
     assert unquoted == [], f"emitted as plain scalars (numbers for go-yaml): {unquoted}"
@@ -584,11 +582,6 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RANK follows spec order while MASTER_ADDR prefers a `master` type listed later: "
-    "RANK 0 is then not the MASTER_ADDR pod and env:// init cannot rendezvous",
-)
 def test_pytorch_rank_zero_is_the_master_addr_pod() -> None:
     job = parse_job(
         {
@@ -609,11 +602,6 @@ def test_pytorch_rank_zero_is_the_master_addr_pod() -> None:
             assert pod["metadata"]["name"] == values["MASTER_ADDR"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="elastic: a master type with scalingWeight 0 is forced to 1 replica on top of the "
-    "split, so more pods than expectedReplicas (even more than maxReplicas) are created",
-)
 def test_pytorch_elastic_never_exceeds_expected_replicas() -> None:
     job = parse_job(
         {
@@ -633,11 +621,6 @@ def test_pytorch_elastic_never_exceeds_expected_replicas() -> None:
     assert len(of_kind(render(job, keygen=dict), "Pod")) <= 4
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="torchArgs ['--max_restarts', '3'] become --extra_launch_args=max_restarts,3; "
-    "colossalai run splits on ',' and passes --max_restarts --3",
-)
 def test_colossalai_torch_args_with_separate_values() -> None:
     job = parse_job(
         {
@@ -657,3 +640,14 @@ def test_colossalai_torch_args_with_separate_values() -> None:
     text = script(ctr(one(render(job, keygen=dict), "Pod", "ta-launcher"), "launcher"))
     extra = next(a for a in shlex.split(text) if a.startswith("--extra_launch_args="))
     assert extra == "--extra_launch_args=max_restarts=3"
+
+
+def test_to_yaml_quotes_every_number_or_bool_lookalike() -> None:
+    """Strings that go-yaml (kubectl) or YAML 1.1 would type as numbers/booleans stay strings."""
+    lookalikes = ["2e-5", "1e3", "1E+3", "-1e-3", "0o17", "0x1F", "1.", ".5", "12", "1_000", "3.0",
+                  "yes", "on", "NO", "~", "null", "true", "1:30"]  # fmt: skip
+    text = to_yaml([{"args": [*lookalikes, "plain", "--lr=2e-5"]}])
+    assert yaml.safe_load(text)["args"] == [*lookalikes, "plain", "--lr=2e-5"]
+    for value in lookalikes:
+        assert re.search(rf"^- {re.escape(value)}$", text, flags=re.M) is None, f"{value!r} is unquoted:\n{text}"
+    assert "- plain\n" in text and "- --lr=2e-5\n" in text

@@ -33,11 +33,14 @@ class PyTorchFramework(Framework):
             total = spec.elastic.effective_replicas(sum(counts))
             weights = [1 if r.scaling_weight is None else r.scaling_weight for r in spec.replica_specs]
             counts = split_by_weight(total, weights)
-            # The master (index 0 of the first spec) is never scaled away.
-            master_type = self._master_type(job)
-            for i, r in enumerate(spec.replica_specs):
-                if r.type == master_type and counts[i] == 0:
-                    counts[i] = 1
+            # The master is never scaled away: it takes one replica from the last other type.
+            types = [r.type for r in spec.replica_specs]
+            m = types.index(self._master_type(job))
+            if counts[m] == 0:
+                donor = next((i for i in reversed(range(len(counts))) if i != m and counts[i] > 0), None)
+                if donor is not None:
+                    counts[donor] -= 1
+                counts[m] = 1
         return [
             ReplicaGroup(
                 type=r.type,
@@ -92,7 +95,9 @@ class PyTorchFramework(Framework):
         }
         c = container(pod, group.training_container)
         if not job.spec.torchrun_enabled:
-            groups = self.groups(job)
+            # Ranks follow spec order with the master's type first, so RANK 0 is the pod
+            # MASTER_ADDR names (env:// rendezvous needs rank 0 at MASTER_ADDR).
+            groups = sorted(self.groups(job), key=lambda g: g.type != master_type)
             offset = 0
             for g in groups:
                 if g.type == group.type:

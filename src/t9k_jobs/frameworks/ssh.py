@@ -267,7 +267,7 @@ class ColossalAIFramework(Framework):
             f"--master_port={COLOSSALAI_MASTER_PORT}",
         ]
         if worker.torch_args:
-            cmd.append("--extra_launch_args=" + ",".join(a.lstrip("-") for a in worker.torch_args))
+            cmd.append("--extra_launch_args=" + ",".join(_launch_args(worker.torch_args)))
         return cmd + list(worker.command)
 
     def decorate(
@@ -292,3 +292,23 @@ class ColossalAIFramework(Framework):
         script = f"{_wait_for_sshd(hosts)} && exec {shlex.join(self.launch_command(job, ctx))}"
         c["command"] = ["/bin/sh", "-c", script]
         c["args"] = []
+
+
+def _launch_args(torch_args: list[str]) -> list[str]:
+    """torchrun flags as ``colossalai run --extra_launch_args`` wants them: ``name=value`` items.
+
+    ``["--max_restarts", "3", "--standalone", "--rdzv_backend=c10d"]`` gives
+    ``["max_restarts=3", "standalone", "rdzv_backend=c10d"]``.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(torch_args):
+        item = torch_args[i].strip()
+        name = item.lstrip("-")
+        if "=" not in name and i + 1 < len(torch_args) and not torch_args[i + 1].startswith("-"):
+            out.append(f"{name}={torch_args[i + 1].strip()}")
+            i += 2
+            continue
+        out.append(name)
+        i += 1
+    return out

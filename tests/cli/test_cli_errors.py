@@ -1,0 +1,261 @@
+"""The real command line, run as a subprocess: bad manifests give a short message and exit 2.
+
+Every invalid input must exit with status 2, name the file and the field path on stderr,
+and never show a Python traceback. ``render`` of a valid manifest exits 0 and prints YAML.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+API = "apiVersion: batch.tensorstack.dev/v1beta1\n"
+TIMEOUT = 60
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "t9k_jobs.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        cwd=cwd,
+    )
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def assert_clean_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    """Exit 2, every needle on stderr, nothing that looks like a traceback anywhere."""
+    output = f"--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
+    assert result.returncode == 2, output
+    assert "Traceback" not in result.stdout and "Traceback" not in result.stderr, output
+    for needle in needles:
+        assert needle in result.stderr, f"{needle!r} missing from stderr\n{output}"
+
+
+PYTORCH_WORKER = """\
+kind: PyTorchTrainingJob
+metadata:
+  name: bad-job
+spec:
+  replicaSpecs:
+    - type: worker
+      {field}
+      template:
+        spec:
+          containers:
+            - name: pytorch
+              image: example/pytorch:1
+              command: ["python", "train.py"]
+"""
+
+
+def pytorch_with(field: str) -> str:
+    return API + PYTORCH_WORKER.format(field=field)
+
+
+def test_python_dash_m_entry_point_works() -> None:
+    result = cli("--help")
+    assert result.returncode == 0, result.stderr
+    assert "render" in result.stdout and "validate" in result.stdout
+
+
+@pytest.mark.parametrize("command", ["validate", "render"])
+def test_wrong_field_type(tmp_path: Path, command: str) -> None:
+    path = write(tmp_path, "type.yaml", pytorch_with('replicas: "two"'))
+    result = cli(command, str(path))
+    assert_clean_error(result, str(path), "spec.replicaSpecs[0].replicas", "'two'")
+    assert "integer" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["validate", "render"])
+def test_unknown_kind_suggests_deepspeedjob(tmp_path: Path, command: str) -> None:
+    path = write(
+        tmp_path,
+        "kind.yaml",
+        API
+        + """\
+kind: DeepspeedJob
+metadata:
+  name: bad-job
+spec:
+  config:
+    run:
+      python: ["train.py"]
+  worker:
+    template:
+      spec:
+        containers:
+          - name: worker
+            image: example/ds:1
+""",
+    )
+    result = cli(command, str(path))
+    assert_clean_error(result, str(path), "kind", "DeepspeedJob", "DeepSpeedJob")
+
+
+def test_unknown_field_suggests_the_right_spelling(tmp_path: Path) -> None:
+    path = write(tmp_path, "unknown.yaml", pytorch_with("restartpolicy: OnFailure"))
+    result = cli("validate", str(path))
+    assert_clean_error(result, str(path), "spec.replicaSpecs[0].restartpolicy", "unknown field", "restartPolicy")
+
+
+def test_bad_enum_value_lists_the_accepted_values(tmp_path: Path) -> None:
+    path = write(tmp_path, "enum.yaml", pytorch_with("restartPolicy: Sometimes"))
+    result = cli("validate", str(path))
+    assert_clean_error(result, str(path), "spec.replicaSpecs[0].restartPolicy", "Sometimes")
+    for value in ("Never", "OnFailure", "Always", "ExitCode"):
+        assert value in result.stderr
+
+
+def test_deepspeed_with_both_python_and_module(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "both.yaml",
+        API
+        + """\
+kind: DeepSpeedJob
+metadata:
+  name: bad-job
+spec:
+  config:
+    run:
+      python: ["train.py"]
+      module: ["pkg.train"]
+  worker:
+    replicas: 2
+    template:
+      spec:
+        containers:
+          - name: worker
+            image: example/ds:1
+""",
+    )
+    result = cli("validate", str(path))
+    assert_clean_error(result, str(path), "spec.config", "run.python", "run.module")
+    assert "exactly one" in result.stderr
+
+
+def test_invalid_yaml(tmp_path: Path) -> None:
+    path = write(tmp_path, "broken.yaml", API + "kind: [GenericJob\nmetadata: {name: x\n")
+    result = cli("validate", str(path))
+    assert_clean_error(result, str(path), "YAML", "line ")
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "empty.yaml", "# nothing here\n")
+    result = cli("render", str(path))
+    assert_clean_error(result, str(path), "found 0")
+
+
+@pytest.mark.parametrize("command", ["validate", "render"])
+def test_missing_file(tmp_path: Path, command: str) -> None:
+    path = tmp_path / "does-not-exist.yaml"
+    result = cli(command, str(path))
+    assert_clean_error(result, str(path), "cannot read")
+
+
+def test_directory_instead_of_file(tmp_path: Path) -> None:
+    result = cli("validate", str(tmp_path))
+    assert_clean_error(result, str(tmp_path), "cannot read")
+
+
+def test_several_errors_are_all_reported(tmp_path: Path) -> None:
+    text = pytorch_with('replicas: "two"\n      restartPolicy: Sometimes')
+    path = write(tmp_path, "many.yaml", text)
+    result = cli("validate", str(path))
+    assert_clean_error(result, "spec.replicaSpecs[0].replicas", "spec.replicaSpecs[0].restartPolicy")
+    assert all(line.startswith("error: ") for line in result.stderr.strip().splitlines())
+
+
+VALID = (
+    API
+    + """\
+kind: PyTorchTrainingJob
+metadata:
+  name: tiny-ddp
+spec:
+  replicaSpecs:
+    - type: worker
+      replicas: 2
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+            - name: pytorch
+              image: example/pytorch:1
+              command: ["python", "train.py", "--lr", "0.1"]
+"""
+)
+
+
+def test_validate_valid_manifest(tmp_path: Path) -> None:
+    path = write(tmp_path, "ok.yaml", VALID)
+    result = cli("validate", str(path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "PyTorchTrainingJob/tiny-ddp: valid"
+
+
+def test_render_valid_manifest_prints_yaml(tmp_path: Path) -> None:
+    path = write(tmp_path, "ok.yaml", VALID)
+    result = cli("render", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d is not None]
+    pods = [d for d in docs if d["kind"] == "Pod"]
+    assert [p["metadata"]["name"] for p in pods] == ["tiny-ddp-worker-0", "tiny-ddp-worker-1"]
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "Service"] == ["tiny-ddp-worker-0", "tiny-ddp-worker-1"]
+    assert all(p["spec"]["restartPolicy"] == "Never" for p in pods)
+
+
+def test_render_ssh_kind_generates_a_real_key_pair(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "ds.yaml",
+        API
+        + """\
+kind: DeepSpeedJob
+metadata:
+  name: tiny-ds
+spec:
+  config:
+    run:
+      python: ["train.py"]
+  worker:
+    replicas: 2
+    template:
+      spec:
+        containers:
+          - name: worker
+            image: example/ds:1
+""",
+    )
+    result = cli("render", str(path))
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d is not None]
+    secret = next(d for d in docs if d["kind"] == "Secret")
+    data = secret["stringData"]
+    assert data["id_ed25519"].startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+    assert data["authorized_keys"] == data["id_ed25519.pub"]
+    assert data["id_ed25519.pub"].startswith("ssh-ed25519 ")
+
+
+def test_render_json_output(tmp_path: Path) -> None:
+    import json
+
+    path = write(tmp_path, "ok.yaml", VALID)
+    result = cli("render", "-o", "json", str(path))
+    assert result.returncode == 0, result.stderr
+    listing = json.loads(result.stdout)
+    assert listing["kind"] == "List"
+    assert [i["kind"] for i in listing["items"]].count("Pod") == 2
