@@ -10,6 +10,7 @@ into the current one.
 
 from __future__ import annotations
 
+import shlex
 from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
@@ -209,7 +210,8 @@ StringOrList = Annotated[
 class DeepSpeedRun(Model):
     """``spec.config.run``: exactly one of ``python``, ``module``, ``exec`` (T9k docs).
 
-    A scalar (``python: train.py``), as in the DeepSpeedJob guide, is read as a one-item list.
+    A scalar (``python: train.py --epochs 3``), as in the DeepSpeedJob guide, is split like a shell
+    command line.
     """
 
     python: StringOrList | None = None
@@ -220,7 +222,11 @@ class DeepSpeedRun(Model):
     @classmethod
     def _as_list(cls, value: list[str] | str | None) -> list[str] | None:
         if isinstance(value, str):
-            return value.split() if value.strip() else [value]
+            try:
+                words = shlex.split(value)
+            except ValueError as exc:
+                raise ValueError(f"cannot split {value!r} into arguments: {exc}") from None
+            return words or [value]
         return value
 
     @property
