@@ -47,6 +47,12 @@ def ssh_secret(job: JobBase) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "data": {}}
 
 
+def launch_children(job: JobBase, files: dict[str, str]) -> list[dict[str, Any]]:
+    """The ConfigMap ``<job>-launch`` holding ``files`` (hostfile, env file) and the ssh Secret."""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": child_meta(job, config_map_name(job)), "data": files}
+    return [cm, ssh_secret(job)]
+
+
 def _mount(pod: dict[str, Any], c: dict[str, Any], volume: dict[str, Any], mounts: list[dict[str, Any]]) -> None:
     volumes = pod["spec"].setdefault("volumes", [])
     if all(v.get("name") != volume["name"] for v in volumes):
@@ -128,13 +134,7 @@ class DeepSpeedFramework(Framework):
 
     def extra_children(self, job: JobBase, groups: list[ReplicaGroup], ctx: BuildContext) -> list[dict[str, Any]]:
         assert isinstance(job, DeepSpeedJob)
-        cm = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": child_meta(job, config_map_name(job)),
-            "data": {"hostfile": self.hostfile(job, ctx), "deepspeed_env": self.env_file(job)},
-        }
-        return [cm, ssh_secret(job)]
+        return launch_children(job, {"hostfile": self.hostfile(job, ctx), "deepspeed_env": self.env_file(job)})
 
     def launch_command(self, job: DeepSpeedJob) -> list[str]:
         """The ``deepspeed`` command worker-0 runs (reference §4.3)."""
@@ -246,13 +246,7 @@ class ColossalAIFramework(Framework):
 
     def extra_children(self, job: JobBase, groups: list[ReplicaGroup], ctx: BuildContext) -> list[dict[str, Any]]:
         assert isinstance(job, ColossalAIJob)
-        cm = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": child_meta(job, config_map_name(job)),
-            "data": {"hostfile": self.hostfile(job, ctx)},
-        }
-        return [cm, ssh_secret(job)]
+        return launch_children(job, {"hostfile": self.hostfile(job, ctx)})
 
     def launch_command(self, job: ColossalAIJob, ctx: BuildContext) -> list[str]:
         """``colossalai run`` over the workers' hostfile (reference §5.2)."""
