@@ -3,11 +3,16 @@
 A hypothesis state machine plays a cluster around one job: it reconciles and applies the
 plan (through :class:`Sim`), and in between pods start, succeed, fail with an exit code,
 get deleted by someone else, finish a graceful deletion, and the clock moves. After every
-step the invariants a correct engine keeps must hold.
+step the invariants a correct engine keeps must hold. Each pass the machine makes is also
+checked for purity (the same input gives the same plan) and convergence (left alone, the
+world reaches a pass that changes nothing, and that pass is a fixed point).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -20,6 +25,9 @@ from .jobs import deepspeed, generic, pytorch
 from .sim import Sim
 
 EXIT_CODES = st.sampled_from([1, 137, 143, 2])
+# Shrinking a failure can take minutes; let hypothesis finish and print the minimal example.
+pytestmark = pytest.mark.timeout(900)
+
 SETTINGS = settings(
     max_examples=100,
     stateful_step_count=30,
@@ -36,14 +44,20 @@ class JobMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ setup helpers
 
-    def start(self, manifest: dict, graceful: bool) -> None:
+    def start(self, manifest: dict, graceful: bool, warm: bool) -> None:
+        """``graceful``: the engine's deletions take a grace period; ``warm``: begin with all pods running."""
         self.sim = Sim(manifest, graceful=graceful)
+        if warm:
+            self.sim.step(start="Running")
+            self.sim.step()
         self.final_phase = None
-        self.passes = 0
+        self.failures = 0  # pod failures and deletions the world caused (or SIGTERM exits)
+        self.paused = False
+        self.pause_applied = False  # a pass ran since pause was switched on
 
-    def desired(self) -> dict[str, int]:
+    def desired(self) -> list[str]:
         groups = framework_for(self.sim.job).groups(self.sim.job)
-        return {g.pod_name(self.sim.job.name, i): 0 for g in groups for i in range(g.replicas)}
+        return [g.pod_name(self.sim.job.name, i) for g in groups for i in range(g.replicas)]
 
     def backoff_limit(self) -> int | None:
         return None
@@ -58,6 +72,7 @@ class JobMachine(RuleBasedStateMachine):
     def reconcile_and_apply(self) -> None:
         sim = self.sim
         before = sim.status.phase if sim.status else None
+        self.check_convergence()
         first = sim.plan()
         second = sim.plan()
         # Pure: the same input gives the same plan.
@@ -68,8 +83,13 @@ class JobMachine(RuleBasedStateMachine):
         assert first.requeue_after == second.requeue_after
         if before in TERMINAL_PHASES:
             assert not [o for o in first.create if o["kind"] == "Pod"], "a finished job created a pod"
-        sim.apply(first)  # raises Conflict if a pod name is taken
-        self.passes += 1
+        if before in ("Pending", "Paused", "Resuming") and first.status.phase == "Running":
+            # Running once every desired pod exists (not one on its way out) and one has started.
+            pods = [sim.pods.get(n) for n in self.desired()]
+            assert all(p is not None and not p.deleting for p in pods), (before, pods)
+            assert any(p.phase == "Running" or p.terminal for p in pods)  # type: ignore[union-attr]
+        sim.apply(first)  # raises Conflict if a pod name is taken: never two pods of one name
+        self.pause_applied = self.paused
 
     # ------------------------------------------------------------------ the world
 
@@ -93,27 +113,36 @@ class JobMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), code=EXIT_CODES)
     def pod_fails(self, data, code: int) -> None:  # noqa: ANN001
+        """A started pod fails (a pod being deleted may exit too, e.g. 143 on SIGTERM)."""
         name = self.pick(data, lambda p: p.scheduled and not p.terminal)
         if name:
             self.sim.fail(name, code)
+            self.failures += 1
 
-    @rule(data=st.data())
-    def pod_deleted_externally(self, data) -> None:  # noqa: ANN001
+    @rule(data=st.data(), graceful=st.booleans())
+    def pod_deleted_externally(self, data, graceful: bool) -> None:  # noqa: ANN001
+        """A user, a queue's maxDuration or preemption deletes a pod: at once, or with a grace period."""
         name = self.pick(data, lambda p: not p.deleting)
-        if name:
+        if name is None:
+            return
+        self.failures += 1
+        if graceful:
+            self.sim.pods[name] = replace(self.sim.pods[name], deleting=True)
+        else:
             self.sim.vanish(name)
-
-    @precondition(lambda self: any(p.deleting for p in self.sim.pods.values()))
-    @rule(data=st.data())
-    def deleting_pod_exits_on_sigterm(self, data) -> None:  # noqa: ANN001
-        name = self.pick(data, lambda p: p.deleting and not p.terminal and p.scheduled)
-        if name:
-            self.sim.fail(name, 143)
 
     @precondition(lambda self: any(p.deleting for p in self.sim.pods.values()))
     @rule()
     def graceful_deletions_finish(self) -> None:
         self.sim.gc()
+
+    @rule()
+    def toggle_pause_and_reconcile(self) -> None:
+        """A user flips ``runMode.pause.enabled``; the edit triggers a pass at once."""
+        self.paused = not self.paused
+        self.pause_applied = False
+        self.sim.edit(runMode={"pause": {"enabled": self.paused}})
+        self.reconcile_and_apply()
 
     @rule(seconds=st.integers(min_value=1, max_value=120))
     def clock_advances(self, seconds: int) -> None:
@@ -148,6 +177,44 @@ class JobMachine(RuleBasedStateMachine):
             self.final_phase = status.phase
 
     @invariant()
+    def restarts_and_failures_need_a_cause(self) -> None:
+        """The engine never counts a restart, or fails the job, for pods it deleted itself."""
+        status = self.sim.status
+        if status is None:
+            return
+        if self.restarts_need_failures():
+            assert status.backoff_count <= self.failures
+        if status.phase == "Failed":
+            reason = status.condition("Failed").reason
+            assert self.failures > 0 or reason in ("DeadlineExceeded", "NoRuleMatched"), reason
+
+    def restarts_need_failures(self) -> bool:
+        return self.policy != "Always"  # Always restarts succeeded pods too
+
+    def restarts_left(self, replica) -> bool:  # noqa: ANN001
+        """Whether ``replica`` may still be restarted: the shared backoff is not used up."""
+        return self.sim.status.backoff_count < self.limit
+
+    @invariant()
+    def no_replica_is_given_up_while_restarts_remain(self) -> None:
+        """OnFailure and Always restart every failure (Always: every end) until restarts run out."""
+        status = self.sim.status
+        if status is None or self.policy not in ("OnFailure", "Always"):
+            return
+        if status.phase not in ("Pending", "Running"):
+            return
+        given_up = {"Failed", "Deleted"} | ({"Succeeded"} if self.policy == "Always" else set())
+        for task in status.tasks:
+            for r in task.replicas:
+                assert not (r.phase in given_up and self.restarts_left(r)), r
+
+    @invariant()
+    def paused_job_has_no_live_pods(self) -> None:
+        if self.pause_applied and self.sim.status.phase not in TERMINAL_PHASES:
+            assert self.sim.status.phase == "Paused"
+            assert self.sim.live() == []
+
+    @invariant()
     def aggregate_and_tasks_cover_the_desired_replicas(self) -> None:
         status = self.sim.status
         if status is None:
@@ -157,16 +224,15 @@ class JobMachine(RuleBasedStateMachine):
         names = [r.name for t in status.tasks for r in t.replicas]
         assert sorted(names) == sorted(desired)
 
-    @invariant()
-    def reconcile_converges_on_an_unchanged_world(self) -> None:
+    def check_convergence(self) -> None:
         """Without new pod events, a few passes reach a pass that changes nothing at all.
 
         Restarts take two passes (delete, then create) and graceful deletions wait for the
         kubelet, so the first pass need not be a no-op; but once a pass creates and deletes
-        nothing, the next one must also write the same status.
+        nothing, the next one must also write the same status. Checked on a fork of the world
+        before every pass the machine makes (cheaper than after every step, and it sees every
+        world state that a pass sees).
         """
-        if self.sim.status is None:
-            return
         sim = self.sim.fork()
         for _ in range(5):
             plan = sim.step()
@@ -186,14 +252,15 @@ class PyTorchMachine(JobMachine):
         workers=st.integers(min_value=1, max_value=3),
         deadline=st.none() | st.integers(min_value=30, max_value=300),
         graceful=st.booleans(),
+        warm=st.booleans(),
     )
-    def setup(self, policy: str, backoff: int, workers: int, deadline: int | None, graceful: bool) -> None:
+    def setup(self, policy: str, backoff: int, workers: int, deadline: int | None, graceful: bool, warm: bool) -> None:
         run_policy = {"backoffLimit": backoff}
         if deadline is not None:
             run_policy["activeDeadlineSeconds"] = deadline
         self.limit = backoff
         self.policy = policy
-        self.start(pytorch([("master", 1), ("worker", workers)], policy=policy, runPolicy=run_policy), graceful)
+        self.start(pytorch([("master", 1), ("worker", workers)], policy=policy, runPolicy=run_policy), graceful, warm)
 
     def backoff_limit(self) -> int | None:
         return self.limit
@@ -216,15 +283,20 @@ class GenericJobMachine(JobMachine):
         workers=st.integers(min_value=1, max_value=3),
         rules=st.sampled_from(["default", "master", "span"]),
         graceful=st.booleans(),
+        warm=st.booleans(),
     )
-    def setup(self, policy: str, limit: int, workers: int, rules: str, graceful: bool) -> None:
+    def setup(self, policy: str, limit: int, workers: int, rules: str, graceful: bool, warm: bool) -> None:
         spec: dict = {}
         if rules == "master":
             spec = {"successRules": [{"master": [0]}], "failureRules": [{"master": [0]}]}
         elif rules == "span":
             spec = {"successRules": [{"master": [0], "worker": ["0"]}], "failureRules": [{"worker": [0]}]}
         self.limit = limit
-        self.start(generic([("master", 1), ("worker", workers)], policy=policy, limit=limit, **spec), graceful)
+        self.policy = policy
+        self.start(generic([("master", 1), ("worker", workers)], policy=policy, limit=limit, **spec), graceful, warm)
+
+    def restarts_left(self, replica) -> bool:  # noqa: ANN001
+        return replica.restart_count < self.limit  # GenericJob: a limit per replica
 
     @invariant()
     def per_replica_limit(self) -> None:
@@ -243,10 +315,12 @@ class DeepSpeedMachine(JobMachine):
         backoff=st.integers(min_value=0, max_value=3),
         workers=st.integers(min_value=1, max_value=3),
         graceful=st.booleans(),
+        warm=st.booleans(),
     )
-    def setup(self, policy: str, backoff: int, workers: int, graceful: bool) -> None:
+    def setup(self, policy: str, backoff: int, workers: int, graceful: bool, warm: bool) -> None:
         self.limit = backoff
-        self.start(deepspeed(workers, policy=policy, backoff=backoff), graceful)
+        self.policy = policy
+        self.start(deepspeed(workers, policy=policy, backoff=backoff), graceful, warm)
 
     def backoff_limit(self) -> int | None:
         return self.limit
@@ -267,3 +341,54 @@ TestGenericJobMachine = GenericJobMachine.TestCase
 TestGenericJobMachine.settings = SETTINGS
 TestDeepSpeedMachine = DeepSpeedMachine.TestCase
 TestDeepSpeedMachine.settings = SETTINGS
+
+
+class ElasticPyTorchMachine(PyTorchMachine):
+    """PyTorch with torchrun and elastic scaling: users change expectedReplicas on the fly."""
+
+    @initialize(
+        policy=st.sampled_from(["Never", "OnFailure", "ExitCode"]),
+        backoff=st.integers(min_value=0, max_value=3),
+        expected=st.integers(min_value=1, max_value=4),
+        graceful=st.booleans(),
+        warm=st.booleans(),
+    )
+    def setup(self, policy: str, backoff: int, expected: int, graceful: bool, warm: bool) -> None:  # type: ignore[override]
+        self.limit = backoff
+        self.policy = policy
+        m = pytorch(
+            [("master", 1), ("worker", 1)],
+            policy=policy,
+            runPolicy={"backoffLimit": backoff},
+            torchrunConfig={"enabled": True},
+            elastic=self.elastic(expected),
+        )
+        self.start(m, graceful, warm)
+
+    @staticmethod
+    def elastic(expected: int) -> dict:
+        return {"enabled": True, "minReplicas": 1, "maxReplicas": 4, "expectedReplicas": expected}
+
+    @precondition(lambda self: self.sim.status is None or self.sim.status.phase not in TERMINAL_PHASES)
+    @rule(expected=st.integers(min_value=0, max_value=6))
+    def rescale_and_reconcile(self, expected: int) -> None:
+        self.sim.edit(elastic=self.elastic(expected))
+        self.reconcile_and_apply()
+
+    @invariant()
+    def restarts_are_counted_once(self) -> None:
+        status = self.sim.status
+        if status is None:
+            return
+        # Replicas scaled away leave the tasks, so only the per-type counts add up.
+        assert status.backoff_count == sum(t.restart_count for t in status.tasks)
+        if self.policy == "Never":
+            assert status.backoff_count == 0
+
+    @invariant()
+    def master_is_never_scaled_away(self) -> None:
+        assert "job-master-0" in self.desired()
+
+
+TestElasticPyTorchMachine = ElasticPyTorchMachine.TestCase
+TestElasticPyTorchMachine.settings = SETTINGS

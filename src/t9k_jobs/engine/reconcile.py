@@ -225,7 +225,9 @@ def _walk_replicas(p: _Pass) -> None:
                 p.replicas[name] = prev.model_copy()
             else:
                 p.replicas[name] = _from_pod(pod, rc)
-                if pod.terminal and not pod.deleting and not debug:
+                # A pod someone else is deleting that has already ended is judged like any
+                # other ended pod [§1.11]; only pods deleted by the pause are left alone.
+                if pod.terminal and not debug and not (pod.deleting and resuming):
                     _ended(p, g, i, pod, rc)
     for pod in p.observed.pods.values():
         if pod.name not in desired:
