@@ -364,7 +364,7 @@ def _refresh_replicas(p: _Pass, paused: bool = False) -> None:
                 p.replicas[name] = ReplicaStatus(name=name, uid=pod.uid if pod else "", phase="Deleted", restart_count=rc)
             elif pod is not None:
                 rs = _from_pod(pod, rc)
-                if pod.deleting and prev is not None and prev.phase not in ("Succeeded", "Failed"):
+                if pod.deleting and (prev is None or prev.phase not in ("Succeeded", "Failed")):
                     # Stopped by clean-up or the deadline: its end is our doing, not a failure.
                     rs.phase = "Deleted"
                 p.replicas[name] = rs

@@ -112,6 +112,7 @@ class Framework(abc.ABC):
     def clean_up(self, job: JobBase) -> tuple[str, frozenset[str]]:
         """``(policy, exempt types)``: All/Unfinished/None and the types clean-up never deletes."""
 
+    @abc.abstractmethod
     def decorate(
         self, job: JobBase, group: ReplicaGroup, index: int, pod: dict[str, Any], ctx: BuildContext
     ) -> None:
