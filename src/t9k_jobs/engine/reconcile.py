@@ -223,6 +223,10 @@ def _walk_replicas(p: _Pass) -> None:
                 # pod is also reported as Creating with its own uid; it is new, not replaced.)
                 p.delete_pod(pod, "Restart")
                 p.replicas[name] = prev.model_copy()
+            elif prev is None and pod.deleting:
+                # Scaled away earlier and wanted again before its pod is gone: recreate it once
+                # the pod is gone, like a restart but without counting one.
+                p.replicas[name] = _from_pod(pod, rc).model_copy(update={"phase": "Creating"})
             else:
                 p.replicas[name] = _from_pod(pod, rc)
                 # A pod someone else is deleting that has already ended is judged like any
