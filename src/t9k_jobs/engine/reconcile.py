@@ -321,7 +321,9 @@ def _apply_restarts(p: _Pass) -> None:
         task.restart_count += 1
         prev = p.replicas.get(name)
         rc = (prev.restart_count if prev else 0) + 1
-        p.replicas[name] = ReplicaStatus(name=name, uid=pod.uid if pod else "", phase="Creating", restart_count=rc)
+        # Keep what the pod showed so a later pass reporting the same pod writes the same status.
+        marker = _from_pod(pod, rc) if pod is not None else ReplicaStatus(name=name, phase="Creating", restart_count=rc)
+        p.replicas[name] = marker.model_copy(update={"phase": "Creating"})
         p.creates = [(cg, ci) for cg, ci in p.creates if (cg.type, ci) != (g.type, i)]
         if pod is not None:
             p.delete_pod(pod, "Restart")
