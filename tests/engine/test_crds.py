@@ -563,10 +563,7 @@ def test_spec_is_required() -> None:
 @pytest.mark.parametrize("path", sorted(MANIFESTS.glob("*.yaml")), ids=lambda p: p.name)
 def test_manifests_the_model_accepts_validate_against_the_crd(path: Path) -> None:
     manifest = yaml.safe_load(path.read_text(encoding="utf-8"))
-    try:
-        parse_job(copy.deepcopy(manifest), str(path))
-    except ManifestError:
-        pytest.skip("the model rejects this manifest")
+    parse_job(copy.deepcopy(manifest), str(path))  # every render manifest is a valid job
     assert errors(manifest) == []
 
 
