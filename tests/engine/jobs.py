@@ -8,8 +8,14 @@ from typing import Any
 API = "batch.tensorstack.dev/v1beta1"
 
 
-def ctr(name: str = "pytorch", *, command: list[str] | None = None, args: list[str] | None = None,
-        env: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+def ctr(
+    name: str = "pytorch",
+    *,
+    command: list[str] | None = None,
+    args: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     c: dict[str, Any] = {"name": name, "image": "busybox:1.36"}
     if command is not None:
         c["command"] = command
@@ -49,7 +55,8 @@ def pytorch(
                 "type": t,
                 "replicas": n,
                 "restartPolicy": policy,
-                "template": copy.deepcopy(template) or tmpl(ctr(command=["python"], args=["train.py", "--epochs=1"])),
+                "template": copy.deepcopy(template)
+                or tmpl(ctr(command=["python"], args=["train.py", "--epochs=1"])),
             }
             for t, n in specs
         ],
@@ -86,8 +93,9 @@ def generic(
     return _job("GenericJob", name, body)
 
 
-def deepspeed(replicas: int = 2, *, name: str = "ds", policy: str = "OnFailure", backoff: int | None = None,
-              **spec: Any) -> dict[str, Any]:
+def deepspeed(
+    replicas: int = 2, *, name: str = "ds", policy: str = "OnFailure", backoff: int | None = None, **spec: Any
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "worker": {
             "replicas": replicas,

@@ -46,7 +46,7 @@ class Sim:
     # ------------------------------------------------------------------ the runtime
 
     @property
-    def status(self):  # noqa: ANN201 - JobStatus
+    def status(self):
         return self.job.status
 
     def observed(self) -> Observed:
@@ -184,10 +184,10 @@ class Sim:
     def env(self, name: str, container: str | None = None) -> dict[str, str]:
         return {e["name"]: e.get("value") for e in self.container(name, container).get("env") or []}
 
-    def condition(self, type_: str):  # noqa: ANN201 - Condition
+    def condition(self, type_: str):
         return self.job.status.condition(type_)
 
-    def replica(self, name: str):  # noqa: ANN201 - ReplicaStatus
+    def replica(self, name: str):
         for task in self.job.status.tasks:
             for rs in task.replicas:
                 if rs.name == name:

@@ -62,7 +62,7 @@ class JobMachine(RuleBasedStateMachine):
     def backoff_limit(self) -> int | None:
         return None
 
-    def pick(self, data, want) -> str | None:  # noqa: ANN001
+    def pick(self, data, want) -> str | None:
         names = sorted(n for n, p in self.sim.pods.items() if want(p))
         return data.draw(st.sampled_from(names)) if names else None
 
@@ -94,25 +94,25 @@ class JobMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ the world
 
     @rule(data=st.data())
-    def pod_is_scheduled(self, data) -> None:  # noqa: ANN001
+    def pod_is_scheduled(self, data) -> None:
         name = self.pick(data, lambda p: p.phase == "Pending" and not p.scheduled)
         if name:
             self.sim.schedule(name)
 
     @rule(data=st.data())
-    def pod_runs(self, data) -> None:  # noqa: ANN001
+    def pod_runs(self, data) -> None:
         name = self.pick(data, lambda p: p.phase == "Pending" and not p.deleting)
         if name:
             self.sim.run(name)
 
     @rule(data=st.data())
-    def pod_succeeds(self, data) -> None:  # noqa: ANN001
+    def pod_succeeds(self, data) -> None:
         name = self.pick(data, lambda p: p.phase == "Running")
         if name:
             self.sim.succeed(name)
 
     @rule(data=st.data(), code=EXIT_CODES)
-    def pod_fails(self, data, code: int) -> None:  # noqa: ANN001
+    def pod_fails(self, data, code: int) -> None:
         """A started pod fails (a pod being deleted may exit too, e.g. 143 on SIGTERM)."""
         name = self.pick(data, lambda p: p.scheduled and not p.terminal)
         if name:
@@ -120,7 +120,7 @@ class JobMachine(RuleBasedStateMachine):
             self.failures += 1
 
     @rule(data=st.data(), graceful=st.booleans())
-    def pod_deleted_externally(self, data, graceful: bool) -> None:  # noqa: ANN001
+    def pod_deleted_externally(self, data, graceful: bool) -> None:
         """A user, a queue's maxDuration or preemption deletes a pod: at once, or with a grace period."""
         name = self.pick(data, lambda p: not p.deleting)
         if name is None:
@@ -191,7 +191,7 @@ class JobMachine(RuleBasedStateMachine):
     def restarts_need_failures(self) -> bool:
         return self.policy != "Always"  # Always restarts succeeded pods too
 
-    def restarts_left(self, replica) -> bool:  # noqa: ANN001
+    def restarts_left(self, replica) -> bool:
         """Whether ``replica`` may still be restarted: the shared backoff is not used up."""
         return self.sim.status.backoff_count < self.limit
 
@@ -254,13 +254,17 @@ class PyTorchMachine(JobMachine):
         graceful=st.booleans(),
         warm=st.booleans(),
     )
-    def setup(self, policy: str, backoff: int, workers: int, deadline: int | None, graceful: bool, warm: bool) -> None:
+    def setup(
+        self, policy: str, backoff: int, workers: int, deadline: int | None, graceful: bool, warm: bool
+    ) -> None:
         run_policy = {"backoffLimit": backoff}
         if deadline is not None:
             run_policy["activeDeadlineSeconds"] = deadline
         self.limit = backoff
         self.policy = policy
-        self.start(pytorch([("master", 1), ("worker", workers)], policy=policy, runPolicy=run_policy), graceful, warm)
+        self.start(
+            pytorch([("master", 1), ("worker", workers)], policy=policy, runPolicy=run_policy), graceful, warm
+        )
 
     def backoff_limit(self) -> int | None:
         return self.limit
@@ -293,9 +297,11 @@ class GenericJobMachine(JobMachine):
             spec = {"successRules": [{"master": [0], "worker": ["0"]}], "failureRules": [{"worker": [0]}]}
         self.limit = limit
         self.policy = policy
-        self.start(generic([("master", 1), ("worker", workers)], policy=policy, limit=limit, **spec), graceful, warm)
+        self.start(
+            generic([("master", 1), ("worker", workers)], policy=policy, limit=limit, **spec), graceful, warm
+        )
 
-    def restarts_left(self, replica) -> bool:  # noqa: ANN001
+    def restarts_left(self, replica) -> bool:
         return replica.restart_count < self.limit  # GenericJob: a limit per replica
 
     @invariant()

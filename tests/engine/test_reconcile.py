@@ -7,10 +7,11 @@ from ``jobs.py`` and checks the pods it creates or deletes and the status it wri
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import pytest
 
-from t9k_jobs.engine import reconcile
+from t9k_jobs.engine import ContainerState, reconcile
 
 from .jobs import colossalai, ctr, deepspeed, generic, pytorch, tmpl
 from .sim import T0, Sim
@@ -73,7 +74,9 @@ def test_pods_are_owned_by_the_job():
     sim = Sim(pytorch(name="j"))
     sim.step()
     refs = sim.pod("j-master-0")["metadata"]["ownerReferences"]
-    assert refs[0]["kind"] == "PyTorchTrainingJob" and refs[0]["name"] == "j" and refs[0]["controller"] is True
+    assert (
+        refs[0]["kind"] == "PyTorchTrainingJob" and refs[0]["name"] == "j" and refs[0]["controller"] is True
+    )
 
 
 @pytest.mark.parametrize(
@@ -165,7 +168,9 @@ def test_torchrun_injects_master_addr_but_not_rank():
 
 def test_torchrun_proc_per_node_gpu_reads_the_gpu_limit():
     t = tmpl(ctr(args=["train.py"], resources={"limits": {"nvidia.com/gpu": 8}}))
-    sim = Sim(pytorch([("node", 2)], name="tr", template=t, torchrunConfig={"enabled": True, "procPerNode": "gpu"}))
+    sim = Sim(
+        pytorch([("node", 2)], name="tr", template=t, torchrunConfig={"enabled": True, "procPerNode": "gpu"})
+    )
     sim.step()
     assert "--nproc_per_node=8" in sim.container("tr-node-0")["args"]
 
@@ -202,8 +207,12 @@ SUBST = tmpl(
 
 
 def test_genericjob_substitutes_variables_with_service():
-    m = generic([("master", 1), ("worker", 3)], name="g", template=SUBST,
-                service={"ports": [{"name": "http", "port": 2222}]})
+    m = generic(
+        [("master", 1), ("worker", 3)],
+        name="g",
+        template=SUBST,
+        service={"ports": [{"name": "http", "port": 2222}]},
+    )
     sim = Sim(m)
     sim.step()
     c = sim.container("g-worker-2")
@@ -235,7 +244,9 @@ def test_genericjob_service_per_replica_with_declared_ports():
 
 def test_genericjob_unknown_replica_type_or_rank_untouched():
     t = tmpl(ctr("main", command=["x", "$(replicas[nope])", "$(service.worker[5].host)"]))
-    sim = Sim(generic([("worker", 2)], name="g", template=t, service={"ports": [{"name": "http", "port": 1}]}))
+    sim = Sim(
+        generic([("worker", 2)], name="g", template=t, service={"ports": [{"name": "http", "port": 1}]})
+    )
     sim.step()
     assert sim.container("g-worker-0")["command"] == ["x", "$(replicas[nope])", "$(service.worker[5].host)"]
 
@@ -296,14 +307,11 @@ def test_exitcode_policy_does_not_restart_other_codes(code):
 def test_exitcode_policy_reads_the_training_container_code():
     t = tmpl(ctr("sidecar"), ctr("pytorch", command=["python", "t.py"]))
     sim = started(pytorch(policy="ExitCode", name="j", template=t))
-    from dataclasses import replace
-
-    from t9k_jobs.engine import ContainerState
-
     pod = sim.pods["j-worker-0"]
     # The sidecar died with 1, the training container was killed with 137: retryable.
     sim.pods["j-worker-0"] = replace(
-        pod, phase="Failed",
+        pod,
+        phase="Failed",
         containers=(ContainerState("sidecar", "Terminated", 1), ContainerState("pytorch", "Terminated", 137)),
     )
     assert deleted_pods(sim.step()) == ["j-worker-0"]
@@ -376,8 +384,16 @@ def test_default_backoff_limit_is_3():
 
 
 def test_genericjob_limit_is_per_replica():
-    sim = started(generic([("worker", 2)], name="g", policy="OnFailure", limit=1,
-                          successRules=[{"worker": [0, 1]}], failureRules=[{"worker": [0, 1]}]))
+    sim = started(
+        generic(
+            [("worker", 2)],
+            name="g",
+            policy="OnFailure",
+            limit=1,
+            successRules=[{"worker": [0, 1]}],
+            failureRules=[{"worker": [0, 1]}],
+        )
+    )
     sim.fail("g-worker-0")
     sim.settle()
     assert sim.replica("g-worker-0").restart_count == 1
@@ -449,8 +465,13 @@ def test_genericjob_success_rule():
 
 
 def test_genericjob_failure_rule_spanning_types_with_string_ranks():
-    m = generic([("master", 3), ("worker", 2)], name="g", policy="Never",
-                failureRules=[{"master": ["2"], "worker": ["0", 1]}], successRules=[{"master": [0]}])
+    m = generic(
+        [("master", 3), ("worker", 2)],
+        name="g",
+        policy="Never",
+        failureRules=[{"master": ["2"], "worker": ["0", 1]}],
+        successRules=[{"master": [0]}],
+    )
     sim = started(m)
     sim.fail("g-master-2")
     sim.fail("g-worker-0")
@@ -474,8 +495,13 @@ def test_genericjob_success_rule_spanning_types():
 
 
 def test_genericjob_failure_rules_are_checked_before_success_rules():
-    m = generic([("worker", 2)], name="g", policy="Never",
-                successRules=[{"worker": [0]}], failureRules=[{"worker": [1]}])
+    m = generic(
+        [("worker", 2)],
+        name="g",
+        policy="Never",
+        successRules=[{"worker": [0]}],
+        failureRules=[{"worker": [1]}],
+    )
     sim = started(m)
     sim.succeed("g-worker-0")
     sim.fail("g-worker-1")
@@ -484,7 +510,9 @@ def test_genericjob_failure_rules_are_checked_before_success_rules():
 
 
 def test_genericjob_succeeded_replica_under_always_does_not_count():
-    sim = started(generic([("worker", 1)], name="g", policy="Always", limit=5, successRules=[{"worker": [0]}]))
+    sim = started(
+        generic([("worker", 1)], name="g", policy="Always", limit=5, successRules=[{"worker": [0]}])
+    )
     sim.succeed("g-worker-0")
     plan = sim.step()
     assert sim.status.phase == "Running"
@@ -724,7 +752,7 @@ def test_clean_up_policy_after_success(policy, deleted):
 
 
 def test_clean_up_policy_defaults_to_none():
-    sim, plan = finish_with_mixed_pods(pytorch(name="j"))
+    _, plan = finish_with_mixed_pods(pytorch(name="j"))
     assert deleted_pods(plan) == []
 
 
@@ -842,8 +870,12 @@ def test_unscheduled_pods_are_left_alone():
 
 
 def elastic_job(expected, *, weights=(1, 2), lo=2, hi=12):
-    m = pytorch([("a", 1), ("b", 1)], name="el", torchrunConfig={"enabled": True},
-                elastic={"enabled": True, "minReplicas": lo, "maxReplicas": hi, "expectedReplicas": expected})
+    m = pytorch(
+        [("a", 1), ("b", 1)],
+        name="el",
+        torchrunConfig={"enabled": True},
+        elastic={"enabled": True, "minReplicas": lo, "maxReplicas": hi, "expectedReplicas": expected},
+    )
     for spec, w in zip(m["spec"]["replicaSpecs"], weights):
         spec["scalingWeight"] = w
     return m
@@ -866,8 +898,14 @@ def test_elastic_torchrun_nnodes_is_min_max():
 
 
 def test_elastic_scale_up_creates_next_indices():
-    sim = Sim(pytorch([("worker", 1)], name="el", torchrunConfig={"enabled": True},
-                      elastic={"enabled": True, "minReplicas": 1, "maxReplicas": 8, "expectedReplicas": 3}))
+    sim = Sim(
+        pytorch(
+            [("worker", 1)],
+            name="el",
+            torchrunConfig={"enabled": True},
+            elastic={"enabled": True, "minReplicas": 1, "maxReplicas": 8, "expectedReplicas": 3},
+        )
+    )
     sim.settle()
     sim.step()
     assert sim.live() == ["el-worker-0", "el-worker-1", "el-worker-2"]
@@ -878,8 +916,14 @@ def test_elastic_scale_up_creates_next_indices():
 
 
 def test_elastic_scale_down_deletes_highest_indices():
-    sim = Sim(pytorch([("worker", 1)], name="el", torchrunConfig={"enabled": True},
-                      elastic={"enabled": True, "minReplicas": 1, "maxReplicas": 8, "expectedReplicas": 5}))
+    sim = Sim(
+        pytorch(
+            [("worker", 1)],
+            name="el",
+            torchrunConfig={"enabled": True},
+            elastic={"enabled": True, "minReplicas": 1, "maxReplicas": 8, "expectedReplicas": 5},
+        )
+    )
     sim.settle()
     sim.step()
     sim.edit(elastic={"enabled": True, "minReplicas": 1, "maxReplicas": 8, "expectedReplicas": 3})
@@ -904,8 +948,11 @@ def test_elastic_pod_group_min_member_is_min_replicas():
 
 
 def test_t9k_scheduler_pod_group_and_pod_fields():
-    m = pytorch([("ps", 1), ("worker", 4)], name="job-sample",
-                scheduler={"t9kScheduler": {"queue": "default", "priority": 10}})
+    m = pytorch(
+        [("ps", 1), ("worker", 4)],
+        name="job-sample",
+        scheduler={"t9kScheduler": {"queue": "default", "priority": 10}},
+    )
     sim = Sim(m)
     plan = sim.step()
     pgs = [o for o in plan.create if o["kind"] == "PodGroup"]
@@ -1147,8 +1194,6 @@ def test_elastic_remainder_goes_to_the_first_specs():
 
 def preempt(sim: Sim, name: str, code: int = 143) -> None:
     """Someone else deletes a running pod with a grace period; it exits on SIGTERM."""
-    from dataclasses import replace
-
     sim.pods[name] = replace(sim.pods[name], deleting=True)
     sim.fail(name, code)
 
@@ -1206,8 +1251,11 @@ def test_deepspeed_exitcode_policy_restarts_all_only_for_retryable_codes():
     assert sorted(deleted_pods(sim.step())) == ["ds-worker-0", "ds-worker-1"]
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: DeepSpeed elastic scaling does not rewrite the hostfile "
-                   "or restart worker-0 (reference §4.7); the Plan has no update operation")
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: DeepSpeed elastic scaling does not rewrite the hostfile "
+    "or restart worker-0 (reference §4.7); the Plan has no update operation",
+)
 def test_deepspeed_elastic_scale_up_reaches_the_launcher():
     elastic = {"enabled": True, "minReplicas": 1, "maxReplicas": 4, "expectedReplicas": 2}
     sim = started(deepspeed(2, name="ds", elastic=elastic))
@@ -1215,3 +1263,61 @@ def test_deepspeed_elastic_scale_up_reaches_the_launcher():
     sim.settle()
     assert "ds-worker-2" in sim.others[("ConfigMap", "ds-launch")]["data"]["hostfile"]
     assert "ds-worker-2" in " ".join(sim.container("ds-worker-0", "worker")["command"])
+
+
+def elastic_workers(expected: int) -> dict:
+    return {"enabled": True, "minReplicas": 1, "maxReplicas": 4, "expectedReplicas": expected}
+
+
+def test_elastic_scale_down_then_up_within_grace_period_is_no_restart():
+    m = pytorch(
+        [("master", 1), ("worker", 1)],
+        name="el",
+        policy="Never",
+        torchrunConfig={"enabled": True},
+        elastic=elastic_workers(2),
+    )
+    sim = started(m, graceful=True)
+    sim.edit(elastic=elastic_workers(1))
+    assert deleted_pods(sim.step()) == ["el-worker-0"]
+    sim.edit(elastic=elastic_workers(2))  # wanted again while its pod still terminates
+    plan = sim.step()
+    assert created_pods(plan) == [] and deleted_pods(plan) == []
+    sim.gc()
+    plan = sim.step()
+    assert created_pods(plan) == ["el-worker-0"]
+    assert sim.status.backoff_count == 0
+    assert sim.replica("el-worker-0").phase == "Creating"
+    assert sim.status.phase == "Running"
+
+
+def test_finished_status_is_final_when_a_terminating_replica_is_wanted_again():
+    m = pytorch(
+        [("master", 1), ("worker", 1)],
+        name="el",
+        torchrunConfig={"enabled": True},
+        elastic=elastic_workers(2),
+    )
+    sim = started(m, graceful=True)
+    sim.edit(elastic=elastic_workers(1))
+    sim.step()
+    sim.succeed("el-master-0")
+    sim.edit(elastic=elastic_workers(2))
+    sim.step()
+    assert sim.status.phase == "Succeeded"
+    assert sim.plan().status == sim.status
+
+
+def test_restart_of_an_unscheduled_pod_being_deleted_is_a_fixed_point():
+    sim = Sim(deepspeed(2, name="ds", policy="OnFailure", backoff=1), graceful=True)
+    sim.step()
+    sim.pods["ds-worker-0"] = replace(sim.pods["ds-worker-0"], deleting=True)  # never scheduled
+    sim.run("ds-worker-1")
+    sim.fail("ds-worker-1", 1)
+    sim.step()  # restart every worker; both pods are still terminating
+    assert sim.status.backoff_count == 1
+    again = sim.plan()
+    assert again.create == [] and again.delete == []
+    assert again.status == sim.status
+    sim.gc()
+    assert sorted(created_pods(sim.step())) == ["ds-worker-0", "ds-worker-1"]

@@ -322,7 +322,9 @@ def _apply_restarts(p: _Pass) -> None:
         prev = p.replicas.get(name)
         rc = (prev.restart_count if prev else 0) + 1
         # Keep what the pod showed so a later pass reporting the same pod writes the same status.
-        marker = _from_pod(pod, rc) if pod is not None else ReplicaStatus(name=name, phase="Creating", restart_count=rc)
+        marker = (
+            _from_pod(pod, rc) if pod is not None else ReplicaStatus(name=name, phase="Creating", restart_count=rc)
+        )
         p.replicas[name] = marker.model_copy(update={"phase": "Creating"})
         p.creates = [(cg, ci) for cg, ci in p.creates if (cg.type, ci) != (g.type, i)]
         if pod is not None:
