@@ -20,7 +20,6 @@ The pass, in order (reference sections in brackets):
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -523,7 +522,3 @@ def _conditions(p: _Pass, phase: str, outcome: Outcome | None) -> list[Condition
         out.append(Condition(type=type_, status=status, reason=reason, message=message, last_transition_time=when))
     return out
 
-
-def status_dump(status: JobStatus) -> dict[str, Any]:
-    """The status as the API server stores it (camelCase, unset fields left out)."""
-    return copy.deepcopy(status.dump())

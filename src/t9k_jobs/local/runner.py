@@ -21,7 +21,7 @@ import yaml
 
 from ..api import Job, ManifestError, load_manifest
 from ..api.common import TERMINAL_PHASES
-from ..engine import Observed, Plan, materialize, reconcile, replica_name
+from ..engine import Observed, Plan, materialize, reconcile
 from ..render import to_yaml
 from .display import Display
 from .processes import LocalPod, base_environment
@@ -200,6 +200,7 @@ class LocalRunner:
         )
 
     def _apply(self, plan: Plan) -> None:
+        made_objects = False
         for obj in plan.create:
             kind, name = obj["kind"], obj["metadata"]["name"]
             if kind == "Pod":
@@ -207,7 +208,9 @@ class LocalRunner:
             else:
                 self.others.add((kind, name))
                 self.objects.append(materialize(obj))
-                (self.run_dir / "objects.yaml").write_text(to_yaml(self.objects), encoding="utf-8")
+                made_objects = True
+        if made_objects:
+            (self.run_dir / "objects.yaml").write_text(to_yaml(self.objects), encoding="utf-8")
         for delete in plan.delete:
             pod = self.pods.get(delete.name)
             if delete.kind != "Pod" or pod is None or pod.deleting or (delete.uid and pod.uid != delete.uid):
@@ -276,4 +279,4 @@ class LocalRunner:
                 pod.task.cancel()
 
 
-__all__ = ["LocalAddressing", "LocalRunner", "cannot_run_reason", "replica_name", "run_job"]
+__all__ = ["LocalAddressing", "LocalRunner", "cannot_run_reason", "run_job"]
