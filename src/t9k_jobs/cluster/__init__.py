@@ -1,0 +1,1 @@
+"""The Kubernetes runtime: client, informers, work queue, expectations, controller, leader election."""

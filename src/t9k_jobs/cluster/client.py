@@ -1,0 +1,315 @@
+"""A small async Kubernetes REST client: kubernetes_asyncio for config and auth, raw JSON on the wire.
+
+kubernetes_asyncio (maintained, async, aiohttp) loads the kubeconfig or the in-cluster
+service account, builds the TLS context and refreshes tokens (exec plugins, projected
+service-account tokens). Requests go through its aiohttp session but skip its generated
+models: bodies are plain ``dict``s decoded with orjson, which is what an informer holding
+thousands of pods needs (``reference/python-stack.md`` §1.6: the model layer is the slow part).
+
+Client-side flow control follows client-go: a token bucket (``qps``, ``burst``) in front of
+every request except long-running watches, and ``429 Too Many Requests`` retried after the
+server's ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import aiohttp
+import orjson
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+
+from . import metrics
+
+DEFAULT_QPS = 50.0
+DEFAULT_BURST = 100
+
+
+class ApiError(Exception):
+    """A non-2xx answer of the API server.
+
+    ``status`` is the HTTP code, ``reason`` the Status reason (``NotFound``, ``AlreadyExists``,
+    ``Conflict``, ``Expired``, ``Invalid``...), ``message`` the server's message.
+    """
+
+    def __init__(self, status: int, reason: str, message: str, body: dict[str, Any] | None = None) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body or {}
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A REST resource: ``group`` ("" for core), ``version``, ``plural``, ``kind``."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        """The URL path, e.g. ``/api/v1/namespaces/ns/pods/p/status``; ``namespace=None`` is all namespaces."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace is not None:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+        if subresource:
+            base += f"/{subresource}"
+        return base
+
+
+PODS = Resource("", "v1", "pods", "Pod")
+SERVICES = Resource("", "v1", "services", "Service")
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
+SECRETS = Resource("", "v1", "secrets", "Secret")
+EVENTS = Resource("", "v1", "events", "Event")
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
+PODGROUPS = Resource("scheduler.tensorstack.dev", "v1beta1", "podgroups", "PodGroup")
+TENSORBOARDS = Resource("tensorstack.dev", "v1beta1", "tensorboards", "TensorBoard")
+CORE_CHILDREN = {r.kind: r for r in (PODS, SERVICES, CONFIGMAPS, SECRETS)}
+OPTIONAL_CHILDREN = {r.kind: r for r in (PODGROUPS, TENSORBOARDS)}
+
+
+class TokenBucket:
+    """``qps`` tokens per second, at most ``burst`` saved; ``qps <= 0`` means no limit."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self._tokens = float(self.burst)
+        self._last = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def take(self) -> None:
+        if self.qps <= 0:
+            return
+        async with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+            self._last = now
+            if self._tokens < 1:
+                wait = (1 - self._tokens) / self.qps
+                await asyncio.sleep(wait)
+                self._last = time.monotonic()
+                self._tokens = 1.0
+            self._tokens -= 1
+
+
+_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+class KubeClient:
+    """Async access to one API server. Create with :meth:`from_config`; close with :meth:`close`.
+
+    Every method raises :class:`ApiError` for a non-2xx answer and ``aiohttp.ClientError`` or
+    ``asyncio.TimeoutError`` when the server cannot be reached.
+    """
+
+    def __init__(self, api: k8s_client.ApiClient, qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST) -> None:
+        self._api = api
+        self.host = api.configuration.host.rstrip("/")
+        self._session: aiohttp.ClientSession = api.rest_client.pool_manager
+        self._bucket = TokenBucket(qps, burst)
+
+    @classmethod
+    async def from_config(
+        cls,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+    ) -> KubeClient:
+        """Load ``kubeconfig`` (or ``$KUBECONFIG``, ``~/.kube/config``), else the in-cluster account.
+
+        Raises ``kubernetes_asyncio.config.ConfigException`` when neither is usable.
+        """
+        conf = k8s_client.Configuration()
+        conf.connection_pool_maxsize = 64
+        if kubeconfig is None and _in_cluster():
+            k8s_config.load_incluster_config(client_configuration=conf)
+        else:
+            await k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=conf)
+        return cls(k8s_client.ApiClient(configuration=conf), qps=qps, burst=burst)
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        await self._api.update_params_for_auth(headers, [], ["BearerToken"])
+        return headers
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+        verb: str | None = None,
+    ) -> dict[str, Any]:
+        """One request; returns the decoded JSON answer. ``timeout`` is in seconds.
+
+        ``verb`` labels the request in the metrics (default from ``method``: get, create,
+        update, patch, delete). ``429`` answers are retried (up to 5 times) after
+        ``Retry-After`` seconds.
+        """
+        verb = verb or _VERBS[method]
+        url = self.host + path
+        if params:
+            url += "?" + urlencode({k: _param(v) for k, v in params.items() if v is not None})
+        data = None if body is None else (body if isinstance(body, bytes) else orjson.dumps(body))
+        for attempt in range(6):
+            await self._bucket.take()
+            headers = await self._headers(content_type if data is not None else None)
+            started = time.perf_counter()
+            code = "error"
+            try:
+                async with self._session.request(
+                    method, url, data=data, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
+                ) as resp:
+                    raw = await resp.read()
+                    code = str(resp.status)
+                    if resp.status == 429 and attempt < 5:
+                        await asyncio.sleep(_retry_after(resp.headers.get("Retry-After")))
+                        continue
+                    if resp.status >= 300:
+                        raise _error(resp.status, raw)
+                    return orjson.loads(raw) if raw else {}
+            finally:
+                metrics.API_REQUESTS.labels(verb=verb, code=code).inc()
+                metrics.API_LATENCY.labels(verb=verb).observe(time.perf_counter() - started)
+        raise AssertionError("unreachable")
+
+    async def get(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any]:
+        return await self.request("GET", res.path(namespace, name))
+
+    async def list(
+        self, res: Resource, namespace: str | None = None, *, params: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """One page of a list (``params`` may carry ``limit``, ``continue``, ``labelSelector``)."""
+        return await self.request("GET", res.path(namespace), params=params, verb="list")
+
+    async def create(self, res: Resource, namespace: str | None, obj: dict[str, Any]) -> dict[str, Any]:
+        return await self.request("POST", res.path(namespace), body=obj)
+
+    async def replace_status(self, res: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+        """PUT ``obj`` to its status subresource; its ``metadata.resourceVersion`` is the precondition."""
+        meta = obj["metadata"]
+        return await self.request("PUT", res.path(meta.get("namespace"), meta["name"], "status"), body=obj)
+
+    async def patch(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        subresource: str | None = None,
+        content_type: str = "application/merge-patch+json",
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        return await self.request(
+            "PATCH", res.path(namespace, name, subresource), body=body, content_type=content_type, params=params
+        )
+
+    async def apply(self, res: Resource, obj: dict[str, Any], field_manager: str, force: bool = True) -> dict[str, Any]:
+        """Server-side apply ``obj`` (create or update), owned by ``field_manager``."""
+        meta = obj["metadata"]
+        return await self.patch(
+            res,
+            meta.get("namespace"),
+            meta["name"],
+            obj,
+            content_type="application/apply-patch+yaml",
+            params={"fieldManager": field_manager, "force": force},
+        )
+
+    async def delete(
+        self, res: Resource, namespace: str | None, name: str, *, uid: str | None = None, propagation: str = "Background"
+    ) -> dict[str, Any]:
+        """Delete, only if the object still has ``uid`` when given (a UID precondition)."""
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        return await self.request("DELETE", res.path(namespace, name), body=body)
+
+    async def watch(
+        self, res: Resource, namespace: str | None, params: dict[str, Any], idle_timeout: float
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Yield watch events (``{"type": ..., "object": ...}``) until the server ends the stream.
+
+        ``idle_timeout`` (seconds) bounds the silence between two lines: a stalled stream
+        raises ``asyncio.TimeoutError`` so the caller reconnects. Watches skip the token bucket,
+        like client-go's long-running requests.
+        """
+        url = self.host + res.path(namespace) + "?" + urlencode({**{k: _param(v) for k, v in params.items()}, "watch": "true"})
+        headers = await self._headers(None)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=idle_timeout)
+        code = "error"
+        try:
+            async with self._session.get(url, headers=headers, timeout=timeout) as resp:
+                code = str(resp.status)
+                if resp.status >= 300:
+                    raise _error(resp.status, await resp.read())
+                buf = b""
+                async for chunk in resp.content.iter_any():
+                    buf += chunk
+                    while True:
+                        nl = buf.find(b"\n")
+                        if nl < 0:
+                            break
+                        line, buf = buf[:nl], buf[nl + 1 :]
+                        if line.strip():
+                            yield orjson.loads(line)
+        finally:
+            metrics.API_REQUESTS.labels(verb="watch", code=code).inc()
+
+
+def _param(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _retry_after(value: str | None) -> float:
+    try:
+        return min(max(float(value or 1), 0.1), 30.0)
+    except ValueError:
+        return 1.0
+
+
+def _error(status: int, raw: bytes) -> ApiError:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    return ApiError(status, str(body.get("reason") or status), str(body.get("message") or raw[:300]), body)
+
+
+def _in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not os.environ.get("KUBECONFIG")
