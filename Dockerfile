@@ -1,0 +1,23 @@
+# The t9k-jobs operator image: docker build -t t9k-jobs:0.1.0 .
+# Runs `t9k-jobs operator` by default; deploy/operator.yaml passes its own arguments.
+
+FROM python:3.11-slim AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY src ./src
+# The package and its runtime dependencies only (no torch: the examples extra is not installed).
+RUN python -m venv /opt/t9k-jobs && /opt/t9k-jobs/bin/pip install .
+
+FROM python:3.11-slim
+ENV PATH=/opt/t9k-jobs/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+COPY --from=build /opt/t9k-jobs /opt/t9k-jobs
+# A numeric non-root user, so Kubernetes can verify runAsNonRoot (deploy/operator.yaml uses 65532).
+RUN groupadd --system --gid 65532 t9k && \
+    useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin t9k
+USER 65532:65532
+EXPOSE 8080
+ENTRYPOINT ["t9k-jobs"]
+CMD ["operator"]
