@@ -89,6 +89,65 @@ def run(
 
 
 @app.command()
+def operator(
+    kubeconfig: Annotated[
+        Optional[str], typer.Option("--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).")
+    ] = None,
+    context: Annotated[Optional[str], typer.Option("--context", help="Kubeconfig context to use.")] = None,
+    namespace: Annotated[
+        Optional[list[str]], typer.Option("--namespace", "-n", help="Watch only this namespace (repeatable; default: all).")
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, max=256, help="Jobs reconciled at once.")] = 8,
+    leader_elect: Annotated[
+        bool, typer.Option("--leader-elect/--no-leader-elect", help="Work only while holding the Lease.")
+    ] = True,
+    lease_name: Annotated[str, typer.Option("--lease-name", help="Name of the leader-election Lease.")] = "t9k-jobs-operator",
+    lease_namespace: Annotated[
+        str, typer.Option("--lease-namespace", help="Namespace of the Lease (default: $POD_NAMESPACE or 'default').")
+    ] = "",
+    identity: Annotated[
+        str, typer.Option("--identity", help="This candidate's name in the Lease (default: $POD_NAME or host-pid).")
+    ] = "",
+    bind: Annotated[
+        str, typer.Option("--metrics-bind-address", help="HOST:PORT serving /healthz, /readyz and /metrics.")
+    ] = ":8080",
+    qps: Annotated[float, typer.Option("--kube-api-qps", help="Client requests per second (0: no limit).")] = 50.0,
+    burst: Annotated[int, typer.Option("--kube-api-burst", min=1, help="Client request burst.")] = 100,
+    log_level: Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING or ERROR.")] = "INFO",
+) -> None:
+    """Reconcile GenericJob, PyTorchTrainingJob, DeepSpeedJob and ColossalAIJob on a cluster."""
+    import os
+
+    from .cluster.operator import OperatorConfig, run_operator
+
+    if log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        _fail([f"--log-level: {log_level!r} is not accepted; use DEBUG, INFO, WARNING or ERROR"])
+    if kubeconfig is not None and not Path(kubeconfig).is_file():
+        _fail([f"--kubeconfig: {kubeconfig} is not a file"])
+    host, sep, port = bind.rpartition(":")
+    if not sep or not port.isdigit():
+        _fail([f"--metrics-bind-address: {bind!r} is not HOST:PORT (for example :8080 or 127.0.0.1:0)"])
+    config = OperatorConfig(
+        kubeconfig=kubeconfig,
+        context=context,
+        namespaces=list(namespace or []),
+        workers=workers,
+        leader_elect=leader_elect,
+        lease_name=lease_name,
+        lease_namespace=lease_namespace or os.environ.get("POD_NAMESPACE") or "default",
+        identity=identity,
+        bind=bind,
+        qps=qps,
+        burst=burst,
+    )
+    try:
+        code = run_operator(config, log_level)
+    except Exception as exc:  # noqa: BLE001 - start-up errors (kubeconfig, unreachable server) as one line
+        _fail([f"operator: {type(exc).__name__}: {exc}"], 1)
+    raise typer.Exit(code)
+
+
+@app.command()
 def version() -> None:
     """Print the t9k-jobs version."""
     typer.echo(__version__)

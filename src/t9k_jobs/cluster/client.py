@@ -125,6 +125,7 @@ class KubeClient:
 
     def __init__(self, api: k8s_client.ApiClient, qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST) -> None:
         self._api = api
+        self.api_client = api  # for kubernetes_asyncio helpers (leader election)
         self.host = api.configuration.host.rstrip("/")
         self._session: aiohttp.ClientSession = api.rest_client.pool_manager
         self._bucket = TokenBucket(qps, burst)

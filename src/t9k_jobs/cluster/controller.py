@@ -1,0 +1,498 @@
+"""The job controller: informers feed a work queue; workers run the engine and carry out its plan.
+
+One reconcile pass for a job key ``Kind/namespace/name``:
+
+1. read the job from the informer cache (or the newer copy this process just wrote);
+2. wait while expectations are unmet (children created or deleted but not yet in the cache);
+3. parse it with the same models as ``t9k-jobs run``; a spec that does not validate gets one
+   ``InvalidSpec`` Warning event per resourceVersion and is left alone;
+4. build :class:`~t9k_jobs.engine.Observed` from the cached children that carry this job's
+   controller owner reference, and call :func:`~t9k_jobs.engine.reconcile`;
+5. create what the plan creates (controller owner references are set by the engine), delete
+   with UID preconditions, write the status through the status subresource when it changed
+   (with the job's resourceVersion as precondition), emit the plan's Events, and requeue
+   after ``plan.requeue_after`` seconds. API errors requeue the key with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from ..api import Job, ManifestError, parse_job
+from ..api.kinds import KINDS
+from ..engine import ContainerState, Observed, ObservedPod, Plan, materialize, reconcile, rfc3339
+from ..frameworks.base import LABEL_OWNER_KIND, LABEL_OWNER_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from . import metrics
+from .client import CORE_CHILDREN, EVENTS, OPTIONAL_CHILDREN, ApiError, KubeClient, Resource
+from .expectations import Expectations
+from .informer import Informer, Key
+from .workqueue import ShutDown, WorkQueue
+
+log = logging.getLogger("t9k_jobs.controller")
+
+GROUP = "batch.tensorstack.dev"
+VERSION = "v1beta1"
+JOB_RESOURCES = {kind: Resource(GROUP, VERSION, cls.PLURAL, kind) for kind, cls in KINDS.items()}
+CHILD_SELECTOR = f"{LABEL_OWNER_KIND} in ({','.join(sorted(KINDS))})"
+COMPONENT = "t9k-jobs-operator"
+
+
+@dataclass(frozen=True)
+class Child:
+    """Slim projection of a child object: who owns it, and (for pods) what the engine needs."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    owner: str  # job key, "" when the labels name no owner
+    owner_uid: str | None  # uid in the controller owner reference
+    deleting: bool
+    pod: ObservedPod | None = None
+
+
+def job_key(kind: str, namespace: str, name: str) -> str:
+    return f"{kind}/{namespace}/{name}"
+
+
+def split_key(key: str) -> tuple[str, str, str]:
+    kind, namespace, name = key.split("/", 2)
+    return kind, namespace, name
+
+
+def project_child(obj: dict[str, Any]) -> Child:
+    """A Pod, Service, ConfigMap, Secret, PodGroup or TensorBoard as the controller caches it."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    owner_kind, owner_name = labels.get(LABEL_OWNER_KIND), labels.get(LABEL_OWNER_NAME)
+    namespace = meta.get("namespace", "")
+    owner = job_key(owner_kind, namespace, owner_name) if owner_kind and owner_name else ""
+    owner_uid = None
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller"):
+            owner_uid = ref.get("uid")
+    deleting = bool(meta.get("deletionTimestamp"))
+    pod = _project_pod(obj, labels, deleting) if obj.get("kind") == "Pod" else None
+    return Child(obj.get("kind", ""), namespace, meta["name"], meta.get("uid", ""), owner, owner_uid, deleting, pod)
+
+
+def _project_pod(obj: dict[str, Any], labels: dict[str, str], deleting: bool) -> ObservedPod:
+    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    containers = []
+    for cs in status.get("containerStatuses") or []:
+        state = cs.get("state") or {}
+        if "terminated" in state:
+            t = state["terminated"] or {}
+            containers.append(ContainerState(cs.get("name", ""), "Terminated", t.get("exitCode"), t.get("reason")))
+        elif "running" in state:
+            containers.append(ContainerState(cs.get("name", ""), "Running"))
+        elif "waiting" in state:
+            containers.append(ContainerState(cs.get("name", ""), "Waiting", None, (state["waiting"] or {}).get("reason")))
+        else:
+            containers.append(ContainerState(cs.get("name", ""), "Unknown"))
+    scheduled = bool(spec.get("nodeName")) or any(
+        c.get("type") == "PodScheduled" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+    try:
+        index = int(labels.get(LABEL_REPLICA_INDEX, "0"))
+    except ValueError:
+        index = 0
+    return ObservedPod(
+        name=meta["name"],
+        uid=meta.get("uid", ""),
+        replica_type=labels.get(LABEL_REPLICA_TYPE, ""),
+        index=index,
+        phase=status.get("phase") or "Pending",
+        containers=tuple(containers),
+        deleting=deleting,
+        scheduled=scheduled,
+        reason=status.get("reason"),
+    )
+
+
+class Controller:
+    """Reconciles the four job kinds in ``namespaces`` (``None``: all) with ``workers`` workers.
+
+    Call :meth:`start_informers` (any replica, so a standby has a warm cache), then
+    :meth:`run_workers` (the leader only). ``optional_kinds`` are the optional child kinds
+    (PodGroup, TensorBoard) the API server serves; for the others a job is told once, by a
+    Warning event, that the object is skipped.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        namespaces: list[str] | None = None,
+        workers: int = 8,
+        optional_kinds: set[str] | None = None,
+        identity: str = "",
+    ) -> None:
+        self.client = client
+        self.namespaces: list[str | None] = list(namespaces) if namespaces else [None]
+        self.workers = workers
+        self.optional_kinds = optional_kinds or set()
+        self.identity = identity or f"t9k-jobs-{uuid.uuid4().hex[:8]}"
+        self.queue = WorkQueue()
+        self.expectations = Expectations()
+        self.job_informers: dict[str, list[Informer[dict[str, Any]]]] = {}
+        self.child_informers: list[Informer[Child]] = []
+        self._children: dict[str, dict[tuple[str, str], Child]] = {}  # job key -> (kind, name) -> child
+        self._written: dict[str, dict[str, Any]] = {}  # job key -> the job as our last status write left it
+        self._parsed: dict[str, tuple[str, Job]] = {}  # job key -> (resourceVersion, job)
+        self._invalid: dict[str, str] = {}  # job key -> resourceVersion reported invalid
+        self._phases: dict[str, tuple[str, str]] = {}  # job key -> (kind, phase) for the jobs gauge
+        self._warned_unserved: set[tuple[str, str]] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[Any]] = set()
+
+    # ------------------------------------------------------------------ informers
+
+    def build_informers(self) -> None:
+        for ns in self.namespaces:
+            for kind, res in JOB_RESOURCES.items():
+                inf: Informer[dict[str, Any]] = Informer(self.client, res, namespace=ns)
+                inf.add_handler(self._on_job)
+                inf.on_relist(lambda kind=kind: self._on_job_relist(kind))
+                self.job_informers.setdefault(kind, []).append(inf)
+            kinds = list(CORE_CHILDREN.values()) + [OPTIONAL_CHILDREN[k] for k in sorted(self.optional_kinds)]
+            for res in kinds:
+                child: Informer[Child] = Informer(
+                    self.client, res, namespace=ns, label_selector=CHILD_SELECTOR, transform=project_child
+                )
+                child.add_handler(self._on_child)
+                self.child_informers.append(child)
+
+    def informers(self) -> list[Informer[Any]]:
+        return [i for infs in self.job_informers.values() for i in infs] + list(self.child_informers)
+
+    async def start_informers(self) -> None:
+        """Start every informer and wait until each has listed once."""
+        if not self.job_informers:
+            self.build_informers()
+        for inf in self.informers():
+            self._tasks.append(asyncio.create_task(inf.run(), name=f"informer {inf.name}"))
+        await asyncio.gather(*(inf.synced.wait() for inf in self.informers()))
+        log.info("caches synced: %d jobs, %d children", self.job_count(), sum(len(c) for c in self._children.values()))
+
+    @property
+    def synced(self) -> bool:
+        infs = self.informers()
+        return bool(infs) and all(i.synced.is_set() for i in infs)
+
+    def job_count(self) -> int:
+        return sum(len(i.store) for infs in self.job_informers.values() for i in infs)
+
+    def _on_job(self, event: str, key: Key, new: dict[str, Any] | None, old: dict[str, Any] | None) -> None:
+        obj = new if new is not None else old
+        assert obj is not None
+        jkey = job_key(obj["kind"], key[0], key[1])
+        if event == "DELETED":
+            self.expectations.forget(jkey)
+            self._written.pop(jkey, None)
+            self._parsed.pop(jkey, None)
+            self._invalid.pop(jkey, None)
+            self.queue.forget(jkey)
+            self._set_phase(jkey, None)
+            return
+        written = self._written.get(jkey)
+        if written is not None and _not_older(new, written):
+            self._written.pop(jkey, None)
+        self._set_phase(jkey, ((new or {}).get("status") or {}).get("phase") or "Pending")
+        self.queue.add(jkey)
+
+    def _on_job_relist(self, kind: str) -> None:
+        # The cache is now at least as new as any of our writes of this kind.
+        for jkey in [k for k in self._written if k.startswith(kind + "/")]:
+            self._written.pop(jkey, None)
+
+    def _on_child(self, event: str, key: Key, new: Child | None, old: Child | None) -> None:
+        c = new if new is not None else old
+        assert c is not None
+        if old is not None and old.owner and (new is None or new.owner != old.owner):
+            self._children.get(old.owner, {}).pop((old.kind, old.name), None)
+        if not c.owner:
+            return
+        child_id = f"{c.kind}/{c.name}"
+        if new is None:
+            self._children.get(c.owner, {}).pop((c.kind, c.name), None)
+            self.expectations.observed_delete(c.owner, child_id)
+        else:
+            self._children.setdefault(c.owner, {})[(c.kind, c.name)] = new
+            self.expectations.observed_create(c.owner, child_id)
+            if new.deleting:
+                self.expectations.observed_delete(c.owner, child_id)
+        self.queue.add(c.owner)
+
+    def _set_phase(self, jkey: str, phase: str | None) -> None:
+        old = self._phases.pop(jkey, None)
+        if old is not None:
+            metrics.JOBS.labels(kind=old[0], phase=old[1]).dec()
+        if phase is not None:
+            kind = jkey.split("/", 1)[0]
+            self._phases[jkey] = (kind, phase)
+            metrics.JOBS.labels(kind=kind, phase=phase).inc()
+
+    # ------------------------------------------------------------------ workers
+
+    async def run_workers(self) -> None:
+        """Queue every cached job, then process keys until cancelled or the queue shuts down."""
+        for infs in self.job_informers.values():
+            for inf in infs:
+                for ns, name in list(inf.store):
+                    self.queue.add(job_key(inf.resource.kind, ns, name))
+        await asyncio.gather(*(self._worker(i) for i in range(self.workers)))
+
+    async def _worker(self, n: int) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except ShutDown:
+                return
+            started = time.perf_counter()
+            result = "success"
+            try:
+                result = await self.reconcile_key(key)
+                if result != "requeue":
+                    self.queue.forget(key)
+            except asyncio.CancelledError:
+                self.queue.done(key)
+                raise
+            except Exception as exc:  # noqa: BLE001 - one job's trouble must not stop the others
+                result = "error"
+                metrics.RECONCILE_ERRORS.labels(controller=metrics.CONTROLLER).inc()
+                if isinstance(exc, ApiError):
+                    log.warning("reconcile %s: %s", key, exc)
+                else:
+                    log.exception("reconcile %s failed", key)
+                self.queue.add_rate_limited(key)
+            finally:
+                metrics.RECONCILE_TIME.labels(controller=metrics.CONTROLLER).observe(time.perf_counter() - started)
+                metrics.RECONCILES.labels(controller=metrics.CONTROLLER, result=result).inc()
+            self.queue.done(key)
+
+    def job_object(self, key: str) -> dict[str, Any] | None:
+        """The newest copy of the job we know: our own last write, else the cache's."""
+        kind, ns, name = split_key(key)
+        cached = None
+        for inf in self.job_informers.get(kind, []):
+            if inf.namespace in (None, ns):
+                cached = inf.get(ns, name)
+                if cached is not None:
+                    break
+        if cached is None:
+            return None
+        written = self._written.get(key)
+        if written is not None and written["metadata"].get("uid") == cached["metadata"].get("uid"):
+            return written
+        return cached
+
+    def observe(self, key: str, uid: str | None, job: Job) -> Observed:
+        """The job's children, as the engine sees them: only those whose controller is this job."""
+        pods: dict[str, ObservedPod] = {}
+        others: set[tuple[str, str]] = set()
+        for (kind, name), c in self._children.get(key, {}).items():
+            if uid and c.owner_uid != uid:
+                continue
+            if c.pod is not None:
+                pods[name] = c.pod
+            else:
+                others.add((kind, name))
+        for kind in OPTIONAL_CHILDREN:
+            if kind not in self.optional_kinds:
+                # Not served by this cluster: never planned as missing (a Warning says so once).
+                others.add((kind, job.name))
+        return Observed(pods=pods, others=frozenset(others))
+
+    async def reconcile_key(self, key: str) -> str:
+        """One pass for ``key``; returns the result label (success, skipped, requeue_after, invalid)."""
+        raw = self.job_object(key)
+        if raw is None:
+            self.expectations.forget(key)
+            return "skipped"
+        meta = raw["metadata"]
+        if meta.get("deletionTimestamp"):
+            return "skipped"
+        if not self.expectations.satisfied(key):
+            return "skipped"
+        rv = meta.get("resourceVersion", "")
+        job = self._parse(key, raw, rv)
+        if job is None:
+            return "invalid"
+        observed = self.observe(key, meta.get("uid"), job)
+        plan = reconcile(job, observed, time.time())
+        errors = await self._carry_out(key, job, raw, plan)
+        if errors:
+            raise errors[0]
+        if plan.requeue_after is not None and not plan.finished:
+            self.queue.add_after(key, plan.requeue_after + 0.05)
+            return "requeue_after"
+        return "success"
+
+    def _parse(self, key: str, raw: dict[str, Any], rv: str) -> Job | None:
+        cached = self._parsed.get(key)
+        if cached is not None and cached[0] == rv:
+            return cached[1]
+        try:
+            job = parse_job(raw, source=key)
+        except ManifestError as exc:
+            self._parsed.pop(key, None)
+            if self._invalid.get(key) != rv:
+                self._invalid[key] = rv
+                message = "; ".join(exc.errors)[:1000]
+                log.warning("%s does not validate: %s", key, message)
+                self._emit_event(raw, "Warning", "InvalidSpec", f"the job does not validate: {message}")
+            kind = key.split("/", 1)[0]
+            metrics.INVALID_JOBS.labels(kind=kind).set(len([k for k in self._invalid if k.startswith(kind + "/")]))
+            return None
+        if self._invalid.pop(key, None) is not None:
+            kind = key.split("/", 1)[0]
+            metrics.INVALID_JOBS.labels(kind=kind).set(len([k for k in self._invalid if k.startswith(kind + "/")]))
+        self._parsed[key] = (rv, job)
+        return job
+
+    async def _carry_out(self, key: str, job: Job, raw: dict[str, Any], plan: Plan) -> list[Exception]:
+        errors: list[Exception] = []
+        ns = job.namespace
+        creates = []
+        for obj in plan.create:
+            if obj["kind"] in OPTIONAL_CHILDREN and obj["kind"] not in self.optional_kinds:
+                continue
+            creates.append(obj)
+        if creates:
+            self.expectations.expect(key, creates={f"{o['kind']}/{o['metadata']['name']}" for o in creates})
+            # Children other than pods first (a pod may mount the ConfigMap or Secret), then pods.
+            others = [o for o in creates if o["kind"] != "Pod"]
+            pods = [o for o in creates if o["kind"] == "Pod"]
+            for batch in (others, pods):
+                results = await asyncio.gather(*(self._create(key, job, raw, o) for o in batch), return_exceptions=True)
+                errors += [r for r in results if isinstance(r, Exception)]
+        if plan.delete:
+            self.expectations.expect(key, deletes={f"{d.kind}/{d.name}" for d in plan.delete})
+            results = await asyncio.gather(*(self._delete(key, job, d) for d in plan.delete), return_exceptions=True)
+            errors += [r for r in results if isinstance(r, Exception)]
+        new_status = plan.status.dump()
+        if new_status != (raw.get("status") or {}):
+            body = dict(raw)
+            body["status"] = new_status
+            res = JOB_RESOURCES[job.kind]
+            try:
+                written = await self.client.replace_status(res, body)
+            except ApiError as exc:
+                metrics.API_ERRORS.labels(verb="update", reason=exc.reason).inc()
+                if exc.status == 409:
+                    self._written.pop(key, None)  # stale: read the cache again next time
+                errors.append(exc)
+            else:
+                written.setdefault("kind", job.kind)
+                written.setdefault("apiVersion", res.api_version)
+                self._written[key] = written
+                self._parsed.pop(key, None)
+                if new_status.get("phase") != (raw.get("status") or {}).get("phase"):
+                    log.info("%s: phase %s", key, new_status.get("phase"))
+        for ev in plan.events:
+            self._emit_event(raw, ev.type, ev.reason, ev.message)
+        return errors
+
+    async def _create(self, key: str, job: Job, raw: dict[str, Any], obj: dict[str, Any]) -> None:
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        res = CORE_CHILDREN.get(kind) or OPTIONAL_CHILDREN[kind]
+        try:
+            await self.client.create(res, job.namespace, materialize(obj))
+        except ApiError as exc:
+            self.expectations.observed_create(key, f"{kind}/{name}")
+            metrics.API_ERRORS.labels(verb="create", reason=exc.reason).inc()
+            if exc.status == 409:
+                # Exists already (our cache is behind, or someone else's object has the name).
+                return
+            self._emit_event(raw, "Warning", f"FailedCreate{kind}", f"cannot create {kind.lower()} {name}: {exc.message}")
+            raise
+        except Exception:
+            self.expectations.observed_create(key, f"{kind}/{name}")
+            raise
+        if kind == "Pod":
+            metrics.PODS_CREATED.labels(kind=job.kind).inc()
+        else:
+            metrics.CHILDREN_CREATED.labels(kind=kind).inc()
+
+    async def _delete(self, key: str, job: Job, d: Any) -> None:
+        res = CORE_CHILDREN.get(d.kind) or OPTIONAL_CHILDREN[d.kind]
+        try:
+            await self.client.delete(res, job.namespace, d.name, uid=d.uid)
+        except ApiError as exc:
+            self.expectations.observed_delete(key, f"{d.kind}/{d.name}")
+            if exc.status in (404, 409):
+                return  # gone already, or a different object now has the name
+            metrics.API_ERRORS.labels(verb="delete", reason=exc.reason).inc()
+            raise
+        except Exception:
+            self.expectations.observed_delete(key, f"{d.kind}/{d.name}")
+            raise
+        if d.kind == "Pod":
+            metrics.PODS_DELETED.labels(kind=job.kind, reason=d.reason).inc()
+
+    # ------------------------------------------------------------------ events
+
+    def _emit_event(self, raw: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        """Create a core/v1 Event about the job, in the background; failures are only logged."""
+        meta = raw["metadata"]
+        now = rfc3339(time.time())
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": meta.get("namespace")},
+            "involvedObject": {
+                "apiVersion": raw.get("apiVersion"),
+                "kind": raw.get("kind"),
+                "name": meta["name"],
+                "namespace": meta.get("namespace"),
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.identity,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+
+        async def send() -> None:
+            try:
+                await self.client.create(EVENTS, meta.get("namespace"), event)
+            except Exception as exc:  # noqa: BLE001 - events are best effort
+                metrics.API_ERRORS.labels(verb="create", reason=getattr(exc, "reason", type(exc).__name__)).inc()
+                log.debug("event %s for %s not recorded: %s", reason, meta["name"], exc)
+
+        task = asyncio.get_running_loop().create_task(send())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def stop(self) -> None:
+        """Stop workers and informers; wait for pending events."""
+        self.queue.shut_down()
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._background:
+            await asyncio.wait(self._background, timeout=5)
+
+
+def _not_older(cached: dict[str, Any] | None, written: dict[str, Any]) -> bool:
+    """Whether the cache's copy has caught up with our write (same or a later resourceVersion)."""
+    if cached is None:
+        return True
+    a = (cached.get("metadata") or {}).get("resourceVersion", "")
+    b = written["metadata"].get("resourceVersion", "")
+    if a == b:
+        return True
+    if a.isdigit() and b.isdigit():
+        return int(a) >= int(b)
+    return False

@@ -1,0 +1,175 @@
+"""``t9k-jobs operator``: the process that runs the controller on a cluster.
+
+Start-up: load the kubeconfig (or the in-cluster account), find which optional child kinds
+the API server serves (PodGroup, TensorBoard), serve ``/healthz``, ``/readyz`` and
+``/metrics``, start the informers (every replica, so a standby's cache is warm), and, with
+leader election on, start the workers only while holding the Lease. Losing the Lease ends
+the process with exit code 1, so its supervisor restarts it as a fresh candidate (as
+client-go controllers do). SIGTERM or SIGINT stop it cleanly: workers stop, the Lease is
+released, exit code 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+from dataclasses import dataclass, field
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from . import leader
+from .client import DEFAULT_BURST, DEFAULT_QPS, OPTIONAL_CHILDREN, ApiError, KubeClient
+from .controller import Controller
+
+log = logging.getLogger("t9k_jobs.operator")
+
+EXIT_LOST_LEASE = 1
+
+
+@dataclass
+class OperatorConfig:
+    """Settings of one operator process (the CLI flags of ``t9k-jobs operator``)."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespaces: list[str] = field(default_factory=list)
+    workers: int = 8
+    leader_elect: bool = True
+    lease_name: str = "t9k-jobs-operator"
+    lease_namespace: str = "default"
+    identity: str = ""
+    bind: str = ":8080"
+    qps: float = DEFAULT_QPS
+    burst: int = DEFAULT_BURST
+
+
+class Operator:
+    """One operator process: controller, optional leader election, health and metrics server."""
+
+    def __init__(self, config: OperatorConfig) -> None:
+        self.config = config
+        self.identity = config.identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+        self.client: KubeClient | None = None
+        self.controller: Controller | None = None
+        self.leading = False
+        self.stopping = asyncio.Event()
+        self.exit_code = 0
+        self._runner: web.AppRunner | None = None
+
+    async def run(self) -> int:
+        """Run until SIGTERM/SIGINT (exit 0) or until the Lease is lost (exit 1)."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stopping.set)
+        c = self.config
+        self.client = await KubeClient.from_config(c.kubeconfig, c.context, qps=c.qps, burst=c.burst)
+        try:
+            served = await self._served_optional_kinds()
+            self.controller = Controller(
+                self.client, c.namespaces or None, c.workers, optional_kinds=served, identity=self.identity
+            )
+            await self._serve_health()
+            log.info(
+                "t9k-jobs operator %s starting: namespaces %s, %d workers, leader election %s",
+                self.identity,
+                ",".join(c.namespaces) or "all",
+                c.workers,
+                "on" if c.leader_elect else "off",
+            )
+            main = asyncio.create_task(self._main())
+            stop = asyncio.create_task(self.stopping.wait())
+            await asyncio.wait({main, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if not main.done():
+                main.cancel()
+                await asyncio.gather(main, return_exceptions=True)
+            elif main.exception() is not None:
+                raise main.exception()  # type: ignore[misc]
+            await self.controller.stop()
+            if c.leader_elect and self.leading:
+                await leader.release(self.client, c.lease_name, c.lease_namespace, self.identity)
+        finally:
+            if self._runner is not None:
+                await self._runner.cleanup()
+            await self.client.close()
+        return self.exit_code
+
+    async def _main(self) -> None:
+        assert self.controller is not None and self.client is not None
+        await self.controller.start_informers()
+        if not self.config.leader_elect:
+            self.leading = True
+            await self.controller.run_workers()
+            return
+
+        async def started() -> None:
+            self.leading = True
+            await self.controller.run_workers()  # type: ignore[union-attr]
+
+        async def stopped() -> None:
+            self.leading = False
+            self.exit_code = EXIT_LOST_LEASE
+            self.stopping.set()
+
+        c = self.config
+        await leader.lead(self.client, c.lease_name, c.lease_namespace, self.identity, started, stopped)
+
+    async def _served_optional_kinds(self) -> set[str]:
+        assert self.client is not None
+        served = set()
+        for kind, res in OPTIONAL_CHILDREN.items():
+            try:
+                listing = await self.client.request("GET", f"/apis/{res.group}/{res.version}")
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                log.info("%s (%s) is not served by this cluster: jobs that ask for it run without it", kind, res.group)
+                continue
+            if any(r.get("name") == res.plural for r in listing.get("resources") or []):
+                served.add(kind)
+        return served
+
+    # ------------------------------------------------------------------ health and metrics
+
+    async def _serve_health(self) -> None:
+        host, _, port = self.config.bind.rpartition(":")
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host or None, int(port))
+        await site.start()
+        log.info("serving /healthz /readyz /metrics on %s", self.config.bind)
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        # The event loop answers, and no informer task has died.
+        assert self.controller is not None
+        dead = [t.get_name() for t in self.controller._tasks if t.done()]
+        if dead:
+            return web.Response(status=500, text=f"stopped: {', '.join(dead)}\n")
+        return web.Response(text="ok\n")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        assert self.controller is not None
+        if not self.controller.synced:
+            return web.Response(status=503, text="informer caches not synced\n")
+        role = "leader" if self.leading else "standby"
+        return web.Response(text=f"ok ({role})\n")
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def run_operator(config: OperatorConfig, log_level: str = "INFO") -> int:
+    """Run an operator process to the end; returns its exit code."""
+    logging.basicConfig(
+        level=getattr(logging, log_level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    return asyncio.run(Operator(config).run())

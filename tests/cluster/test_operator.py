@@ -1,0 +1,401 @@
+"""The operator against the real control plane; the tests play the kubelet by writing pod status.
+
+One operator process serves the module (all namespaces, no leader election); each test works
+in its own namespace.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from t9k_jobs.api import parse_job
+from t9k_jobs.render import render
+
+from .kube import Kube, KubeError, core_path, job_path, pod_path
+from .operator_proc import OperatorProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "tests" / "render" / "manifests"
+OWNER = "tensorstack.dev/owner-name"
+SERVER_ONLY = {"PodGroup", "TensorBoard"}  # not served by the test control plane
+
+
+@pytest.fixture(scope="module")
+def operator(control_plane, tmp_path_factory) -> OperatorProcess:
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    op = OperatorProcess(control_plane.kubeconfig, log, "--no-leader-elect", "--log-level", "DEBUG").start()
+    yield op
+    code = op.stop()
+    assert code == 0, f"operator exited {code} on SIGTERM:\n{op.tail()}"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def manifest(name: str, ns: str) -> dict[str, Any]:
+    obj = yaml.safe_load((MANIFESTS / name).read_text())
+    obj["metadata"]["namespace"] = ns
+    return obj
+
+
+def pytorch(name: str, ns: str, workers: int = 2, policy: str = "OnFailure", **spec: Any) -> dict[str, Any]:
+    """A PyTorchTrainingJob with one master and ``workers`` workers."""
+
+    def replica(type_: str, n: int) -> dict[str, Any]:
+        return {
+            "type": type_,
+            "replicas": n,
+            "restartPolicy": policy,
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "pytorch", "image": "example.registry/pytorch:2.1", "command": ["python", "train.py"]}
+                    ]
+                }
+            },
+        }
+
+    body: dict[str, Any] = {"replicaSpecs": [replica("master", 1), replica("worker", workers)]}
+    body.update(spec)
+    return {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "PyTorchTrainingJob",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": body,
+    }
+
+
+def create(kube: Kube, obj: dict[str, Any]) -> dict[str, Any]:
+    return kube.create(job_path(obj["metadata"]["namespace"], obj["kind"]), obj)
+
+
+def pods(kube: Kube, ns: str, job: str, live_only: bool = True) -> dict[str, dict[str, Any]]:
+    out = {p["metadata"]["name"]: p for p in kube.list(pod_path(ns), label_selector=f"{OWNER}={job}")}
+    if live_only:
+        out = {n: p for n, p in out.items() if not p["metadata"].get("deletionTimestamp")}
+    return out
+
+
+def status(kube: Kube, ns: str, kind: str, name: str) -> dict[str, Any]:
+    return kube.get(job_path(ns, kind, name)).get("status") or {}
+
+
+def wait_phase(kube: Kube, ns: str, kind: str, name: str, phase: str, op: OperatorProcess, timeout: float = 30) -> dict:
+    try:
+        return kube.wait_for(
+            lambda: (s := status(kube, ns, kind, name)).get("phase") == phase and s,
+            timeout=timeout,
+            what=f"{kind} {name} phase {phase}",
+        )
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nstatus: {status(kube, ns, kind, name)}\noperator log:\n{op.tail()}") from None
+
+
+def wait_pods(kube: Kube, ns: str, job: str, count: int, op: OperatorProcess, timeout: float = 30) -> dict:
+    try:
+        return kube.wait_for(
+            lambda: len(p := pods(kube, ns, job)) == count and p, timeout=timeout, what=f"{count} pods of {job}"
+        )
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\noperator log:\n{op.tail()}") from None
+
+
+def run_all(kube: Kube, ns: str, job: str) -> None:
+    for name in pods(kube, ns, job):
+        kube.set_pod_phase(ns, name, "Running")
+
+
+def condition(st: dict[str, Any], type_: str) -> dict[str, Any]:
+    for c in st.get("conditions") or []:
+        if c["type"] == type_:
+            return c
+    raise AssertionError(f"no condition {type_} in {st.get('conditions')}")
+
+
+def events(kube: Kube, ns: str, name: str) -> list[dict[str, Any]]:
+    return [e for e in kube.list(core_path(ns, "events")) if e["involvedObject"]["name"] == name]
+
+
+def reasons(kube: Kube, ns: str, name: str) -> set[str]:
+    return {e["reason"] for e in events(kube, ns, name)}
+
+
+def is_subset(expected: Any, live: Any, path: str = "") -> list[str]:
+    """Differences where ``expected`` is not contained in ``live`` (server defaults are allowed)."""
+    if isinstance(expected, dict):
+        if not isinstance(live, dict):
+            return [f"{path}: expected a mapping, found {live!r}"]
+        out = []
+        for k, v in expected.items():
+            if k not in live:
+                out.append(f"{path}.{k}: missing")
+            else:
+                out += is_subset(v, live[k], f"{path}.{k}")
+        return out
+    if isinstance(expected, list):
+        if not isinstance(live, list) or len(live) != len(expected):
+            return [f"{path}: expected {len(expected)} items, found {live!r}"]
+        return [d for i, (a, b) in enumerate(zip(expected, live)) for d in is_subset(a, b, f"{path}[{i}]")]
+    return [] if str(expected) == str(live) else [f"{path}: expected {expected!r}, found {live!r}"]
+
+
+# --------------------------------------------------------------------------- per kind: what render prints
+
+
+KIND_MANIFESTS = [
+    "generic-service.yaml",
+    "pytorch-master-worker-scheduler.yaml",
+    "deepspeed-gpt.yaml",
+    "colossalai-workers.yaml",
+]
+
+
+@pytest.mark.parametrize("file", KIND_MANIFESTS)
+def test_children_match_render(kube: Kube, namespace: str, operator: OperatorProcess, file: str) -> None:
+    obj = manifest(file, namespace)
+    job = create(kube, obj)
+    expected = [o for o in render(parse_job(obj)) if o["kind"] not in SERVER_ONLY]
+    want_pods = [o for o in expected if o["kind"] == "Pod"]
+    live_pods = wait_pods(kube, namespace, obj["metadata"]["name"], len(want_pods), operator)
+    paths = {"Service": "services", "ConfigMap": "configmaps", "Secret": "secrets"}
+    problems = []
+    for o in expected:
+        name = o["metadata"]["name"]
+        if o["kind"] == "Pod":
+            live = live_pods[name]
+        else:
+            live = kube.wait_for(lambda o=o: kube.get(core_path(namespace, paths[o["kind"]], o["metadata"]["name"])))
+        refs = live["metadata"].get("ownerReferences") or []
+        assert [(r["kind"], r["name"], r["uid"], r.get("controller")) for r in refs] == [
+            (obj["kind"], obj["metadata"]["name"], job["metadata"]["uid"], True)
+        ], f"{o['kind']} {name}: owner references {refs}"
+        want = copy.deepcopy(o)
+        if o["kind"] == "Secret":
+            # The key pair is made at creation: compare the keys, not the values.
+            assert sorted(live.get("data") or {}) == sorted(want.pop("stringData", {}) or want.pop("data", {}))
+            want.pop("stringData", None)
+            want.pop("data", None)
+        problems += [f"{o['kind']} {name}{d}" for d in is_subset(want, live)]
+    assert problems == [], "\n".join(problems)
+    # Nothing else was created for the job.
+    live_names = set(pods(kube, namespace, obj["metadata"]["name"], live_only=False))
+    assert live_names == {o["metadata"]["name"] for o in want_pods}
+    st = kube.wait_for(lambda: (s := status(kube, namespace, obj["kind"], obj["metadata"]["name"])).get("phase") and s)
+    assert st["phase"] in ("Pending", "Running")
+    assert "Initialized" in {c["type"] for c in st["conditions"]}
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+def test_pytorch_runs_restarts_and_succeeds(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    ns, name = namespace, "ddp"
+    create(kube, pytorch(name, ns, workers=2, policy="OnFailure", runPolicy={"backoffLimit": 3}))
+    first = wait_pods(kube, ns, name, 3, operator)
+    st = wait_phase(kube, ns, "PyTorchTrainingJob", name, "Pending", operator)
+    assert st["aggregate"]["creating"] + st["aggregate"]["pending"] == 3
+
+    run_all(kube, ns, name)
+    st = wait_phase(kube, ns, "PyTorchTrainingJob", name, "Running", operator)
+    kube.wait_for(lambda: status(kube, ns, "PyTorchTrainingJob", name)["aggregate"]["running"] == 3)
+    assert condition(st, "Running")["status"] == "True"
+    assert st.get("startTime")
+
+    # A worker fails with exit code 1: OnFailure restarts it (a new pod, same name).
+    kube.set_pod_phase(ns, "ddp-worker-1", "Failed", exit_code=1)
+    old_uid = first["ddp-worker-1"]["metadata"]["uid"]
+    kube.wait_for(
+        lambda: (p := pods(kube, ns, name).get("ddp-worker-1")) and p["metadata"]["uid"] != old_uid,
+        what="worker-1 recreated",
+    )
+    st = kube.wait_for(lambda: (s := status(kube, ns, "PyTorchTrainingJob", name)).get("backoffCount") == 1 and s)
+    worker = next(t for t in st["tasks"] if t["type"] == "worker")
+    assert worker["restartCount"] == 1
+    assert "RestartingReplica" in kube.wait_for(lambda: reasons(kube, ns, name) & {"RestartingReplica"})
+    # Same names for the others: nothing but worker-1 was replaced.
+    now = pods(kube, ns, name)
+    assert {n: p["metadata"]["uid"] for n, p in now.items() if n != "ddp-worker-1"} == {
+        n: p["metadata"]["uid"] for n, p in first.items() if n != "ddp-worker-1"
+    }
+
+    kube.set_pod_phase(ns, "ddp-worker-1", "Running")
+    kube.set_pod_phase(ns, "ddp-master-0", "Succeeded")
+    st = wait_phase(kube, ns, "PyTorchTrainingJob", name, "Succeeded", operator)
+    assert condition(st, "Completed")["status"] == "True"
+    assert st.get("completionTime")
+    assert "Succeeded" in kube.wait_for(lambda: reasons(kube, ns, name) & {"Succeeded"})
+
+    # Deleting the job cascades to its pods (owner references + the garbage collector).
+    kube.delete(job_path(ns, "PyTorchTrainingJob", name))
+    kube.wait_for(lambda: not pods(kube, ns, name, live_only=False), timeout=60, what="pods garbage-collected")
+
+
+def test_never_policy_fails_the_job(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    ns, name = namespace, "never"
+    create(kube, pytorch(name, ns, workers=1, policy="Never"))
+    wait_pods(kube, ns, name, 2, operator)
+    run_all(kube, ns, name)
+    wait_phase(kube, ns, "PyTorchTrainingJob", name, "Running", operator)
+    kube.set_pod_phase(ns, "never-master-0", "Failed", exit_code=3)
+    st = wait_phase(kube, ns, "PyTorchTrainingJob", name, "Failed", operator)
+    assert condition(st, "Failed")["status"] == "True"
+    assert st["backoffCount"] == 0
+    assert "never-master-0" in pods(kube, ns, name, live_only=False), "the failed pod is kept (cleanUpPolicy None)"
+
+
+def test_backoff_limit_fails_the_job(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    ns, name = namespace, "limit"
+    create(kube, pytorch(name, ns, workers=1, policy="OnFailure", runPolicy={"backoffLimit": 1}))
+    wait_pods(kube, ns, name, 2, operator)
+    run_all(kube, ns, name)
+    for attempt in range(2):
+        uid = pods(kube, ns, name)["limit-worker-0"]["metadata"]["uid"]
+        kube.set_pod_phase(ns, "limit-worker-0", "Failed", exit_code=1)
+        if attempt == 0:
+            kube.wait_for(lambda: pods(kube, ns, name).get("limit-worker-0", {}).get("metadata", {}).get("uid") not in (None, uid))
+    st = wait_phase(kube, ns, "PyTorchTrainingJob", name, "Failed", operator)
+    assert st["backoffCount"] == 1
+
+
+def test_pause_and_resume(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    ns, name = namespace, "pausable"
+    create(kube, pytorch(name, ns, workers=1))
+    wait_pods(kube, ns, name, 2, operator)
+    run_all(kube, ns, name)
+    wait_phase(kube, ns, "PyTorchTrainingJob", name, "Running", operator)
+
+    kube.patch(job_path(ns, "PyTorchTrainingJob", name), {"spec": {"runMode": {"pause": {"enabled": True}}}})
+    st = wait_phase(kube, ns, "PyTorchTrainingJob", name, "Paused", operator)
+    kube.wait_for(lambda: not pods(kube, ns, name, live_only=False), what="pods deleted while paused")
+    assert condition(st, "Paused")["status"] == "True"
+
+    kube.patch(job_path(ns, "PyTorchTrainingJob", name), {"spec": {"runMode": {"pause": {"enabled": False}}}})
+    wait_pods(kube, ns, name, 2, operator)
+    wait_phase(kube, ns, "PyTorchTrainingJob", name, "Resuming", operator)
+    run_all(kube, ns, name)
+    st = wait_phase(kube, ns, "PyTorchTrainingJob", name, "Running", operator)
+    assert condition(st, "Paused")["status"] == "False"
+
+
+def test_debug_mode_runs_the_debug_command(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    ns = namespace
+    obj = manifest("pytorch-debug.yaml", ns)
+    create(kube, obj)
+    live = wait_pods(kube, ns, "seg-debug", 1, operator)
+    (pod,) = live.values()
+    c = next(c for c in pod["spec"]["containers"] if c["name"] == "pytorch")
+    assert c["command"] == ["sleep", "inf"]
+    assert not c.get("args")
+    # A debug replica that exits is started again; the job never ends on its own.
+    kube.set_pod_phase(ns, pod["metadata"]["name"], "Failed", exit_code=1)
+    kube.wait_for(
+        lambda: (p := pods(kube, ns, "seg-debug")) and next(iter(p.values()))["metadata"]["uid"] != pod["metadata"]["uid"],
+        what="debug replica recreated",
+    )
+    assert status(kube, ns, "PyTorchTrainingJob", "seg-debug")["phase"] not in ("Succeeded", "Failed")
+
+
+@pytest.mark.parametrize(
+    ("policy", "left"),
+    [("None", {"c-master-0", "c-worker-0"}), ("Unfinished", {"c-master-0"}), ("All", set())],
+)
+def test_clean_up_policy(kube: Kube, namespace: str, operator: OperatorProcess, policy: str, left: set[str]) -> None:
+    ns, name = namespace, "c"
+    create(kube, pytorch(name, ns, workers=1, runPolicy={"cleanUpPolicy": policy}))
+    wait_pods(kube, ns, name, 2, operator)
+    run_all(kube, ns, name)
+    wait_phase(kube, ns, "PyTorchTrainingJob", name, "Running", operator)
+    kube.set_pod_phase(ns, "c-master-0", "Succeeded")  # the worker is still running
+    wait_phase(kube, ns, "PyTorchTrainingJob", name, "Succeeded", operator)
+    kube.wait_for(lambda: set(pods(kube, ns, name)) == left, what=f"pods left by cleanUpPolicy {policy}")
+    time.sleep(1)
+    assert set(pods(kube, ns, name)) == left
+
+
+def test_active_deadline_fails_the_job(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    ns, name = namespace, "slow"
+    create(kube, pytorch(name, ns, workers=1, runPolicy={"activeDeadlineSeconds": 2}))
+    wait_pods(kube, ns, name, 2, operator)
+    run_all(kube, ns, name)
+    wait_phase(kube, ns, "PyTorchTrainingJob", name, "Running", operator)
+    st = wait_phase(kube, ns, "PyTorchTrainingJob", name, "Failed", operator, timeout=20)
+    assert condition(st, "Failed")["reason"] == "DeadlineExceeded"
+    kube.wait_for(lambda: not pods(kube, ns, name), what="running pods stopped at the deadline")
+
+
+def test_elastic_scale_up_and_down(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    ns, name = namespace, "elastic"
+    obj = pytorch(
+        name,
+        ns,
+        workers=1,
+        torchrunConfig={"enabled": True, "maxRestarts": 3, "procPerNode": "1"},
+        elastic={"enabled": True, "minReplicas": 1, "maxReplicas": 6, "expectedReplicas": 2},
+    )
+    obj["spec"]["replicaSpecs"] = obj["spec"]["replicaSpecs"][1:]  # workers only
+    create(kube, obj)
+    wait_pods(kube, ns, name, 2, operator)
+    run_all(kube, ns, name)
+    wait_phase(kube, ns, "PyTorchTrainingJob", name, "Running", operator)
+
+    kube.patch(job_path(ns, "PyTorchTrainingJob", name), {"spec": {"elastic": {"expectedReplicas": 4}}})
+    live = wait_pods(kube, ns, name, 4, operator)
+    assert set(live) == {f"elastic-worker-{i}" for i in range(4)}
+
+    kube.patch(job_path(ns, "PyTorchTrainingJob", name), {"spec": {"elastic": {"expectedReplicas": 1}}})
+    live = wait_pods(kube, ns, name, 1, operator)
+    assert set(live) == {"elastic-worker-0"}
+    st = status(kube, ns, "PyTorchTrainingJob", name)
+    assert st["phase"] == "Running"
+    assert st["backoffCount"] == 0, "scaling down is not a failure"
+
+
+def test_pod_deleted_by_someone_else_is_replaced(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    ns, name = namespace, "victim"
+    create(kube, pytorch(name, ns, workers=1))
+    first = wait_pods(kube, ns, name, 2, operator)
+    run_all(kube, ns, name)
+    wait_phase(kube, ns, "PyTorchTrainingJob", name, "Running", operator)
+    kube.delete(pod_path(ns, "victim-worker-0"))
+    kube.wait_for(
+        lambda: (p := pods(kube, ns, name).get("victim-worker-0"))
+        and p["metadata"]["uid"] != first["victim-worker-0"]["metadata"]["uid"],
+        what="deleted worker recreated",
+    )
+    assert "ReplicaDeleted" in kube.wait_for(lambda: reasons(kube, ns, name) & {"ReplicaDeleted"})
+
+
+def test_malformed_job_does_not_block_the_others(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    ns = namespace
+    bad = pytorch("broken", ns, workers=1)
+    bad["spec"]["replicaSpecs"][1]["template"]["spec"]["containers"] = []  # the schema lets it through
+    try:
+        create(kube, bad)
+    except KubeError as exc:  # pragma: no cover - a stricter schema is fine too
+        pytest.fail(f"expected the API server to accept the object, got {exc}")
+    create(kube, pytorch("fine", ns, workers=1))
+    wait_pods(kube, ns, "fine", 2, operator)
+    found = kube.wait_for(
+        lambda: [e for e in events(kube, ns, "broken") if e["reason"] == "InvalidSpec"], what="InvalidSpec event"
+    )
+    assert "containers" in found[0]["message"]
+    assert not pods(kube, ns, "broken", live_only=False)
+
+
+def test_metrics_and_health(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    assert operator.http("/healthz")[0] == 200
+    code, body = operator.http("/readyz")
+    assert code == 200 and "leader" in body
+    create(kube, pytorch("counted", namespace, workers=1))
+    wait_pods(kube, namespace, "counted", 2, operator)
+    kube.wait_for(lambda: operator.metric("controller_runtime_reconcile_total") > 0)
+    assert operator.metric("t9k_jobs_pods_created_total", kind="PyTorchTrainingJob") >= 2
+    assert operator.metric("rest_client_requests_total", verb="create") >= 2
+    assert operator.metric("workqueue_adds_total") > 0
+    assert operator.metric("t9k_jobs_jobs", kind="PyTorchTrainingJob") >= 1

@@ -1,0 +1,71 @@
+"""The slim pod projection the informer caches: what the engine needs, nothing else."""
+
+from __future__ import annotations
+
+from t9k_jobs.cluster.controller import CHILD_SELECTOR, job_key, project_child
+from t9k_jobs.engine import ContainerState
+
+
+def pod(**status) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "j-worker-2",
+            "namespace": "ns",
+            "uid": "u1",
+            "resourceVersion": "17",
+            "labels": {
+                "tensorstack.dev/owner-kind": "PyTorchTrainingJob",
+                "tensorstack.dev/owner-name": "j",
+                "batch.tensorstack.dev/replica-type": "worker",
+                "batch.tensorstack.dev/replica-index": "2",
+            },
+            "ownerReferences": [{"kind": "PyTorchTrainingJob", "name": "j", "uid": "job-uid", "controller": True}],
+        },
+        "spec": {"containers": [{"name": "pytorch", "image": "x"}]},
+        "status": status,
+    }
+
+
+def test_new_pod_is_unscheduled_pending():
+    c = project_child(pod())
+    assert c.owner == job_key("PyTorchTrainingJob", "ns", "j") and c.owner_uid == "job-uid"
+    assert c.pod is not None
+    assert (c.pod.replica_type, c.pod.index, c.pod.phase, c.pod.scheduled) == ("worker", 2, "Pending", False)
+
+
+def test_terminated_container_carries_exit_code_and_reason():
+    c = project_child(
+        pod(
+            phase="Failed",
+            reason="Evicted",
+            conditions=[{"type": "PodScheduled", "status": "True"}],
+            containerStatuses=[{"name": "pytorch", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}],
+        )
+    )
+    assert c.pod is not None and c.pod.scheduled and c.pod.phase == "Failed" and c.pod.reason == "Evicted"
+    assert c.pod.containers == (ContainerState("pytorch", "Terminated", 137, "OOMKilled"),)
+    assert c.pod.exit_code("pytorch") == 137
+
+
+def test_projection_ignores_resource_version_changes():
+    a, b = pod(phase="Running"), pod(phase="Running")
+    b["metadata"]["resourceVersion"] = "18"
+    b["metadata"]["managedFields"] = [{"manager": "kubelet"}]
+    assert project_child(a) == project_child(b), "an update that changes nothing the engine reads is not an event"
+
+
+def test_deleting_and_other_kinds():
+    p = pod()
+    p["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert project_child(p).deleting and project_child(p).pod.deleting
+    svc = {"kind": "Service", "metadata": {"name": "s", "namespace": "ns", "uid": "u", "labels": {}}}
+    c = project_child(svc)
+    assert c.pod is None and c.owner == "" and c.kind == "Service"
+
+
+def test_child_selector_names_every_kind():
+    assert CHILD_SELECTOR.startswith("tensorstack.dev/owner-kind in (")
+    for kind in ("GenericJob", "PyTorchTrainingJob", "DeepSpeedJob", "ColossalAIJob"):
+        assert kind in CHILD_SELECTOR
