@@ -148,6 +148,45 @@ def operator(
 
 
 @app.command()
+def install(
+    kubeconfig: Annotated[
+        Optional[str], typer.Option("--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
+    ] = None,
+    context: Annotated[Optional[str], typer.Option("--context", help="Kubeconfig context to use.")] = None,
+    with_operator: Annotated[
+        bool, typer.Option("--with-operator", help="Also apply the operator Deployment (needs the image).")
+    ] = False,
+    image: Annotated[str, typer.Option("--image", help="Operator image for --with-operator.")] = "t9k-jobs:0.1.0",
+    wait: Annotated[float, typer.Option("--wait", min=0, help="Seconds to wait for the CRDs to be Established.")] = 30.0,
+) -> None:
+    """Apply the CRDs, the t9k-jobs-system namespace and the operator's RBAC to the current context."""
+    import asyncio
+
+    from .cluster.client import KubeClient
+    from .cluster.install import InstallError
+    from .cluster.install import install as install_objects
+
+    if kubeconfig is not None and not Path(kubeconfig).is_file():
+        _fail([f"--kubeconfig: {kubeconfig} is not a file"])
+
+    async def go() -> list[str]:
+        client = await KubeClient.from_config(kubeconfig, context)
+        try:
+            return await install_objects(client, with_operator=with_operator, image=image, wait=wait)
+        finally:
+            await client.close()
+
+    try:
+        lines = asyncio.run(go())
+    except InstallError as exc:
+        _fail([f"install: {exc}"], 1)
+    except Exception as exc:  # noqa: BLE001 - unreachable server, bad kubeconfig: one line, no traceback
+        _fail([f"install: {type(exc).__name__}: {exc}"], 1)
+    for line in lines:
+        typer.echo(line)
+
+
+@app.command()
 def version() -> None:
     """Print the t9k-jobs version."""
     typer.echo(__version__)
