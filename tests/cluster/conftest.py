@@ -1,0 +1,135 @@
+"""Fixtures for the tests against a real control plane (etcd, kube-apiserver, kube-controller-manager).
+
+The binaries come from ``tools/controlplane/build.sh`` (built once, cached; needs Go). The build runs
+after collection, when cluster tests are selected, so that a cold build (about 30 minutes) is not
+counted against a test's timeout; ``scripts/test.sh`` runs it even earlier.
+
+Fixtures:
+* ``control_plane`` (session): a started ``ControlPlane`` with the CRDs of deploy/crds established
+  and served (installed before kube-controller-manager starts, so garbage collection of pods owned by
+  our jobs works at once); attributes ``kubeconfig`` (Path), ``server``, ``token``, ``ca_file``, ``bin_dir``, ``dir``.
+* ``kube`` (session): a ``Kube`` client for it.
+* ``kubectl`` (session): ``kubectl(*args, check=True, input=None) -> CompletedProcess`` with the
+  kubeconfig set; text output.
+* ``namespace`` (function): the name of a fresh namespace ``t-<random>``, deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from .kube import Kube, KubeError
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+BUILD = REPO / "tools" / "controlplane" / "build.sh"
+CRD_DIR = REPO / "deploy" / "crds"
+
+sys.path.insert(0, str(REPO / "tools" / "controlplane"))
+from controlplane import ControlPlane, ControlPlaneError
+
+_build: dict[str, object] = {}
+
+
+def _is_cluster_item(item: pytest.Item) -> bool:
+    return HERE in Path(item.path).resolve().parents
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _is_cluster_item(item):
+            item.add_marker(pytest.mark.cluster)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if any(_is_cluster_item(i) for i in session.items) and not session.config.option.collectonly:
+        _run_build()
+
+
+def _run_build() -> None:
+    """Run build.sh once per session; remember its bin dir or a clear error."""
+    if _build:
+        return
+    out = subprocess.run(["bash", str(BUILD)], capture_output=True, text=True, check=False)
+    if out.returncode == 0:
+        _build["bin"] = Path(out.stdout.strip().splitlines()[-1])
+    elif shutil.which("go") is None:
+        _build["error"] = (
+            "the cluster tests need the Go toolchain (go >= 1.24) on PATH: "
+            "tools/controlplane/build.sh builds the control plane with it; install Go and rerun"
+        )
+    else:
+        tail = "\n".join(out.stderr.splitlines()[-30:])
+        _build["error"] = f"tools/controlplane/build.sh failed (exit {out.returncode}):\n{tail}"
+
+
+def build_bin_dir() -> Path:
+    """The control plane's bin dir; fails (never skips) the test when it cannot be built."""
+    _run_build()
+    if "error" in _build:
+        pytest.fail(str(_build["error"]), pytrace=False)
+    return _build["bin"]  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    bin_dir = build_bin_dir()
+    plane = ControlPlane(tmp_path_factory.mktemp("controlplane"), bin_dir, crds=[CRD_DIR])
+    try:
+        plane.start()
+        error = ""
+    except ControlPlaneError as exc:
+        error = str(exc)
+    if error:
+        pytest.fail(f"the control plane did not start: {error}", pytrace=False)
+    yield plane
+    plane.stop()
+
+
+@pytest.fixture(scope="session")
+def kube(control_plane: ControlPlane) -> Kube:
+    return Kube(control_plane.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def kubectl(control_plane: ControlPlane) -> Callable[..., subprocess.CompletedProcess[str]]:
+    def run(*args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run(
+            [
+                str(control_plane.bin_dir / "kubectl"),
+                f"--kubeconfig={control_plane.kubeconfig}",
+                f"--cache-dir={control_plane.dir / 'kubectl-cache'}",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            input=input,
+            check=False,
+            timeout=60,
+        )
+        if check and out.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} exited {out.returncode}:\n{out.stdout}{out.stderr}"
+            )
+        return out
+
+    return run
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> Iterator[str]:
+    name = f"t-{secrets.token_hex(4)}"
+    kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    try:
+        kube.delete(f"/api/v1/namespaces/{name}")
+    except KubeError as exc:
+        if exc.status != 404:
+            raise

@@ -1,0 +1,114 @@
+"""The test control plane itself: version, CRDs (names, CEL rules) and garbage collection."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from .kube import GROUP_VERSION, PLURALS, Kube, KubeError, job_path, pod_path
+
+CONTAINER = {
+    "name": "pytorch",
+    "image": "example.registry/ml/pytorch:2.1-cpu",
+    "command": ["python", "train.py"],
+}
+PYTORCH_JOB: dict[str, Any] = {
+    "apiVersion": GROUP_VERSION,
+    "kind": "PyTorchTrainingJob",
+    "metadata": {"name": "ddp"},
+    "spec": {
+        "replicaSpecs": [
+            {
+                "type": "worker",
+                "replicas": 2,
+                "restartPolicy": "ExitCode",
+                "template": {"spec": {"containers": [CONTAINER]}},
+            }
+        ]
+    },
+}
+
+
+def pytorch_job(name: str, **spec: Any) -> dict[str, Any]:
+    job = copy.deepcopy(PYTORCH_JOB)
+    job["metadata"]["name"] = name
+    job["spec"].update(spec)
+    return job
+
+
+def test_apiserver_version(kube: Kube) -> None:
+    assert kube.get("/version")["gitVersion"] == "v1.34.4"
+
+
+def test_crds_established(kube: Kube) -> None:
+    for plural in PLURALS.values():
+        crd = kube.get(
+            f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.batch.tensorstack.dev"
+        )
+        conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+        assert conditions.get("Established") == "True", (plural, conditions)
+
+
+def test_kubectl_short_names(kube: Kube, kubectl, namespace: str) -> None:
+    kube.create(job_path(namespace, "PyTorchTrainingJob"), pytorch_job("short"))
+    out = kubectl("get", "pj,gj,dj,caij", "-A")
+    assert "pytorchtrainingjob.batch.tensorstack.dev/short" in out.stdout, out.stdout
+    assert namespace in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 2}},
+            "elastic training needs torchrunConfig.enabled: true",
+        ),
+        (
+            {
+                "torchrunConfig": {"enabled": True},
+                "elastic": {"enabled": True, "minReplicas": 3, "maxReplicas": 2},
+            },
+            "minReplicas must not be greater than maxReplicas",
+        ),
+    ],
+    ids=["elastic-without-torchrun", "min-over-max"],
+)
+def test_cel_rule_rejects_at_create(kube: Kube, namespace: str, spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(KubeError) as err:
+        kube.create(job_path(namespace, "PyTorchTrainingJob"), pytorch_job("bad", **spec))
+    assert err.value.status == 422, err.value
+    assert err.value.reason == "Invalid"
+    assert message in err.value.message, err.value.message
+    assert not kube.exists(job_path(namespace, "PyTorchTrainingJob", "bad"))
+
+
+def test_owned_pod_is_garbage_collected(kube: Kube, namespace: str) -> None:
+    job = kube.create(job_path(namespace, "PyTorchTrainingJob"), pytorch_job("owner"))
+    owner = {
+        "apiVersion": GROUP_VERSION,
+        "kind": "PyTorchTrainingJob",
+        "name": "owner",
+        "uid": job["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "owner-worker-0", "ownerReferences": [owner]},
+        "spec": {"containers": [CONTAINER], "restartPolicy": "Never"},
+    }
+    kube.create(pod_path(namespace), pod)
+    kube.set_pod_phase(namespace, "owner-worker-0", "Running")
+    assert kube.get(pod_path(namespace, "owner-worker-0"))["status"]["containerStatuses"][0]["state"][
+        "running"
+    ]
+
+    kube.delete(job_path(namespace, "PyTorchTrainingJob", "owner"), uid=job["metadata"]["uid"])
+    kube.wait_for(
+        lambda: not kube.exists(pod_path(namespace, "owner-worker-0")),
+        timeout=60,
+        what="the owned pod to be garbage-collected",
+    )

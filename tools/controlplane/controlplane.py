@@ -1,0 +1,428 @@
+#!/usr/bin/env python3
+"""Run a throw-away Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager and
+optionally kube-scheduler) on loopback, from the binaries that ``tools/controlplane/build.sh`` builds.
+
+    controlplane.py start --dir DIR [--bin BINDIR] [--with-scheduler] [--no-controller-manager] [--crds PATH]...
+    controlplane.py stop --dir DIR
+    controlplane.py status --dir DIR
+
+Each process runs detached in its own session; its log is DIR/<name>.log and its pid DIR/<name>.pid,
+so ``stop`` and ``status`` work from any process. ``start`` always begins with an empty etcd and a
+fresh CA, serving certificate, service-account key and admin token, and writes DIR/kubeconfig
+(admin = a bearer token in the group system:masters). CRDs given with ``--crds`` are installed (and
+served) before the controllers start, so that the garbage collector watches them at once; CRDs created
+later are only picked up by its discovery resync, every 30 s. Needs Python 3.11+ and ``cryptography``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import ipaddress
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+HERE = Path(__file__).resolve().parent
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")  # start order
+START_TIMEOUT = 90.0  # seconds per component
+STOP_GRACE = 15.0  # seconds between SIGTERM and SIGKILL
+
+
+class ControlPlaneError(RuntimeError):
+    """A component failed to start; the message names it and ends with the tail of its log."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def default_bin_dir() -> Path:
+    """The bin directory printed by build.sh (which builds the binaries first when missing)."""
+    out = subprocess.run(["bash", str(HERE / "build.sh")], stdout=subprocess.PIPE, text=True, check=True)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def _pem_key(key) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def write_pki(pki: Path) -> None:
+    """Write ca.crt, apiserver.{crt,key} (signed by the CA, valid 7 days) and sa.key (RSA 2048) into pki."""
+    pki.mkdir(parents=True, exist_ok=True)
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "t9k-jobs test CA")])
+    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + dt.timedelta(days=7))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
+        )
+        .add_extension(ca_ski, critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    sans = [
+        x509.DNSName(n) for n in ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
+    ]
+    sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in ("127.0.0.1", "10.0.0.1")]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + dt.timedelta(days=7))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(True, False, True, False, False, False, False, False, False), critical=True
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    (pki / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (pki / "apiserver.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (pki / "apiserver.key").write_bytes(_pem_key(key))
+    (pki / "sa.key").write_bytes(_pem_key(rsa.generate_private_key(public_exponent=65537, key_size=2048)))
+
+
+def _alive(pid: int, name: str) -> bool:
+    """Whether pid is a live (non-zombie) process whose command line mentions name."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z" and name in Path(f"/proc/{pid}/cmdline").read_text()
+    except (OSError, IndexError):
+        return False
+
+
+class ControlPlane:
+    """The control plane in ``dir``; ``start()`` brings it up, ``stop()`` (also usable on a plane started
+    by another process) tears it down. After ``start()``: ``kubeconfig`` (path), ``server`` (URL),
+    ``token`` (admin bearer token), ``ca_file`` (CA of the serving certificate), ``bin_dir``."""
+
+    def __init__(
+        self,
+        dir: str | os.PathLike,
+        bin_dir: str | os.PathLike | None = None,
+        scheduler: bool = False,
+        controller_manager: bool = True,
+        crds: list[str | os.PathLike] | tuple = (),
+    ) -> None:
+        self.dir = Path(dir).resolve()
+        self.bin_dir = Path(bin_dir).resolve() if bin_dir else None
+        self.scheduler, self.controller_manager = scheduler, controller_manager
+        self.crds = [Path(c).resolve() for c in crds]
+        self.kubeconfig = self.dir / "kubeconfig"
+        self.ca_file = self.dir / "pki" / "ca.crt"
+        self.server = self.token = ""
+        self._procs: dict[str, subprocess.Popen] = {}
+
+    # -- starting ---------------------------------------------------------------------------------
+    def start(self, timeout: float = START_TIMEOUT) -> ControlPlane:
+        """Start every component and wait until each is ready (``timeout`` seconds each)."""
+        if running := self.running():
+            raise ControlPlaneError(f"{self.dir} already runs {', '.join(running)}; stop it first")
+        self.bin_dir = self.bin_dir or default_bin_dir()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for stale in ("etcd", "pki"):
+            shutil.rmtree(self.dir / stale, ignore_errors=True)
+        write_pki(self.dir / "pki")
+        pki, d = self.dir / "pki", self.dir
+        self.token = secrets.token_hex(24)
+        (d / "tokens.csv").write_text(f'{self.token},admin,admin-uid,"system:masters"\n')
+        ec_port, peer_port, api_port = free_port(), free_port(), free_port()
+        self.server = f"https://127.0.0.1:{api_port}"
+        self._write_kubeconfig()
+        try:
+            etcd = f"http://127.0.0.1:{ec_port}"
+            peer = f"http://127.0.0.1:{peer_port}"
+            self._spawn(
+                "etcd",
+                "--name=default",
+                f"--data-dir={d / 'etcd'}",
+                f"--listen-client-urls={etcd}",
+                f"--advertise-client-urls={etcd}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=default={peer}",
+                "--unsafe-no-fsync=true",
+                "--quota-backend-bytes=8589934592",
+                "--log-level=warn",
+            )
+            self._wait("etcd", f"{etcd}/health", timeout, tls=False)
+            self._spawn(
+                "kube-apiserver",
+                f"--etcd-servers={etcd}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--token-auth-file={d / 'tokens.csv'}",
+                "--authorization-mode=RBAC",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki / 'sa.key'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--disable-admission-plugins=ServiceAccount",
+                "--endpoint-reconciler-type=none",
+                "--allow-privileged=true",
+            )
+            self._wait("kube-apiserver", f"{self.server}/readyz", timeout)
+            if self.crds:  # before the controllers, so the garbage collector watches them from the start
+                self.apply_crds(self.crds, timeout)
+            if self.controller_manager:
+                port = free_port()
+                self._spawn(
+                    "kube-controller-manager",
+                    f"--kubeconfig={self.kubeconfig}",
+                    "--leader-elect=false",
+                    "--bind-address=127.0.0.1",
+                    f"--secure-port={port}",
+                    "--controllers=garbage-collector-controller,namespace-controller",
+                    f"--service-account-private-key-file={pki / 'sa.key'}",
+                    f"--root-ca-file={self.ca_file}",
+                )
+                self._wait("kube-controller-manager", f"https://127.0.0.1:{port}/healthz", timeout, tls=None)
+            if self.scheduler:
+                port = free_port()
+                self._spawn(
+                    "kube-scheduler",
+                    f"--kubeconfig={self.kubeconfig}",
+                    "--leader-elect=false",
+                    "--bind-address=127.0.0.1",
+                    f"--secure-port={port}",
+                )
+                self._wait("kube-scheduler", f"https://127.0.0.1:{port}/healthz", timeout, tls=None)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _write_kubeconfig(self) -> None:
+        self.kubeconfig.write_text(
+            "apiVersion: v1\nkind: Config\n"
+            f"clusters:\n- name: t9k-jobs-test\n  cluster:\n    server: {self.server}\n"
+            f"    certificate-authority: {self.ca_file}\n"
+            f"users:\n- name: admin\n  user:\n    token: {self.token}\n"
+            "contexts:\n- name: t9k-jobs-test\n  context:\n    cluster: t9k-jobs-test\n    user: admin\n"
+            "current-context: t9k-jobs-test\n"
+        )
+
+    def _spawn(self, name: str, *args: str) -> None:
+        if not os.access(self.bin_dir / name, os.X_OK):
+            raise ControlPlaneError(
+                f"{name}: no executable {self.bin_dir / name} (see tools/controlplane/build.sh)"
+            )
+        with open(self.dir / f"{name}.log", "wb") as log:
+            proc = subprocess.Popen(
+                [str(self.bin_dir / name), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
+        self._procs[name] = proc
+        (self.dir / f"{name}.pid").write_text(f"{proc.pid}\n")
+
+    def _wait(self, name: str, url: str, timeout: float, tls: bool | None = True) -> None:
+        """Poll url until it answers 200 (tls: True = verify with our CA + token, None = unverified)."""
+        ctx = None
+        if tls:
+            ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        elif tls is None:
+            ctx = ssl._create_unverified_context()  # component's own self-signed health endpoint
+        headers = {"Authorization": f"Bearer {self.token}"} if tls else {}
+        end, last = time.monotonic() + timeout, "no answer"
+        while time.monotonic() < end:
+            if self._procs[name].poll() is not None:
+                last = f"exited with status {self._procs[name].returncode}"
+                break
+            try:
+                with urllib.request.urlopen(
+                    urllib.request.Request(url, headers=headers), context=ctx, timeout=2
+                ) as resp:
+                    if resp.status == 200:
+                        return
+                    last = f"HTTP {resp.status}"
+            except Exception as exc:  # noqa: BLE001 - readiness polling: remember and retry
+                last = repr(exc)
+            time.sleep(0.2)
+        else:
+            last = f"not ready after {timeout:.0f} s ({last})"
+        tail = self.log_tail(name)
+        raise ControlPlaneError(
+            f"{name} failed to start: {last}\n--- tail of {self.dir / (name + '.log')} ---\n{tail}"
+        )
+
+    def apply_crds(self, paths: list[Path], timeout: float = START_TIMEOUT) -> None:
+        """``kubectl apply --server-side`` the CRD files/dirs in ``paths``; wait (``timeout`` seconds)
+        until each is Established and listed by discovery."""
+        kubectl = [
+            str(self.bin_dir / "kubectl"),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--cache-dir={self.dir / 'kubectl-cache'}",
+        ]
+        files = [arg for path in paths for arg in ("-f", str(path))]
+        out = subprocess.run(
+            [*kubectl, "apply", "--server-side", "-o", "name", *files],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        names = out.stdout.split()
+        if out.returncode == 0:
+            out = subprocess.run(
+                [*kubectl, "wait", "--for=condition=Established", f"--timeout={timeout:.0f}s", *names],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        if out.returncode != 0:
+            raise ControlPlaneError(f"applying the CRDs {' '.join(map(str, paths))} failed:\n{out.stderr}")
+        end = time.monotonic() + timeout
+        for name in names:
+            plural, group = name.split("/", 1)[1].split(".", 1)
+            while not any(
+                r["name"] == plural
+                for v in self._get(f"/apis/{group}").get("versions", [])
+                for r in self._get(f"/apis/{v['groupVersion']}").get("resources", [])
+            ):
+                if time.monotonic() > end:
+                    raise ControlPlaneError(f"{plural}.{group} is not served after {timeout:.0f} s")
+                time.sleep(0.1)
+
+    def _get(self, path: str) -> dict:
+        """GET a JSON document from the apiserver as admin; {} when it is not there (yet)."""
+        req = urllib.request.Request(self.server + path, headers={"Authorization": f"Bearer {self.token}"})
+        try:
+            with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=self.ca_file)) as resp:
+                return json.load(resp)
+        except urllib.error.HTTPError:
+            return {}
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        """The last ``lines`` lines of DIR/<name>.log."""
+        try:
+            return "\n".join((self.dir / f"{name}.log").read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    # -- inspecting and stopping ------------------------------------------------------------------
+    def pids(self) -> dict[str, int]:
+        """name -> pid from the pid files in DIR."""
+        out = {}
+        for name in COMPONENTS:
+            try:
+                out[name] = int((self.dir / f"{name}.pid").read_text())
+            except (OSError, ValueError):
+                pass
+        return out
+
+    def running(self) -> list[str]:
+        """The components whose process is alive."""
+        return [n for n, pid in self.pids().items() if _alive(pid, n)]
+
+    def stop(self, grace: float = STOP_GRACE) -> None:
+        """SIGTERM each component (last started first), SIGKILL after ``grace`` seconds; remove pid files."""
+        for name, pid in reversed(list(self.pids().items())):
+            if _alive(pid, name):
+                try:
+                    os.killpg(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                end = time.monotonic() + grace
+                while _alive(pid, name) and time.monotonic() < end:
+                    if name in self._procs:
+                        self._procs[name].poll()  # reap our own child so it does not linger as a zombie
+                    time.sleep(0.1)
+                if _alive(pid, name):
+                    try:
+                        os.killpg(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            if name in self._procs:
+                self._procs.pop(name).wait()
+            (self.dir / f"{name}.pid").unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("start", "stop", "status"):
+        p = sub.add_parser(name)
+        p.add_argument("--dir", required=True, help="state directory (logs, pid files, pki, kubeconfig)")
+        if name == "start":
+            p.add_argument("--bin", help="directory with the binaries (default: the output of build.sh)")
+            p.add_argument("--with-scheduler", action="store_true", help="also run kube-scheduler")
+            p.add_argument(
+                "--no-controller-manager", action="store_true", help="skip kube-controller-manager"
+            )
+            p.add_argument(
+                "--crds", action="append", default=[], help="CRD file or dir to install (repeatable)"
+            )
+            p.add_argument("--timeout", type=float, default=START_TIMEOUT, help="seconds per component")
+    args = parser.parse_args(argv)
+    plane = ControlPlane(
+        args.dir,
+        getattr(args, "bin", None),
+        scheduler=getattr(args, "with_scheduler", False),
+        controller_manager=not getattr(args, "no_controller_manager", False),
+        crds=getattr(args, "crds", []),
+    )
+    if args.command == "start":
+        started = time.monotonic()
+        try:
+            plane.start(args.timeout)
+        except ControlPlaneError as exc:
+            print(f"controlplane: {exc}", file=sys.stderr)
+            return 1
+        print(f"controlplane: ready in {time.monotonic() - started:.1f} s at {plane.server}", file=sys.stderr)
+        print(f"export KUBECONFIG={plane.kubeconfig}")
+    elif args.command == "stop":
+        plane.stop()
+    else:
+        pids = plane.pids()
+        for name in COMPONENTS:
+            state = "running" if name in pids and _alive(pids[name], name) else "stopped"
+            print(f"{name:24} {state:8} {pids.get(name, '-')}")
+        return 0 if plane.running() else 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
