@@ -296,12 +296,14 @@ _RULES: dict[str, dict[str, list[dict[str, str]]]] = {
         "spec.elastic": _ELASTIC_RULES,
     },
     "DeepSpeedJob": {
+        # CEL cannot see run.python/module/exec (they are string-or-list, so untyped in the
+        # schema: the API server refuses rules that name them). "Exactly one" is
+        # minProperties/maxProperties on run (see _PROPERTY_BOUNDS); this rule asks for run
+        # or customCommand.
         "spec.config": [
             {
-                "rule": "(has(self.customCommand) && size(self.customCommand) > 0) || (has(self.run) && "
-                "[has(self.run.python), has(self.run.module), has(self.run.exec)].filter(x, x).size() == 1)",
-                "message": "exactly one of run.python, run.module, run.exec is required unless "
-                "customCommand is set",
+                "rule": "has(self.run) || (has(self.customCommand) && size(self.customCommand) > 0)",
+                "message": "run (with exactly one of python, module, exec) or customCommand is required",
             }
         ],
         "spec.elastic": _ELASTIC_RULES,
@@ -315,6 +317,12 @@ _RULES: dict[str, dict[str, list[dict[str, str]]]] = {
             }
         ],
     },
+}
+
+# kind -> {dotted path of an object node -> (minProperties, maxProperties)}.
+_PROPERTY_BOUNDS: dict[str, dict[str, tuple[int, int]]] = {
+    # exactly one of run.python, run.module, run.exec (T9k docs)
+    "DeepSpeedJob": {"spec.config.run": (1, 1)},
 }
 
 # kind -> dotted paths of replicaSpecs lists whose entries are unique by ``type`` (the models
@@ -396,6 +404,11 @@ def crd_for(cls: type[JobBase]) -> dict[str, Any]:
         if node.get("type") != "array" or "type" not in items.get("required", []):
             raise ValueError(f"{dotted}: a list-type map needs items with a required 'type' field")
         _extend(node, {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})
+    for dotted, (low, high) in _PROPERTY_BOUNDS.get(cls.KIND, {}).items():
+        node = _node_at(root, dotted)
+        if node.get("type") != "object":
+            raise ValueError(f"{dotted}: property bounds are only set on object nodes")
+        _extend(node, {"minProperties": low, "maxProperties": high})
     for dotted, rules in _RULES.get(cls.KIND, {}).items():
         node = _node_at(root, dotted)
         if node.get("type") != "object":
