@@ -55,7 +55,11 @@ def pytorch(name: str, ns: str, workers: int = 2, policy: str = "OnFailure", **s
             "template": {
                 "spec": {
                     "containers": [
-                        {"name": "pytorch", "image": "example.registry/pytorch:2.1", "command": ["python", "train.py"]}
+                        {
+                            "name": "pytorch",
+                            "image": "example.registry/pytorch:2.1",
+                            "command": ["python", "train.py"],
+                        }
                     ]
                 }
             },
@@ -86,7 +90,9 @@ def status(kube: Kube, ns: str, kind: str, name: str) -> dict[str, Any]:
     return kube.get(job_path(ns, kind, name)).get("status") or {}
 
 
-def wait_phase(kube: Kube, ns: str, kind: str, name: str, phase: str, op: OperatorProcess, timeout: float = 30) -> dict:
+def wait_phase(
+    kube: Kube, ns: str, kind: str, name: str, phase: str, op: OperatorProcess, timeout: float = 30
+) -> dict:
     try:
         return kube.wait_for(
             lambda: (s := status(kube, ns, kind, name)).get("phase") == phase and s,
@@ -94,13 +100,17 @@ def wait_phase(kube: Kube, ns: str, kind: str, name: str, phase: str, op: Operat
             what=f"{kind} {name} phase {phase}",
         )
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\nstatus: {status(kube, ns, kind, name)}\noperator log:\n{op.tail()}") from None
+        raise AssertionError(
+            f"{exc}\nstatus: {status(kube, ns, kind, name)}\noperator log:\n{op.tail()}"
+        ) from None
 
 
 def wait_pods(kube: Kube, ns: str, job: str, count: int, op: OperatorProcess, timeout: float = 30) -> dict:
     try:
         return kube.wait_for(
-            lambda: len(p := pods(kube, ns, job)) == count and p, timeout=timeout, what=f"{count} pods of {job}"
+            lambda: len(p := pods(kube, ns, job)) == count and p,
+            timeout=timeout,
+            what=f"{count} pods of {job}",
         )
     except AssertionError as exc:
         raise AssertionError(f"{exc}\noperator log:\n{op.tail()}") from None
@@ -170,7 +180,9 @@ def test_children_match_render(kube: Kube, namespace: str, operator: OperatorPro
         if o["kind"] == "Pod":
             live = live_pods[name]
         else:
-            live = kube.wait_for(lambda o=o: kube.get(core_path(namespace, paths[o["kind"]], o["metadata"]["name"])))
+            live = kube.wait_for(
+                lambda o=o: kube.get(core_path(namespace, paths[o["kind"]], o["metadata"]["name"]))
+            )
         refs = live["metadata"].get("ownerReferences") or []
         assert [(r["kind"], r["name"], r["uid"], r.get("controller")) for r in refs] == [
             (obj["kind"], obj["metadata"]["name"], job["metadata"]["uid"], True)
@@ -178,7 +190,9 @@ def test_children_match_render(kube: Kube, namespace: str, operator: OperatorPro
         want = copy.deepcopy(o)
         if o["kind"] == "Secret":
             # The key pair is made at creation: compare the keys, not the values.
-            assert sorted(live.get("data") or {}) == sorted(want.pop("stringData", {}) or want.pop("data", {}))
+            assert sorted(live.get("data") or {}) == sorted(
+                want.pop("stringData", {}) or want.pop("data", {})
+            )
             want.pop("stringData", None)
             want.pop("data", None)
         problems += [f"{o['kind']} {name}{d}" for d in is_subset(want, live)]
@@ -186,7 +200,9 @@ def test_children_match_render(kube: Kube, namespace: str, operator: OperatorPro
     # Nothing else was created for the job.
     live_names = set(pods(kube, namespace, obj["metadata"]["name"], live_only=False))
     assert live_names == {o["metadata"]["name"] for o in want_pods}
-    st = kube.wait_for(lambda: (s := status(kube, namespace, obj["kind"], obj["metadata"]["name"])).get("phase") and s)
+    st = kube.wait_for(
+        lambda: (s := status(kube, namespace, obj["kind"], obj["metadata"]["name"])).get("phase") and s
+    )
     assert st["phase"] in ("Pending", "Running")
     assert "Initialized" in {c["type"] for c in st["conditions"]}
 
@@ -214,7 +230,9 @@ def test_pytorch_runs_restarts_and_succeeds(kube: Kube, namespace: str, operator
         lambda: (p := pods(kube, ns, name).get("ddp-worker-1")) and p["metadata"]["uid"] != old_uid,
         what="worker-1 recreated",
     )
-    st = kube.wait_for(lambda: (s := status(kube, ns, "PyTorchTrainingJob", name)).get("backoffCount") == 1 and s)
+    st = kube.wait_for(
+        lambda: (s := status(kube, ns, "PyTorchTrainingJob", name)).get("backoffCount") == 1 and s
+    )
     worker = next(t for t in st["tasks"] if t["type"] == "worker")
     assert worker["restartCount"] == 1
     assert "RestartingReplica" in kube.wait_for(lambda: reasons(kube, ns, name) & {"RestartingReplica"})
@@ -233,7 +251,9 @@ def test_pytorch_runs_restarts_and_succeeds(kube: Kube, namespace: str, operator
 
     # Deleting the job cascades to its pods (owner references + the garbage collector).
     kube.delete(job_path(ns, "PyTorchTrainingJob", name))
-    kube.wait_for(lambda: not pods(kube, ns, name, live_only=False), timeout=60, what="pods garbage-collected")
+    kube.wait_for(
+        lambda: not pods(kube, ns, name, live_only=False), timeout=60, what="pods garbage-collected"
+    )
 
 
 def test_never_policy_fails_the_job(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
@@ -246,7 +266,9 @@ def test_never_policy_fails_the_job(kube: Kube, namespace: str, operator: Operat
     st = wait_phase(kube, ns, "PyTorchTrainingJob", name, "Failed", operator)
     assert condition(st, "Failed")["status"] == "True"
     assert st["backoffCount"] == 0
-    assert "never-master-0" in pods(kube, ns, name, live_only=False), "the failed pod is kept (cleanUpPolicy None)"
+    assert "never-master-0" in pods(kube, ns, name, live_only=False), (
+        "the failed pod is kept (cleanUpPolicy None)"
+    )
 
 
 def test_backoff_limit_fails_the_job(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
@@ -258,7 +280,12 @@ def test_backoff_limit_fails_the_job(kube: Kube, namespace: str, operator: Opera
         uid = pods(kube, ns, name)["limit-worker-0"]["metadata"]["uid"]
         kube.set_pod_phase(ns, "limit-worker-0", "Failed", exit_code=1)
         if attempt == 0:
-            kube.wait_for(lambda: pods(kube, ns, name).get("limit-worker-0", {}).get("metadata", {}).get("uid") not in (None, uid))
+            kube.wait_for(
+                lambda: (
+                    pods(kube, ns, name).get("limit-worker-0", {}).get("metadata", {}).get("uid")
+                    not in (None, uid)
+                )
+            )
     st = wait_phase(kube, ns, "PyTorchTrainingJob", name, "Failed", operator)
     assert st["backoffCount"] == 1
 
@@ -295,7 +322,10 @@ def test_debug_mode_runs_the_debug_command(kube: Kube, namespace: str, operator:
     # A debug replica that exits is started again; the job never ends on its own.
     kube.set_pod_phase(ns, pod["metadata"]["name"], "Failed", exit_code=1)
     kube.wait_for(
-        lambda: (p := pods(kube, ns, "seg-debug")) and next(iter(p.values()))["metadata"]["uid"] != pod["metadata"]["uid"],
+        lambda: (
+            (p := pods(kube, ns, "seg-debug"))
+            and next(iter(p.values()))["metadata"]["uid"] != pod["metadata"]["uid"]
+        ),
         what="debug replica recreated",
     )
     assert status(kube, ns, "PyTorchTrainingJob", "seg-debug")["phase"] not in ("Succeeded", "Failed")
@@ -305,7 +335,9 @@ def test_debug_mode_runs_the_debug_command(kube: Kube, namespace: str, operator:
     ("policy", "left"),
     [("None", {"c-master-0", "c-worker-0"}), ("Unfinished", {"c-master-0"}), ("All", set())],
 )
-def test_clean_up_policy(kube: Kube, namespace: str, operator: OperatorProcess, policy: str, left: set[str]) -> None:
+def test_clean_up_policy(
+    kube: Kube, namespace: str, operator: OperatorProcess, policy: str, left: set[str]
+) -> None:
     ns, name = namespace, "c"
     create(kube, pytorch(name, ns, workers=1, runPolicy={"cleanUpPolicy": policy}))
     wait_pods(kube, ns, name, 2, operator)
@@ -356,7 +388,9 @@ def test_elastic_scale_up_and_down(kube: Kube, namespace: str, operator: Operato
     assert st["backoffCount"] == 0, "scaling down is not a failure"
 
 
-def test_pod_deleted_by_someone_else_is_replaced(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+def test_pod_deleted_by_someone_else_is_replaced(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
     ns, name = namespace, "victim"
     create(kube, pytorch(name, ns, workers=1))
     first = wait_pods(kube, ns, name, 2, operator)
@@ -364,14 +398,18 @@ def test_pod_deleted_by_someone_else_is_replaced(kube: Kube, namespace: str, ope
     wait_phase(kube, ns, "PyTorchTrainingJob", name, "Running", operator)
     kube.delete(pod_path(ns, "victim-worker-0"))
     kube.wait_for(
-        lambda: (p := pods(kube, ns, name).get("victim-worker-0"))
-        and p["metadata"]["uid"] != first["victim-worker-0"]["metadata"]["uid"],
+        lambda: (
+            (p := pods(kube, ns, name).get("victim-worker-0"))
+            and p["metadata"]["uid"] != first["victim-worker-0"]["metadata"]["uid"]
+        ),
         what="deleted worker recreated",
     )
     assert "ReplicaDeleted" in kube.wait_for(lambda: reasons(kube, ns, name) & {"ReplicaDeleted"})
 
 
-def test_malformed_job_does_not_block_the_others(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+def test_malformed_job_does_not_block_the_others(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
     ns = namespace
     bad = pytorch("broken", ns, workers=1)
     bad["spec"]["replicaSpecs"][1]["template"]["spec"]["containers"] = []  # the schema lets it through
@@ -382,7 +420,8 @@ def test_malformed_job_does_not_block_the_others(kube: Kube, namespace: str, ope
     create(kube, pytorch("fine", ns, workers=1))
     wait_pods(kube, ns, "fine", 2, operator)
     found = kube.wait_for(
-        lambda: [e for e in events(kube, ns, "broken") if e["reason"] == "InvalidSpec"], what="InvalidSpec event"
+        lambda: [e for e in events(kube, ns, "broken") if e["reason"] == "InvalidSpec"],
+        what="InvalidSpec event",
     )
     assert "containers" in found[0]["message"]
     assert not pods(kube, ns, "broken", live_only=False)

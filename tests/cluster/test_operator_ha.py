@@ -13,11 +13,20 @@ JOBS = 24
 REPLICAS = 4  # one master, three workers
 
 
-def test_sigkill_mid_reconcile_then_restart_creates_no_duplicate(kube: Kube, namespace: str, control_plane, tmp_path) -> None:
+def test_sigkill_mid_reconcile_then_restart_creates_no_duplicate(
+    kube: Kube, namespace: str, control_plane, tmp_path
+) -> None:
     ns = namespace
     first = OperatorProcess(
-        control_plane.kubeconfig, tmp_path / "first.log", "--no-leader-elect", "-n", ns, "--kube-api-qps", "20",
-        "--kube-api-burst", "5",
+        control_plane.kubeconfig,
+        tmp_path / "first.log",
+        "--no-leader-elect",
+        "-n",
+        ns,
+        "--kube-api-qps",
+        "20",
+        "--kube-api-burst",
+        "5",
     ).start()
     for i in range(JOBS):
         kube.create(job_path(ns, "PyTorchTrainingJob"), pytorch(f"j{i}", ns, workers=REPLICAS - 1))
@@ -26,16 +35,22 @@ def test_sigkill_mid_reconcile_then_restart_creates_no_duplicate(kube: Kube, nam
     first.kill(signal.SIGKILL)
     time.sleep(0.5)  # requests the dead process had already sent may still land
     before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.list(pod_path(ns))}
-    assert len(before) < JOBS * REPLICAS, "the operator finished before it was killed; the test proves nothing"
+    assert len(before) < JOBS * REPLICAS, (
+        "the operator finished before it was killed; the test proves nothing"
+    )
 
-    second = OperatorProcess(control_plane.kubeconfig, tmp_path / "second.log", "--no-leader-elect", "-n", ns).start()
+    second = OperatorProcess(
+        control_plane.kubeconfig, tmp_path / "second.log", "--no-leader-elect", "-n", ns
+    ).start()
     try:
         kube.wait_for(lambda: len(kube.list(pod_path(ns))) >= JOBS * REPLICAS, timeout=120, what="all pods")
         time.sleep(1)  # anything extra would show up now
         after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.list(pod_path(ns))}
         assert len(after) == JOBS * REPLICAS, f"{len(after)} pods for {JOBS * REPLICAS} replicas"
         for i in range(JOBS):
-            assert set(pods(kube, ns, f"j{i}")) == {f"j{i}-master-0"} | {f"j{i}-worker-{w}" for w in range(REPLICAS - 1)}
+            assert set(pods(kube, ns, f"j{i}")) == {f"j{i}-master-0"} | {
+                f"j{i}-worker-{w}" for w in range(REPLICAS - 1)
+            }
         # Pods made before the crash were kept, not replaced.
         assert {n: after[n] for n in before} == before
 
@@ -53,7 +68,9 @@ def test_sigkill_mid_reconcile_then_restart_creates_no_duplicate(kube: Kube, nam
             )
         assert second.metric("controller_runtime_reconcile_total") > 0
         created = second.metric("t9k_jobs_pods_created_total", kind="PyTorchTrainingJob")
-        assert created == JOBS * REPLICAS - len(before), "the restarted operator created exactly the missing pods"
+        assert created == JOBS * REPLICAS - len(before), (
+            "the restarted operator created exactly the missing pods"
+        )
     finally:
         second.stop()
 
@@ -62,7 +79,9 @@ def test_leader_election_takeover(kube: Kube, namespace: str, control_plane, tmp
     ns = namespace
     common = ["-n", ns, "--lease-namespace", ns, "--lease-name", "t9k-jobs-test"]
     a = OperatorProcess(control_plane.kubeconfig, tmp_path / "a.log", *common, "--identity", "op-a").start()
-    kube.wait_for(lambda: "leader" in a.http("/readyz")[1] and "standby" not in a.http("/readyz")[1], timeout=30)
+    kube.wait_for(
+        lambda: "leader" in a.http("/readyz")[1] and "standby" not in a.http("/readyz")[1], timeout=30
+    )
     b = OperatorProcess(control_plane.kubeconfig, tmp_path / "b.log", *common, "--identity", "op-b").start()
     try:
         assert "standby" in b.http("/readyz")[1]
@@ -99,6 +118,8 @@ def test_clean_shutdown_releases_the_lease(kube: Kube, namespace: str, control_p
         assert a.stop() == 0
         started = time.monotonic()
         kube.wait_for(lambda: "standby" not in b.http("/readyz")[1], timeout=20, what="b takes over")
-        assert time.monotonic() - started < 10, "a released lease is taken at the next retry, not after expiry"
+        assert time.monotonic() - started < 10, (
+            "a released lease is taken at the next retry, not after expiry"
+        )
     finally:
         b.stop()
