@@ -133,7 +133,7 @@ class KubeClient:
     @classmethod
     async def from_config(
         cls,
-        kubeconfig: str | None = None,
+        kubeconfig: str | os.PathLike[str] | None = None,
         context: str | None = None,
         qps: float = DEFAULT_QPS,
         burst: int = DEFAULT_BURST,
@@ -147,7 +147,11 @@ class KubeClient:
         if kubeconfig is None and _in_cluster():
             k8s_config.load_incluster_config(client_configuration=conf)
         else:
-            await k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=conf)
+            await k8s_config.load_kube_config(
+                config_file=None if kubeconfig is None else os.fspath(kubeconfig),
+                context=context,
+                client_configuration=conf,
+            )
         return cls(k8s_client.ApiClient(configuration=conf), qps=qps, burst=burst)
 
     async def close(self) -> None:
