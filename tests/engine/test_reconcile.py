@@ -866,6 +866,21 @@ def test_unscheduled_pods_are_left_alone():
     assert sim.status.aggregate.creating == 3
 
 
+def test_pods_scheduled_after_a_pass_are_kept():
+    """Found on the real control plane: a pod recorded as Creating (unscheduled, with its uid)
+    that then gets scheduled is the same new pod, not a replica being replaced."""
+    sim = Sim(pytorch(name="j"))
+    sim.step()  # created, unscheduled
+    sim.step()  # status records them as Creating with their uids
+    assert {rs.phase for t in sim.status.tasks for rs in t.replicas} == {"Creating"}
+    assert all(rs.uid for t in sim.status.tasks for rs in t.replicas)
+    for name in list(sim.pods):
+        sim.run(name)
+    plan = sim.step()
+    assert plan.delete == [] and plan.create == []
+    assert sim.status.phase == "Running" and sim.status.aggregate.running == 3
+
+
 # ====================================================================== elastic
 
 

@@ -217,9 +217,11 @@ def _walk_replicas(p: _Pass) -> None:
             pod = p.observed.pods.get(name)
             if pod is None:
                 _missing(p, g, i, name, prev, rc, resuming, debug)
-            elif prev is not None and prev.phase == "Creating" and pod.uid == prev.uid and pod.scheduled:
-                # The pod we are replacing: make sure its deletion is under way. (An unscheduled
-                # pod is also reported as Creating with its own uid; it is new, not replaced.)
+            elif prev is not None and prev.phase == "Creating" and pod.uid == prev.uid and (pod.terminal or pod.deleting):
+                # The pod we are replacing (it ended, or we are deleting it): make sure its
+                # deletion is under way. A new pod is also reported as Creating with its own uid
+                # until it is scheduled; it is neither ended nor deleting, so it is not mistaken
+                # for one being replaced.
                 p.delete_pod(pod, "Restart")
                 p.replicas[name] = prev.model_copy()
             elif prev is None and pod.deleting:
