@@ -298,16 +298,14 @@ def test_backoff_limit_fails_the_job(kube: Kube, namespace: str, operator: Opera
     create(kube, pytorch(name, ns, workers=1, policy="OnFailure", runPolicy={"backoffLimit": 1}))
     wait_pods(kube, ns, name, 2, operator)
     run_all(kube, ns, name)
-    for attempt in range(2):
-        uid = pods(kube, ns, name)["limit-worker-0"]["metadata"]["uid"]
-        kube.set_pod_phase(ns, "limit-worker-0", "Failed", exit_code=1)
-        if attempt == 0:
-            kube.wait_for(
-                lambda: (
-                    pods(kube, ns, name).get("limit-worker-0", {}).get("metadata", {}).get("uid")
-                    not in (None, uid)
-                )
-            )
+    # The master decides a PyTorchTrainingJob: its first failure is retried, the second is final.
+    uid = pods(kube, ns, name)["limit-master-0"]["metadata"]["uid"]
+    kube.set_pod_phase(ns, "limit-master-0", "Failed", exit_code=1)
+    kube.wait_for(
+        lambda: pods(kube, ns, name).get("limit-master-0", {}).get("metadata", {}).get("uid") not in (None, uid),
+        what="master recreated",
+    )
+    kube.set_pod_phase(ns, "limit-master-0", "Failed", exit_code=1)  # fails before it was seen running
     st = wait_phase(kube, ns, "PyTorchTrainingJob", name, "Failed", operator)
     assert st["backoffCount"] == 1
 

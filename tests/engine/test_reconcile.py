@@ -867,18 +867,36 @@ def test_unscheduled_pods_are_left_alone():
 
 
 def test_pods_scheduled_after_a_pass_are_kept():
-    """Found on the real control plane: a pod recorded as Creating (unscheduled, with its uid)
-    that then gets scheduled is the same new pod, not a replica being replaced."""
+    """Found on the real control plane: a pod recorded as Creating while unscheduled that then
+    gets scheduled is the same new pod, not a replica being replaced (Creating with a uid is
+    the restart marker, so an unscheduled pod is recorded without one)."""
     sim = Sim(pytorch(name="j"))
     sim.step()  # created, unscheduled
-    sim.step()  # status records them as Creating with their uids
-    assert {rs.phase for t in sim.status.tasks for rs in t.replicas} == {"Creating"}
-    assert all(rs.uid for t in sim.status.tasks for rs in t.replicas)
+    sim.step()
+    assert {(rs.phase, rs.uid) for t in sim.status.tasks for rs in t.replicas} == {("Creating", "")}
+    assert sim.status.condition("Initialized").status == "True", "the pods exist: the job is initialized"
     for name in list(sim.pods):
         sim.run(name)
     plan = sim.step()
     assert plan.delete == [] and plan.create == []
     assert sim.status.phase == "Running" and sim.status.aggregate.running == 3
+
+
+def test_pod_failing_before_it_was_seen_scheduled_is_restarted_once():
+    """Found on the real control plane: a replacement pod that fails before any pass saw it
+    scheduled is judged like any ended pod (one more restart), not taken for the pod replaced."""
+    sim = Sim(pytorch([("master", 1), ("worker", 1)], name="j", runPolicy={"backoffLimit": 1}))
+    sim.settle()
+    sim.fail("j-master-0")
+    sim.step()  # restart: counted, old pod deleted
+    sim.step()  # the replacement is created, unscheduled
+    assert sim.status.backoff_count == 1
+    sim.step()
+    sim.fail("j-master-0")  # fails straight from unscheduled
+    plan = sim.step()
+    assert created_pods(plan) == []
+    assert sim.status.phase == "Failed", "backoffLimit 1 is used up: the master's second failure ends the job"
+    assert sim.status.backoff_count == 1
 
 
 # ====================================================================== elastic

@@ -217,11 +217,10 @@ def _walk_replicas(p: _Pass) -> None:
             pod = p.observed.pods.get(name)
             if pod is None:
                 _missing(p, g, i, name, prev, rc, resuming, debug)
-            elif prev is not None and prev.phase == "Creating" and pod.uid == prev.uid and (pod.terminal or pod.deleting):
-                # The pod we are replacing (it ended, or we are deleting it): make sure its
-                # deletion is under way. A new pod is also reported as Creating with its own uid
-                # until it is scheduled; it is neither ended nor deleting, so it is not mistaken
-                # for one being replaced.
+            elif prev is not None and prev.phase == "Creating" and prev.uid and pod.uid == prev.uid:
+                # The pod we are replacing (the restart marker names its uid): make sure its
+                # deletion is under way. A new pod waiting to be scheduled is reported as
+                # Creating without a uid, so it is never mistaken for one being replaced.
                 p.delete_pod(pod, "Restart")
                 p.replicas[name] = prev.model_copy()
             elif prev is None and pod.deleting:
@@ -324,7 +323,9 @@ def _apply_restarts(p: _Pass) -> None:
         rc = (prev.restart_count if prev else 0) + 1
         # Keep what the pod showed so a later pass reporting the same pod writes the same status.
         marker = (
-            _from_pod(pod, rc) if pod is not None else ReplicaStatus(name=name, phase="Creating", restart_count=rc)
+            _from_pod(pod, rc).model_copy(update={"uid": pod.uid})
+            if pod is not None
+            else ReplicaStatus(name=name, phase="Creating", restart_count=rc)
         )
         p.replicas[name] = marker.model_copy(update={"phase": "Creating"})
         p.creates = [(cg, ci) for cg, ci in p.creates if (cg.type, ci) != (g.type, i)]
@@ -336,12 +337,15 @@ def _apply_restarts(p: _Pass) -> None:
 
 
 def _from_pod(pod: ObservedPod, restart_count: int) -> ReplicaStatus:
+    """A replica's status from its pod. A pod not yet scheduled is ``Creating`` with no uid:
+    ``Creating`` with a uid is the restart marker, naming the pod being replaced."""
     phase: str = pod.phase
+    uid = pod.uid
     if pod.phase == "Pending" and not pod.scheduled:
-        phase = "Creating"
+        phase, uid = "Creating", ""
     return ReplicaStatus(
         name=pod.name,
-        uid=pod.uid,
+        uid=uid,
         phase=phase,  # type: ignore[arg-type]
         restart_count=restart_count,
         containers=[
@@ -463,6 +467,12 @@ def _finish_status(p: _Pass, phase: str, outcome: Outcome | None) -> None:
     s.conditions = _conditions(p, phase, outcome)
 
 
+def _pod_made(p: _Pass, rs: ReplicaStatus) -> bool:
+    """A replica reported Creating has its pod: it exists and is not the one being replaced."""
+    pod = p.observed.pods.get(rs.name)
+    return pod is not None and pod.uid != rs.uid and not pod.deleting
+
+
 def _conditions(p: _Pass, phase: str, outcome: Outcome | None) -> list[Condition]:
     """Conditions shaped like the captured T9k status dumps (reference §1.8)."""
     old = p.old
@@ -471,7 +481,7 @@ def _conditions(p: _Pass, phase: str, outcome: Outcome | None) -> list[Condition
         # Already finished on an earlier pass: the conditions stand.
         return [c.model_copy() for c in old.conditions]
     made_all = all((o["kind"], o["metadata"]["name"]) in p.observed.others for o in p.owned)
-    pods_made = all(rs.phase != "Creating" or rs.uid for rs in p.replicas.values())
+    pods_made = all(rs.phase != "Creating" or _pod_made(p, rs) for rs in p.replicas.values())
     initialized = (old.condition("Initialized") is not None and old.condition("Initialized").status == "True") or (
         made_all and pods_made and bool(p.replicas)
     )
