@@ -339,15 +339,14 @@ def test_debug_mode_runs_the_debug_command(kube: Kube, namespace: str, operator:
     c = next(c for c in pod["spec"]["containers"] if c["name"] == "pytorch")
     assert c["command"] == ["sleep", "inf"]
     assert not c.get("args")
-    # A debug replica that exits is started again; the job never ends on its own.
+    # A debug replica that exits is left for the user to inspect: no restart, no end of the job.
     kube.set_pod_phase(ns, pod["metadata"]["name"], "Failed", exit_code=1)
     kube.wait_for(
-        lambda: (
-            (p := pods(kube, ns, "seg-debug"))
-            and next(iter(p.values()))["metadata"]["uid"] != pod["metadata"]["uid"]
-        ),
-        what="debug replica recreated",
+        lambda: status(kube, ns, "PyTorchTrainingJob", "seg-debug")["aggregate"]["failed"] == 1,
+        what="the exit is reported",
     )
+    time.sleep(1)
+    assert [p["metadata"]["uid"] for p in pods(kube, ns, "seg-debug").values()] == [pod["metadata"]["uid"]]
     assert status(kube, ns, "PyTorchTrainingJob", "seg-debug")["phase"] not in ("Succeeded", "Failed")
 
 
