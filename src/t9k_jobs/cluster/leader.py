@@ -23,9 +23,10 @@ from .client import LEASES, ApiError, KubeClient
 
 log = logging.getLogger("t9k_jobs.leader")
 
-LEASE_DURATION = 15.0
-RENEW_DEADLINE = 10.0
-RETRY_PERIOD = 2.0
+# Whole seconds: the Lease stores leaseDurationSeconds as an integer.
+LEASE_DURATION = 15
+RENEW_DEADLINE = 10
+RETRY_PERIOD = 2
 
 
 async def lead(
@@ -35,9 +36,9 @@ async def lead(
     identity: str,
     on_started: Callable[[], Awaitable[None]],
     on_stopped: Callable[[], Awaitable[None]],
-    lease_duration: float = LEASE_DURATION,
-    renew_deadline: float = RENEW_DEADLINE,
-    retry_period: float = RETRY_PERIOD,
+    lease_duration: int = LEASE_DURATION,
+    renew_deadline: int = RENEW_DEADLINE,
+    retry_period: int = RETRY_PERIOD,
 ) -> None:
     """Campaign for Lease ``namespace/name`` as ``identity``; run ``on_started`` while leading.
 
