@@ -457,3 +457,44 @@ def test_metrics_and_health(kube: Kube, namespace: str, operator: OperatorProces
     assert operator.metric("rest_client_requests_total", verb="create") >= 2
     assert operator.metric("workqueue_adds_total") > 0
     assert operator.metric("t9k_jobs_jobs", kind="PyTorchTrainingJob") >= 1
+
+
+# --------------------------------------------------------------------------- every kind: Running, Succeeded, Failed
+
+
+@pytest.mark.parametrize("outcome", ["Succeeded", "Failed"])
+@pytest.mark.parametrize("file", KIND_MANIFESTS)
+def test_each_kind_runs_and_ends(kube: Kube, namespace: str, operator: OperatorProcess, file: str, outcome: str) -> None:
+    """All replicas run (phase Running, aggregate running = replicas), then all succeed or all
+    keep failing (restarts by each kind's policy until its backoff is used up)."""
+    obj = manifest(file, namespace)
+    kind, name = obj["kind"], obj["metadata"]["name"]
+    create(kube, obj)
+    count = len([o for o in render(parse_job(obj)) if o["kind"] == "Pod"])
+    wait_pods(kube, namespace, name, count, operator)
+    run_all(kube, namespace, name)
+    st = wait_phase(kube, namespace, kind, name, "Running", operator)
+    st = kube.wait_for(lambda: (s := status(kube, namespace, kind, name))["aggregate"]["running"] == count and s)
+    assert sum(len(t["replicas"]) for t in st["tasks"]) == count
+    assert condition(st, "Running")["status"] == "True"
+
+    end = time.monotonic() + 60
+    while (phase := status(kube, namespace, kind, name).get("phase")) != outcome:
+        assert phase not in ("Succeeded", "Failed"), f"{kind} ended {phase}, expected {outcome}"
+        assert time.monotonic() < end, f"{kind} did not reach {outcome}:\n{operator.tail()}"
+        for pod_name, p in pods(kube, namespace, name).items():
+            if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                try:
+                    kube.set_pod_phase(namespace, pod_name, outcome, exit_code=0 if outcome == "Succeeded" else 1)
+                except KubeError as exc:
+                    assert exc.status in (404, 409, 422), exc  # cleaned up or replaced meanwhile
+        time.sleep(0.3)
+    st = status(kube, namespace, kind, name)
+    assert condition(st, "Completed")["status"] == "True"
+    assert condition(st, "Failed")["status"] == ("True" if outcome == "Failed" else "False")
+    assert st.get("completionTime")
+    expected_event = "Succeeded" if outcome == "Succeeded" else None
+    if expected_event:
+        assert expected_event in kube.wait_for(lambda: reasons(kube, namespace, name) & {expected_event})
+    else:
+        assert kube.wait_for(lambda: [e for e in events(kube, namespace, name) if e["type"] == "Warning"])
