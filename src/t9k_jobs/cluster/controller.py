@@ -179,6 +179,10 @@ class Controller:
         await asyncio.gather(*(inf.synced.wait() for inf in self.informers()))
         log.info("caches synced: %d jobs, %d children", self.job_count(), sum(len(c) for c in self._children.values()))
 
+    def stopped_tasks(self) -> list[str]:
+        """Names of informer tasks that ended (they only end on a bug): the process is unhealthy."""
+        return [t.get_name() for t in self._tasks if t.done()]
+
     @property
     def synced(self) -> bool:
         infs = self.informers()

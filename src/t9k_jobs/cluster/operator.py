@@ -149,7 +149,7 @@ class Operator:
     async def _healthz(self, request: web.Request) -> web.Response:
         # The event loop answers, and no informer task has died.
         assert self.controller is not None
-        dead = [t.get_name() for t in self.controller._tasks if t.done()]
+        dead = self.controller.stopped_tasks()
         if dead:
             return web.Response(status=500, text=f"stopped: {', '.join(dead)}\n")
         return web.Response(text="ok\n")
