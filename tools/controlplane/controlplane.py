@@ -138,8 +138,10 @@ class ControlPlane:
         scheduler: bool = False,
         controller_manager: bool = True,
         crds: list[str | os.PathLike] | tuple = (),
+        apiserver_args: list[str] | tuple = (),
     ) -> None:
         self.dir = Path(dir).resolve()
+        self.apiserver_args = list(apiserver_args)  # extra kube-apiserver flags (benchmarks)
         self.bin_dir = Path(bin_dir).resolve() if bin_dir else None
         self.scheduler, self.controller_manager = scheduler, controller_manager
         self.crds = [Path(c).resolve() for c in crds]
@@ -198,6 +200,7 @@ class ControlPlane:
                 "--disable-admission-plugins=ServiceAccount",
                 "--endpoint-reconciler-type=none",
                 "--allow-privileged=true",
+                *self.apiserver_args,
             )
             self._wait("kube-apiserver", f"{self.server}/readyz", timeout)
             if self.crds:  # before the controllers, so the garbage collector watches them from the start

@@ -1,0 +1,681 @@
+"""Scale benchmark: t9k-jobs' operator and Kubeflow's training operator on the same simulated cluster.
+
+For each N (jobs of 4 replicas: 1 master + 3 workers), each operator runs alone on a fresh
+control plane (etcd, kube-apiserver, kube-scheduler built by tools/controlplane/build.sh) with
+kwok simulating 100 nodes of 8 GPUs; kwok moves bound pods to Running, and, when the benchmark
+annotates a pod ``bench.t9k-jobs.dev/outcome: succeed|fail``, to Succeeded (exit 0) or Failed
+(exit 137). Measured, all from one watch in this process:
+
+- seconds from the first job create to all 4N pods existing, and to all N jobs Running;
+- per job, seconds from its master pod's Succeeded to the job's Succeeded (p50, p99);
+- per job, seconds from a worker's Failed (exit 137, restarted by the ExitCode policy on both
+  sides, see docs/benchmarks.md) to its replacement pod (same name, new uid);
+- the operator's peak RSS (MiB, sampled every 0.25 s) and CPU seconds (user + system);
+- the operator's API requests by HTTP method, from its own Prometheus metrics;
+- the ceiling: a plain async script that creates the same Services and Pods with the same
+  client rate limits, no operator.
+
+Usage (see docs/benchmarks.md for the one command that builds everything first):
+    python benchmarks/cluster_scale.py --jobs 100 1000 --out benchmarks/results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools" / "controlplane"))
+from controlplane import ControlPlane  # noqa: E402
+
+from t9k_jobs.cluster.client import PODS, SERVICES, KubeClient, Resource  # noqa: E402
+from t9k_jobs.cluster.informer import Informer  # noqa: E402
+
+NS = "bench"
+REPLICAS = 4
+OUTCOME = "bench.t9k-jobs.dev/outcome"
+T9K_JOBS = Resource("batch.tensorstack.dev", "v1beta1", "pytorchtrainingjobs", "PyTorchTrainingJob")
+KF_JOBS = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+NODES = 100
+APISERVER_ARGS = [  # the control plane itself must not be the limit (kwokctl's DisableQPSLimits)
+    "--max-requests-inflight=0",
+    "--max-mutating-requests-inflight=0",
+    "--enable-priority-and-fairness=false",
+]
+
+
+# --------------------------------------------------------------------------- the simulated cluster
+
+
+def build(script: str) -> Path:
+    out = subprocess.run(["bash", str(ROOT / "tools" / "controlplane" / script)], stdout=subprocess.PIPE, text=True, check=True)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+STAGES = """
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: bench-pod-succeed}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
+    - {key: '.status.phase', operator: In, values: ['Running']}
+    - {key: '.metadata.annotations["bench.t9k-jobs.dev/outcome"]', operator: In, values: ['succeed']}
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      containerStatuses:
+      {{ range .spec.containers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: false
+        restartCount: 0
+        started: false
+        state:
+          terminated: {exitCode: 0, reason: Completed, startedAt: {{ $now | Quote }}, finishedAt: {{ $now | Quote }}}
+      {{ end }}
+      phase: Succeeded
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: bench-pod-fail}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
+    - {key: '.status.phase', operator: In, values: ['Running']}
+    - {key: '.metadata.annotations["bench.t9k-jobs.dev/outcome"]', operator: In, values: ['fail']}
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      containerStatuses:
+      {{ range .spec.containers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: false
+        restartCount: 0
+        started: false
+        state:
+          terminated: {exitCode: 137, reason: Error, startedAt: {{ $now | Quote }}, finishedAt: {{ $now | Quote }}}
+      {{ end }}
+      phase: Failed
+"""
+
+
+class Cluster:
+    """A fresh control plane with kube-scheduler and kwok (``NODES`` fake nodes) in ``workdir``."""
+
+    def __init__(self, workdir: Path, bin_dir: Path, peers: Path, crds: list[Path]) -> None:
+        self.dir = workdir
+        self.cp = ControlPlane(
+            workdir / "cp", bin_dir, scheduler=True, controller_manager=False, crds=crds, apiserver_args=APISERVER_ARGS
+        )
+        self.peers = peers
+        self.kwok: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.cp.start()
+        home = self.dir / "kwok-home"
+        home.mkdir(parents=True, exist_ok=True)
+        config = self.dir / "kwok.yaml"
+        stages = [
+            yaml.safe_dump(
+                {
+                    "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+                    "kind": "KwokConfiguration",
+                    "options": {"podPlayStageParallelism": 16, "nodePlayStageParallelism": 4},
+                }
+            )
+        ]
+        stages += [(self.peers / "kwok-stages" / f).read_text() for f in ("pod-ready.yaml", "pod-delete.yaml")]
+        stages.append(STAGES)
+        config.write_text("\n---\n".join(stages))
+        log = open(self.dir / "kwok.log", "wb")
+        self.kwok = subprocess.Popen(
+            [
+                str(self.peers / "bin" / "kwok"),
+                f"--kubeconfig={self.cp.kubeconfig}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                f"--config={config}",
+                "--node-lease-duration-seconds=0",
+                "--server-address=127.0.0.1:0",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "HOME": str(home)},
+            start_new_session=True,
+        )
+
+    async def add_nodes(self, client: KubeClient) -> None:
+        nodes = Resource("", "v1", "nodes", "Node", namespaced=False)
+        await client.create(Resource("", "v1", "namespaces", "Namespace", False), None, {"metadata": {"name": NS}})
+
+        async def one(i: int) -> None:
+            await client.create(
+                nodes,
+                None,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": f"kwok-node-{i}",
+                        "annotations": {"kwok.x-k8s.io/node": "fake"},
+                        "labels": {"type": "kwok", "kubernetes.io/hostname": f"kwok-node-{i}"},
+                    },
+                    "status": {
+                        "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "256", "nvidia.com/gpu": "8"},
+                        "capacity": {"cpu": "64", "memory": "512Gi", "pods": "256", "nvidia.com/gpu": "8"},
+                    },
+                },
+            )
+
+        await asyncio.gather(*(one(i) for i in range(NODES)))
+
+        async def ready() -> bool:
+            got = await client.list(nodes)
+            return sum(
+                1
+                for n in got["items"]
+                if any(c["type"] == "Ready" and c["status"] == "True" for c in (n.get("status") or {}).get("conditions") or [])
+            ) == NODES
+
+        await until(ready, 60, "kwok nodes Ready")
+
+    def stop(self) -> None:
+        if self.kwok is not None and self.kwok.poll() is None:
+            self.kwok.terminate()
+            try:
+                self.kwok.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kwok.kill()
+        self.cp.stop()
+
+
+async def until(pred, timeout: float, what: str, interval: float = 0.2) -> None:
+    end = time.monotonic() + timeout
+    while True:
+        result = pred()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > end:
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+        await asyncio.sleep(interval)
+
+
+# --------------------------------------------------------------------------- the operators
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class OperatorRun:
+    """One operator process; samples its RSS and reads its metrics."""
+
+    def __init__(self, name: str, argv: list[str], metrics_url: str, log: Path, env: dict[str, str] | None = None):
+        self.name = name
+        self.argv = argv
+        self.metrics_url = metrics_url
+        self.log = log
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.peak_rss = 0
+        self._sampler: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        out = open(self.log, "wb")
+        self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+        self._sampler = asyncio.get_running_loop().create_task(self._sample())
+
+    async def _sample(self) -> None:
+        assert self.proc is not None
+        while self.proc.poll() is None:
+            try:
+                for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        self.peak_rss = max(self.peak_rss, int(line.split()[1]) * 1024)
+            except OSError:
+                return
+            await asyncio.sleep(0.25)
+
+    def cpu_seconds(self) -> float:
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def requests_by_method(self) -> dict[str, float]:
+        text = urllib.request.urlopen(self.metrics_url, timeout=10).read().decode()
+        verb_to_method = {
+            "get": "GET", "list": "GET", "watch": "GET", "create": "POST",
+            "update": "PUT", "patch": "PATCH", "delete": "DELETE",
+        }  # fmt: skip
+        out: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name != "rest_client_requests_total":
+                    continue
+                method = s.labels.get("method") or verb_to_method.get(s.labels.get("verb", ""), "?")
+                out[method] = out.get(method, 0.0) + s.value
+        return out
+
+    async def wait_ready(self, url: str, timeout: float = 120) -> None:
+        def ok() -> bool:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited {self.proc.returncode}; see {self.log}")
+            try:
+                return urllib.request.urlopen(url, timeout=2).status == 200
+            except OSError:
+                return False
+
+        await until(ok, timeout, f"{self.name} ready")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._sampler is not None:
+            self._sampler.cancel()
+
+
+def ours(cluster: Cluster, qps: float | None, burst: int | None, workers: int | None) -> OperatorRun:
+    port = free_port()
+    argv = [sys.executable, "-m", "t9k_jobs.cli", "operator", "--kubeconfig", str(cluster.cp.kubeconfig),
+            "--no-leader-elect", "--metrics-bind-address", f"127.0.0.1:{port}", "--log-level", "WARNING"]  # fmt: skip
+    if qps is not None:
+        argv += ["--kube-api-qps", str(qps), "--kube-api-burst", str(burst)]
+    if workers is not None:
+        argv += ["--workers", str(workers)]
+    run = OperatorRun("t9k-jobs", argv, f"http://127.0.0.1:{port}/metrics", cluster.dir / "t9k-jobs.log")
+    run.ready_url = f"http://127.0.0.1:{port}/readyz"  # type: ignore[attr-defined]
+    return run
+
+
+def theirs(cluster: Cluster, qps: float | None, burst: int | None, workers: int | None) -> OperatorRun:
+    port, probe, webhook = free_port(), free_port(), free_port()
+    argv = [str(cluster.peers / "bin" / "training-operator.v1"), f"--kubeconfig={cluster.cp.kubeconfig}",
+            "--enable-scheme=pytorchjob", f"--metrics-bind-address=127.0.0.1:{port}",
+            f"--health-probe-bind-address=127.0.0.1:{probe}", f"--webhook-server-port={webhook}",
+            "--leader-elect=false", "--gang-scheduler-name="]  # fmt: skip
+    if qps is not None:
+        argv += [f"--kube-api-qps={int(qps)}", f"--kube-api-burst={burst}"]
+    if workers is not None:
+        argv += [f"--controller-threads={workers}"]
+    run = OperatorRun("training-operator", argv, f"http://127.0.0.1:{port}/metrics", cluster.dir / "training-operator.log")
+    run.ready_url = f"http://127.0.0.1:{probe}/readyz"  # type: ignore[attr-defined]
+    return run
+
+
+CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+
+
+async def training_operator_prerequisites(client: KubeClient) -> None:
+    """Namespace ``kubeflow`` and the (empty) webhook Secret its certificate rotator fills."""
+    ns = Resource("", "v1", "namespaces", "Namespace", False)
+    await client.create(ns, None, {"metadata": {"name": "kubeflow"}})
+    secrets = Resource("", "v1", "secrets", "Secret")
+    await client.create(secrets, "kubeflow", {"metadata": {"name": "training-operator-webhook-cert", "namespace": "kubeflow"}})
+
+
+async def copy_webhook_certs(client: KubeClient, stop: asyncio.Event) -> None:
+    """The rotator writes the serving cert into the Secret; the operator reads a hard-coded dir."""
+    import base64
+
+    secrets = Resource("", "v1", "secrets", "Secret")
+    while not stop.is_set():
+        data = (await client.get(secrets, "kubeflow", "training-operator-webhook-cert")).get("data") or {}
+        if "tls.crt" in data and "tls.key" in data:
+            CERT_DIR.mkdir(parents=True, exist_ok=True)
+            for k in ("tls.crt", "tls.key"):
+                (CERT_DIR / k).write_bytes(base64.b64decode(data[k]))
+            return
+        await asyncio.sleep(0.2)
+
+
+# --------------------------------------------------------------------------- the jobs
+
+
+def container() -> dict[str, Any]:
+    return {"name": "pytorch", "image": "example.registry/pytorch:2.1", "command": ["python", "train.py"]}
+
+
+def t9k_job(i: int) -> dict[str, Any]:
+    def spec(type_: str, n: int) -> dict[str, Any]:
+        return {"type": type_, "replicas": n, "restartPolicy": "ExitCode", "template": {"spec": {"containers": [container()]}}}
+
+    return {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "PyTorchTrainingJob",
+        "metadata": {"name": f"job-{i}", "namespace": NS},
+        "spec": {"replicaSpecs": [spec("master", 1), spec("worker", REPLICAS - 1)], "runPolicy": {"backoffLimit": 3}},
+    }
+
+
+def kf_job(i: int) -> dict[str, Any]:
+    def spec(n: int) -> dict[str, Any]:
+        return {"replicas": n, "restartPolicy": "ExitCode", "template": {"spec": {"containers": [container()]}}}
+
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": f"job-{i}", "namespace": NS},
+        "spec": {"runPolicy": {"backoffLimit": 3}, "pytorchReplicaSpecs": {"Master": spec(1), "Worker": spec(REPLICAS - 1)}},
+    }
+
+
+@dataclass
+class Watch:
+    """Times (monotonic seconds) at which this process saw things happen."""
+
+    pod_first_seen: dict[str, float] = field(default_factory=dict)
+    pod_uid: dict[str, str] = field(default_factory=dict)
+    replaced: dict[str, float] = field(default_factory=dict)
+    pod_succeeded: dict[str, float] = field(default_factory=dict)
+    pod_failed: dict[str, float] = field(default_factory=dict)
+    job_running: dict[str, float] = field(default_factory=dict)
+    job_succeeded: dict[str, float] = field(default_factory=dict)
+    live_pods: set[str] = field(default_factory=set)
+
+    def on_pod(self, event: str, key: tuple[str, str], new: Any, old: Any) -> None:
+        now = time.monotonic()
+        name = key[1]
+        if new is None:
+            self.live_pods.discard(name)
+            return
+        uid, phase = new
+        self.live_pods.add(name)
+        if name not in self.pod_first_seen:
+            self.pod_first_seen[name] = now
+            self.pod_uid[name] = uid
+        elif uid != self.pod_uid[name] and name not in self.replaced:
+            self.replaced[name] = now
+        if phase == "Succeeded":
+            self.pod_succeeded.setdefault(name, now)
+        elif phase == "Failed":
+            self.pod_failed.setdefault(name, now)
+
+    def on_job(self, event: str, key: tuple[str, str], new: Any, old: Any) -> None:
+        if new is None:
+            return
+        now = time.monotonic()
+        if new == "Running":
+            self.job_running.setdefault(key[1], now)
+        elif new == "Succeeded":
+            self.job_succeeded.setdefault(key[1], now)
+            self.job_running.setdefault(key[1], now)
+
+
+def pod_projection(obj: dict[str, Any]) -> tuple[str, str]:
+    return obj["metadata"].get("uid", ""), (obj.get("status") or {}).get("phase") or "Pending"
+
+
+def t9k_phase(obj: dict[str, Any]) -> str:
+    return (obj.get("status") or {}).get("phase") or ""
+
+
+def kf_phase(obj: dict[str, Any]) -> str:
+    """Kubeflow reports conditions; the newest true one among Running/Succeeded/Failed is the phase."""
+    phase = ""
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("status") == "True" and c.get("type") in ("Created", "Running", "Succeeded", "Failed", "Restarting"):
+            phase = c["type"]
+    return phase
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, max(0, round(q * (len(values) - 1))))]
+
+
+@dataclass
+class Result:
+    system: str
+    limits: str
+    jobs: int
+    pods_s: float = float("nan")
+    running_s: float = float("nan")
+    succeed_p50_s: float = float("nan")
+    succeed_p99_s: float = float("nan")
+    replace_p50_s: float = float("nan")
+    replace_p99_s: float = float("nan")
+    peak_rss_mib: float = float("nan")
+    cpu_s: float = float("nan")
+    requests: dict[str, float] = field(default_factory=dict)
+    error: str = ""
+
+
+async def annotate(client: KubeClient, names: list[str], outcome: str) -> None:
+    sem = asyncio.Semaphore(64)
+
+    async def one(name: str) -> None:
+        async with sem:
+            await client.patch(PODS, NS, name, {"metadata": {"annotations": {OUTCOME: outcome}}})
+
+    await asyncio.gather(*(one(n) for n in names))
+
+
+def pod_names(system: str, i: int) -> tuple[str, str]:
+    """(master pod, the worker that fails) of job ``i``."""
+    if system == "t9k-jobs":
+        return f"job-{i}-master-0", f"job-{i}-worker-1"
+    return f"job-{i}-master-0", f"job-{i}-worker-1"
+
+
+async def run_operator(system: str, n: int, limits: str, work: Path, bin_dir: Path, peers: Path, timeout: float) -> Result:
+    res = Result(system, limits, n)
+    qps, burst, workers = (50.0, 100, 8) if limits == "matched" else (None, None, None)
+    crds = [ROOT / "deploy" / "crds"] if system == "t9k-jobs" else [peers / "crds" / "kubeflow.org_pytorchjobs.yaml"]
+    cluster = Cluster(work, bin_dir, peers, crds)
+    cluster.start()
+    op: OperatorRun | None = None
+    client = await KubeClient.from_config(cluster.cp.kubeconfig, qps=0, burst=1)
+    tasks: list[asyncio.Task[Any]] = []
+    try:
+        await cluster.add_nodes(client)
+        watch = Watch()
+        pods_inf = Informer(client, PODS, namespace=NS, transform=pod_projection)
+        pods_inf.add_handler(watch.on_pod)
+        jobs_res = T9K_JOBS if system == "t9k-jobs" else KF_JOBS
+        jobs_inf = Informer(client, jobs_res, namespace=NS, transform=t9k_phase if system == "t9k-jobs" else kf_phase)
+        jobs_inf.add_handler(watch.on_job)
+        tasks += [asyncio.create_task(pods_inf.run()), asyncio.create_task(jobs_inf.run())]
+        await pods_inf.synced.wait()
+        await jobs_inf.synced.wait()
+
+        if system == "t9k-jobs":
+            op = ours(cluster, qps, burst, workers)
+            op.start()
+        else:
+            await training_operator_prerequisites(client)
+            shutil.rmtree(CERT_DIR, ignore_errors=True)
+            op = theirs(cluster, qps, burst, workers)
+            op.start()
+            await asyncio.wait_for(copy_webhook_certs(client, asyncio.Event()), 120)
+        await op.wait_ready(op.ready_url)  # type: ignore[attr-defined]
+
+        make = t9k_job if system == "t9k-jobs" else kf_job
+        sem = asyncio.Semaphore(32)
+
+        async def create(i: int) -> None:
+            async with sem:
+                await client.create(jobs_res, NS, make(i))
+
+        t0 = time.monotonic()
+        await asyncio.gather(*(create(i) for i in range(n)))
+        total = n * REPLICAS
+        await until(lambda: len(watch.pod_first_seen) >= total, timeout, f"{total} pods")
+        res.pods_s = max(watch.pod_first_seen.values()) - t0
+        await until(lambda: len(watch.job_running) >= n, timeout, f"{n} jobs Running")
+        res.running_s = max(watch.job_running.values()) - t0
+
+        # A worker of every job fails (exit 137): time to its replacement pod.
+        failing = [pod_names(system, i)[1] for i in range(n)]
+        await until(
+            lambda: all((pods_inf.get(NS, p) or ("", ""))[1] == "Running" for p in failing), timeout, "workers Running"
+        )
+        await annotate(client, failing, "fail")
+        await until(lambda: all(p in watch.replaced for p in failing), timeout, "replacement pods")
+        lat = [watch.replaced[p] - watch.pod_failed[p] for p in failing if p in watch.pod_failed]
+        res.replace_p50_s, res.replace_p99_s = pct(lat, 0.5), pct(lat, 0.99)
+
+        # Every master succeeds: time to the job's Succeeded.
+        masters = [pod_names(system, i)[0] for i in range(n)]
+        await annotate(client, masters, "succeed")
+        await until(lambda: len(watch.job_succeeded) >= n, timeout, f"{n} jobs Succeeded")
+        lat = [watch.job_succeeded[f"job-{i}"] - watch.pod_succeeded[m] for i, m in enumerate(masters) if m in watch.pod_succeeded]
+        res.succeed_p50_s, res.succeed_p99_s = pct(lat, 0.5), pct(lat, 0.99)
+
+        res.requests = op.requests_by_method()
+        res.cpu_s = op.cpu_seconds()
+        res.peak_rss_mib = op.peak_rss / 2**20
+    except Exception as exc:  # noqa: BLE001 - report the failed run and go on with the next
+        res.error = f"{type(exc).__name__}: {exc}"
+        if op is not None and op.proc is not None and op.proc.poll() is None:
+            res.peak_rss_mib = op.peak_rss / 2**20
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if op is not None:
+            op.stop()
+        await client.close()
+        cluster.stop()
+    return res
+
+
+async def run_ceiling(n: int, limits: str, work: Path, bin_dir: Path, peers: Path, timeout: float) -> Result:
+    """Create the Services and Pods the operators create, with their client limits: the ceiling."""
+    res = Result("ceiling", limits, n)
+    qps, burst = 50.0, 100  # t9k-jobs' defaults, and the matched limits
+    cluster = Cluster(work, bin_dir, peers, [])
+    cluster.start()
+    setup = await KubeClient.from_config(cluster.cp.kubeconfig, qps=0, burst=1)
+    limited = await KubeClient.from_config(cluster.cp.kubeconfig, qps=qps, burst=burst)
+    try:
+        await cluster.add_nodes(setup)
+        sem = asyncio.Semaphore(8)
+
+        async def job(i: int) -> None:
+            async with sem:
+                names = [f"job-{i}-master-0"] + [f"job-{i}-worker-{w}" for w in range(REPLICAS - 1)]
+                await asyncio.gather(
+                    *(
+                        limited.create(SERVICES, NS, {"metadata": {"name": p}, "spec": {"clusterIP": "None", "selector": {"p": p}}})
+                        for p in names
+                    )
+                )
+                await asyncio.gather(
+                    *(limited.create(PODS, NS, {"metadata": {"name": p, "labels": {"p": p}}, "spec": {"containers": [container()]}}) for p in names)
+                )
+
+        t0 = time.monotonic()
+        await asyncio.wait_for(asyncio.gather(*(job(i) for i in range(n))), timeout)
+        res.pods_s = time.monotonic() - t0
+    except Exception as exc:  # noqa: BLE001
+        res.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        await setup.close()
+        await limited.close()
+        cluster.stop()
+    return res
+
+
+# --------------------------------------------------------------------------- report
+
+
+def table(results: list[Result]) -> str:
+    by = {(r.system, r.limits, r.jobs): r for r in results}
+    lines = [
+        "| N | limits | system | all pods (s) | all Running (s) | Succeeded p50 / p99 (s) | replacement p50 / p99 (s) "
+        "| peak RSS (MiB) | CPU (s) | API requests (GET/POST/PUT/PATCH/DELETE) | pods: ours/theirs | pods: ours/ceiling |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        req = "/".join(str(int(r.requests.get(m, 0))) for m in ("GET", "POST", "PUT", "PATCH", "DELETE")) if r.requests else ""
+        ratio_theirs = ratio_ceiling = ""
+        if r.system == "t9k-jobs":
+            peer = by.get(("training-operator", r.limits, r.jobs))
+            ceil = by.get(("ceiling", "50/100", r.jobs))
+            if peer and not peer.error:
+                ratio_theirs = f"{r.pods_s / peer.pods_s:.2f}"
+            if ceil and not ceil.error:
+                ratio_ceiling = f"{r.pods_s / ceil.pods_s:.2f}"
+        err = f" ({r.error})" if r.error else ""
+        lines.append(
+            f"| {r.jobs} | {r.limits} | {r.system}{err} | {r.pods_s:.1f} | {r.running_s:.1f} | "
+            f"{r.succeed_p50_s:.2f} / {r.succeed_p99_s:.2f} | {r.replace_p50_s:.2f} / {r.replace_p99_s:.2f} | "
+            f"{r.peak_rss_mib:.0f} | {r.cpu_s:.1f} | {req} | {ratio_theirs} | {ratio_ceiling} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, nargs="+", default=[100, 1000])
+    ap.add_argument("--systems", default="t9k-jobs,training-operator,ceiling")
+    ap.add_argument("--limits", default="default,matched", help="default: each operator's own; matched: 50 qps / 100 burst / 8 workers")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per phase of one run")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results.json")
+    args = ap.parse_args()
+    bin_dir, peers = build("build.sh"), build("build-peers.sh")
+    results: list[Result] = []
+    runs = []
+    for n in args.jobs:
+        if "ceiling" in args.systems.split(","):
+            runs.append((n, "50/100", "ceiling"))
+        for limits in args.limits.split(","):
+            runs += [(n, limits, s) for s in args.systems.split(",") if s != "ceiling"]
+    for n, limits, system in runs:
+        work = Path(tempfile.mkdtemp(prefix=f"bench-{system}-{n}-"))
+        started = time.monotonic()
+        if system == "ceiling":
+            r = asyncio.run(run_ceiling(n, limits, work, bin_dir, peers, args.timeout))
+        else:
+            r = asyncio.run(run_operator(system, n, limits, work, bin_dir, peers, args.timeout))
+        results.append(r)
+        print(f"{system} N={n} limits={limits}: {json.dumps(asdict(r))} ({time.monotonic() - started:.0f} s)", flush=True)
+        if not r.error:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"  logs kept in {work}", flush=True)
+    machine = f"{platform.node()}: {os.cpu_count()} CPUs, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, Python {platform.python_version()}"
+    args.out.write_text(json.dumps({"machine": machine, "argv": sys.argv, "results": [asdict(r) for r in results]}, indent=1))
+    print(machine)
+    print(table(results))
+    return 0 if all(not r.error for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
