@@ -129,7 +129,13 @@ class Cluster:
     def __init__(self, workdir: Path, bin_dir: Path, peers: Path, crds: list[Path]) -> None:
         self.dir = workdir
         self.cp = ControlPlane(
-            workdir / "cp", bin_dir, scheduler=True, controller_manager=False, crds=crds, apiserver_args=APISERVER_ARGS
+            workdir / "cp",
+            bin_dir,
+            scheduler=True,
+            controller_manager=False,
+            crds=crds,
+            apiserver_args=APISERVER_ARGS,
+            scheduler_args=["--kube-api-qps=500", "--kube-api-burst=1000"],  # binding must not be the limit
         )
         self.peers = peers
         self.kwok: subprocess.Popen[bytes] | None = None
@@ -202,6 +208,11 @@ class Cluster:
             ) == NODES
 
         await until(ready, 60, "kwok nodes Ready")
+        # Nodes are created with the not-ready taint; kube-controller-manager's node lifecycle
+        # controller (not run here) would lift it once they are Ready.
+        await asyncio.gather(
+            *(client.patch(nodes, None, f"kwok-node-{i}", {"spec": {"taints": None}}) for i in range(NODES))
+        )
 
     def stop(self) -> None:
         if self.kwok is not None and self.kwok.poll() is None:
@@ -496,7 +507,15 @@ def pod_names(system: str, i: int) -> tuple[str, str]:
 async def run_operator(system: str, n: int, limits: str, work: Path, bin_dir: Path, peers: Path, timeout: float) -> Result:
     res = Result(system, limits, n)
     qps, burst, workers = (50.0, 100, 8) if limits == "matched" else (None, None, None)
-    crds = [ROOT / "deploy" / "crds"] if system == "t9k-jobs" else [peers / "crds" / "kubeflow.org_pytorchjobs.yaml"]
+    if system == "t9k-jobs":
+        crds = [ROOT / "deploy" / "crds"]
+    else:
+        # The published file carries an empty top-level status that server-side apply refuses.
+        crd = yaml.safe_load((peers / "crds" / "kubeflow.org_pytorchjobs.yaml").read_text())
+        crd.pop("status", None)
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "pytorchjobs-crd.yaml").write_text(yaml.safe_dump(crd))
+        crds = [work / "pytorchjobs-crd.yaml"]
     cluster = Cluster(work, bin_dir, peers, crds)
     cluster.start()
     op: OperatorRun | None = None

@@ -4,6 +4,7 @@
 #   tools/controlplane/build-peers.sh      # prints the directory holding bin/ and crds/
 #
 # - kwok (sigs.k8s.io/kwok/cmd/kwok): fake nodes, and pod stages Pending -> Running;
+#   its own pod-ready and pod-delete stages are copied from the module into kwok-stages/;
 # - Kubeflow's training operator v1 (github.com/kubeflow/training-operator/cmd/training-operator.v1),
 #   the peer we compare with, and its CRDs (manifests/base/crds of the same module).
 # Both are `go install`-able (no replace directives). Cached under
@@ -26,6 +27,10 @@ log "building kwok $KWOK_VERSION"
 go install -trimpath -ldflags="-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 log "building training-operator $TO_VERSION"
 go install -trimpath -ldflags="-s -w" "github.com/kubeflow/training-operator/cmd/training-operator.v1@$TO_VERSION"
+kdir="$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+mkdir -p "$OUT/kwok-stages"
+cp "$kdir"/kustomize/stage/pod/fast/pod-ready.yaml "$kdir"/kustomize/stage/pod/fast/pod-delete.yaml "$OUT/kwok-stages/"
+chmod u+w "$OUT"/kwok-stages/*.yaml
 dir="$(go mod download -json "github.com/kubeflow/training-operator@$TO_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
 cp "$dir"/manifests/base/crds/*.yaml "$OUT/crds/"
 chmod u+w "$OUT"/crds/*.yaml

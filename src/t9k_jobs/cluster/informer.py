@@ -107,6 +107,10 @@ class Informer(Generic[T]):
                 log.warning("%s: %s; retrying in %.1fs", self.name, exc, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
+            except asyncio.TimeoutError:
+                # No line for idle_timeout seconds: a stalled stream, or simply a quiet resource
+                # (the API server does not always send bookmarks); reopen from the last version.
+                log.debug("%s: watch idle for %.0fs, reopening", self.name, self.idle_timeout)
             except Exception as exc:  # noqa: BLE001 - a broken stream or connection: reconnect
                 log.warning("%s: watch interrupted (%s: %s); retrying in %.1fs", self.name, type(exc).__name__, exc, backoff)
                 await asyncio.sleep(backoff)
