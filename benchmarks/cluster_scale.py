@@ -373,6 +373,23 @@ async def copy_webhook_certs(client: KubeClient, stop: asyncio.Event) -> None:
         await asyncio.sleep(0.2)
 
 
+PROFILE_DIR: Path | None = None
+
+
+async def _profile(op: OperatorRun, out: Path) -> None:
+    """Sample the operator with py-spy until it exits; collapsed stacks go to ``out``."""
+    assert op.proc is not None
+    proc = await asyncio.create_subprocess_exec(
+        "py-spy", "record", "--pid", str(op.proc.pid), "--format", "raw", "--rate", "50", "-o", str(out),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        await proc.wait()
+    except asyncio.CancelledError:
+        await proc.wait()  # py-spy writes its file once the operator is gone
+        raise
+
+
 # --------------------------------------------------------------------------- the jobs
 
 
@@ -536,6 +553,9 @@ async def run_operator(system: str, n: int, limits: str, work: Path, bin_dir: Pa
         if system == "t9k-jobs":
             op = ours(cluster, qps, burst, workers)
             op.start()
+            if PROFILE_DIR is not None and shutil.which("py-spy"):
+                out = PROFILE_DIR / f"t9k-jobs-{n}-{limits}.collapsed"
+                tasks.append(asyncio.create_task(_profile(op, out)))
         else:
             await training_operator_prerequisites(client)
             shutil.rmtree(CERT_DIR, ignore_errors=True)
@@ -667,7 +687,12 @@ def main() -> int:
     ap.add_argument("--limits", default="default,matched", help="default: each operator's own; matched: 50 qps / 100 burst / 8 workers")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per phase of one run")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results.json")
+    ap.add_argument("--profile", type=Path, help="sample t9k-jobs' operator with py-spy; collapsed stacks go here")
     args = ap.parse_args()
+    global PROFILE_DIR
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        PROFILE_DIR = args.profile
     bin_dir, peers = build("build.sh"), build("build-peers.sh")
     results: list[Result] = []
     runs = []

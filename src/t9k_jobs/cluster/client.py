@@ -123,8 +123,11 @@ class KubeClient:
     ``asyncio.TimeoutError`` when the server cannot be reached.
     """
 
-    def __init__(self, api: k8s_client.ApiClient, qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST) -> None:
+    def __init__(
+        self, api: k8s_client.ApiClient, qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST, owns_api: bool = True
+    ) -> None:
         self._api = api
+        self._owns_api = owns_api
         self.api_client = api  # for kubernetes_asyncio helpers (leader election)
         self.host = api.configuration.host.rstrip("/")
         self._session: aiohttp.ClientSession = api.rest_client.pool_manager
@@ -154,8 +157,17 @@ class KubeClient:
             )
         return cls(k8s_client.ApiClient(configuration=conf), qps=qps, burst=burst)
 
+    def sibling(self) -> KubeClient:
+        """A client on the same connection pool with its own token bucket (same qps and burst).
+
+        Events go through one, as client-go's event recorder has its own client and rate
+        limiter: recording events never slows the reconcile down.
+        """
+        return KubeClient(self._api, qps=self._bucket.qps, burst=self._bucket.burst, owns_api=False)
+
     async def close(self) -> None:
-        await self._api.close()
+        if self._owns_api:
+            await self._api.close()
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": "application/json"}

@@ -131,8 +131,14 @@ class Controller:
         workers: int = 8,
         optional_kinds: set[str] | None = None,
         identity: str = "",
+        batch_period: float = 0.25,
     ) -> None:
         self.client = client
+        # Children's events enqueue their job after this many seconds, so the pod changes of one
+        # job that arrive together make one pass and one status write (kube-controller-manager's
+        # Job controller batches pod updates the same way, with 1 s).
+        self.batch_period = batch_period
+        self.events_client = client.sibling()
         self.namespaces: list[str | None] = list(namespaces) if namespaces else [None]
         self.workers = workers
         self.optional_kinds = optional_kinds or set()
@@ -203,10 +209,14 @@ class Controller:
             self.queue.forget(jkey)
             self._set_phase(jkey, None)
             return
+        self._set_phase(jkey, ((new or {}).get("status") or {}).get("phase") or "Pending")
         written = self._written.get(jkey)
         if written is not None and _not_older(new, written):
             self._written.pop(jkey, None)
-        self._set_phase(jkey, ((new or {}).get("status") or {}).get("phase") or "Pending")
+            if _same_version(new, written):
+                # The echo of our own status write: the pass that wrote it saw this world already;
+                # children that changed since have queued the job themselves.
+                return
         self.queue.add(jkey)
 
     def _on_job_relist(self, kind: str) -> None:
@@ -230,7 +240,7 @@ class Controller:
             self.expectations.observed_create(c.owner, child_id)
             if new.deleting:
                 self.expectations.observed_delete(c.owner, child_id)
-        self.queue.add(c.owner)
+        self.queue.add_after(c.owner, self.batch_period)
 
     def _set_phase(self, jkey: str, phase: str | None) -> None:
         old = self._phases.pop(jkey, None)
@@ -470,7 +480,7 @@ class Controller:
 
         async def send() -> None:
             try:
-                await self.client.create(EVENTS, meta.get("namespace"), event)
+                await self.events_client.create(EVENTS, meta.get("namespace"), event)
             except Exception as exc:  # noqa: BLE001 - events are best effort
                 metrics.API_ERRORS.labels(verb="create", reason=getattr(exc, "reason", type(exc).__name__)).inc()
                 log.debug("event %s for %s not recorded: %s", reason, meta["name"], exc)
@@ -487,6 +497,10 @@ class Controller:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._background:
             await asyncio.wait(self._background, timeout=5)
+
+
+def _same_version(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
+    return a is not None and (a.get("metadata") or {}).get("resourceVersion") == b["metadata"].get("resourceVersion")
 
 
 def _not_older(cached: dict[str, Any] | None, written: dict[str, Any]) -> bool:
