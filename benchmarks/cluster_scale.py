@@ -386,7 +386,8 @@ async def _profile(op: OperatorRun, out: Path) -> None:
     try:
         await proc.wait()
     except asyncio.CancelledError:
-        await proc.wait()  # py-spy writes its file once the operator is gone
+        proc.send_signal(signal.SIGINT)  # py-spy writes its file and exits
+        await proc.wait()
         raise
 
 
@@ -433,9 +434,15 @@ class Watch:
     job_running: dict[str, float] = field(default_factory=dict)
     job_succeeded: dict[str, float] = field(default_factory=dict)
     live_pods: set[str] = field(default_factory=set)
+    last_event: float = 0.0
+
+    async def quiet(self, seconds: float, timeout: float) -> None:
+        """Wait until no pod or job changed for ``seconds`` (the operator has settled)."""
+        await until(lambda: time.monotonic() - self.last_event >= seconds, timeout, "the cluster to settle")
 
     def on_pod(self, event: str, key: tuple[str, str], new: Any, old: Any) -> None:
         now = time.monotonic()
+        self.last_event = now
         name = key[1]
         if new is None:
             self.live_pods.discard(name)
@@ -453,9 +460,10 @@ class Watch:
             self.pod_failed.setdefault(name, now)
 
     def on_job(self, event: str, key: tuple[str, str], new: Any, old: Any) -> None:
+        now = time.monotonic()
+        self.last_event = now
         if new is None:
             return
-        now = time.monotonic()
         if new == "Running":
             self.job_running.setdefault(key[1], now)
         elif new == "Succeeded":
@@ -584,12 +592,17 @@ async def run_operator(system: str, n: int, limits: str, work: Path, bin_dir: Pa
         await until(
             lambda: all((pods_inf.get(NS, p) or ("", ""))[1] == "Running" for p in failing), timeout, "workers Running"
         )
+        await watch.quiet(3.0, timeout)
         await annotate(client, failing, "fail")
         await until(lambda: all(p in watch.replaced for p in failing), timeout, "replacement pods")
         lat = [watch.replaced[p] - watch.pod_failed[p] for p in failing if p in watch.pod_failed]
         res.replace_p50_s, res.replace_p99_s = pct(lat, 0.5), pct(lat, 0.99)
 
         # Every master succeeds: time to the job's Succeeded.
+        await until(
+            lambda: all((pods_inf.get(NS, p) or ("", ""))[1] == "Running" for p in failing), timeout, "replacements Running"
+        )
+        await watch.quiet(3.0, timeout)
         masters = [pod_names(system, i)[0] for i in range(n)]
         await annotate(client, masters, "succeed")
         await until(lambda: len(watch.job_succeeded) >= n, timeout, f"{n} jobs Succeeded")

@@ -130,7 +130,13 @@ class KubeClient:
         self._owns_api = owns_api
         self.api_client = api  # for kubernetes_asyncio helpers (leader election)
         self.host = api.configuration.host.rstrip("/")
-        self._session: aiohttp.ClientSession = api.rest_client.pool_manager
+        # kubernetes_asyncio's own session has trust_env=True, which reads the proxy variables and
+        # ~/.netrc on every request; ours shares its connector (TLS, pool) without that.
+        pool = api.rest_client.pool_manager
+        self._session = aiohttp.ClientSession(
+            connector=pool.connector, connector_owner=False, trust_env=False, read_bufsize=2**21
+        )
+        self._proxy = api.configuration.proxy or None
         self._bucket = TokenBucket(qps, burst)
 
     @classmethod
@@ -166,6 +172,7 @@ class KubeClient:
         return KubeClient(self._api, qps=self._bucket.qps, burst=self._bucket.burst, owns_api=False)
 
     async def close(self) -> None:
+        await self._session.close()
         if self._owns_api:
             await self._api.close()
 
@@ -205,7 +212,12 @@ class KubeClient:
             code = "error"
             try:
                 async with self._session.request(
-                    method, url, data=data, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
+                    method,
+                    url,
+                    data=data,
+                    headers=headers,
+                    timeout=aiohttp.ClientTimeout(total=timeout),
+                    proxy=self._proxy,
                 ) as resp:
                     raw = await resp.read()
                     code = str(resp.status)
@@ -287,7 +299,7 @@ class KubeClient:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=idle_timeout)
         code = "error"
         try:
-            async with self._session.get(url, headers=headers, timeout=timeout) as resp:
+            async with self._session.get(url, headers=headers, timeout=timeout, proxy=self._proxy) as resp:
                 code = str(resp.status)
                 if resp.status >= 300:
                     raise _error(resp.status, await resp.read())

@@ -131,12 +131,14 @@ class Controller:
         workers: int = 8,
         optional_kinds: set[str] | None = None,
         identity: str = "",
-        batch_period: float = 0.25,
+        batch_period: float = 1.0,
     ) -> None:
         self.client = client
-        # Children's events enqueue their job after this many seconds, so the pod changes of one
-        # job that arrive together make one pass and one status write (kube-controller-manager's
-        # Job controller batches pod updates the same way, with 1 s).
+        # Children's changes enqueue their job after this many seconds, so the changes of one job
+        # that arrive together (created, scheduled, running) make one pass and one status write;
+        # kube-controller-manager's Job controller batches pod updates the same way, with 1 s.
+        # A pod that ends or disappears is queued at once: that is when the job may end or a
+        # replica must be replaced.
         self.batch_period = batch_period
         self.events_client = client.sibling()
         self.namespaces: list[str | None] = list(namespaces) if namespaces else [None]
@@ -240,7 +242,10 @@ class Controller:
             self.expectations.observed_create(c.owner, child_id)
             if new.deleting:
                 self.expectations.observed_delete(c.owner, child_id)
-        self.queue.add_after(c.owner, self.batch_period)
+        if _urgent(new, old):
+            self.queue.add(c.owner)
+        else:
+            self.queue.add_after(c.owner, self.batch_period)
 
     def _set_phase(self, jkey: str, phase: str | None) -> None:
         old = self._phases.pop(jkey, None)
@@ -390,6 +395,11 @@ class Controller:
             results = await asyncio.gather(*(self._delete(key, job, d) for d in plan.delete), return_exceptions=True)
             errors += [r for r in results if isinstance(r, Exception)]
         new_status = plan.status.dump()
+        if not raw.get("status") and any(o["kind"] == "Pod" for o in creates) and not errors:
+            # A new job's first pass: the status it would write only says "creating", and the pass
+            # that sees the new pods writes the real one; the budget goes to the creates. (That
+            # pass derives the same events again, so these are not sent either.)
+            return errors
         if new_status != (raw.get("status") or {}):
             body = dict(raw)
             body["status"] = new_status
@@ -497,6 +507,14 @@ class Controller:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._background:
             await asyncio.wait(self._background, timeout=5)
+        await self.events_client.close()
+
+
+def _urgent(new: Child | None, old: Child | None) -> bool:
+    """A child change that may end the job or needs a replacement: a pod gone or newly ended."""
+    if new is None:
+        return old is not None and old.pod is not None
+    return new.pod is not None and new.pod.terminal and not (old is not None and old.pod is not None and old.pod.terminal)
 
 
 def _same_version(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
