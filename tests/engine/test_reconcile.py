@@ -866,6 +866,17 @@ def test_unscheduled_pods_are_left_alone():
     assert sim.status.aggregate.creating == 3
 
 
+def test_the_pass_that_starts_the_job_asks_to_look_again_at_its_deadline():
+    """The runtime needs no further event to enforce activeDeadlineSeconds."""
+    sim = Sim(pytorch(name="j", runPolicy={"activeDeadlineSeconds": 30}))
+    sim.step()
+    for name in list(sim.pods):
+        sim.run(name)
+    plan = sim.step()
+    assert sim.status.phase == "Running" and sim.status.start_time
+    assert plan.requeue_after == pytest.approx(30, abs=1)
+
+
 def test_pods_scheduled_after_a_pass_are_kept():
     """Found on the real control plane: a pod recorded as Creating while unscheduled that then
     gets scheduled is the same new pod, not a replica being replaced (Creating with a uid is

@@ -197,6 +197,9 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
     for g, i in p.creates:
         p.plan.create.append(build_pod(job, g, i, ctx))
     _finish_status(p, _active_phase(p), None)
+    if deadline and status.start_time and p.plan.requeue_after is None:
+        # The job started on this pass: look again at its deadline without waiting for an event.
+        p.plan.requeue_after = max(0.0, parse_time(status.start_time) + deadline - now)
     return p.plan
 
 
