@@ -241,7 +241,7 @@ def test_pytorch_runs_restarts_and_succeeds(kube: Kube, namespace: str, operator
 
     run_all(kube, ns, name)
     st = wait_phase(kube, ns, "PyTorchTrainingJob", name, "Running", operator)
-    kube.wait_for(lambda: status(kube, ns, "PyTorchTrainingJob", name)["aggregate"]["running"] == 3)
+    kube.wait_for(lambda: status(kube, ns, "PyTorchTrainingJob", name).get("aggregate", {}).get("running") == 3)
     assert condition(st, "Running")["status"] == "True"
     assert st.get("startTime")
 
@@ -342,7 +342,7 @@ def test_debug_mode_runs_the_debug_command(kube: Kube, namespace: str, operator:
     # A debug replica that exits is left for the user to inspect: no restart, no end of the job.
     kube.set_pod_phase(ns, pod["metadata"]["name"], "Failed", exit_code=1)
     kube.wait_for(
-        lambda: status(kube, ns, "PyTorchTrainingJob", "seg-debug")["aggregate"]["failed"] == 1,
+        lambda: status(kube, ns, "PyTorchTrainingJob", "seg-debug").get("aggregate", {}).get("failed") == 1,
         what="the exit is reported",
     )
     time.sleep(1)
@@ -474,7 +474,7 @@ def test_each_kind_runs_and_ends(kube: Kube, namespace: str, operator: OperatorP
     wait_pods(kube, namespace, name, count, operator)
     run_all(kube, namespace, name)
     st = wait_phase(kube, namespace, kind, name, "Running", operator)
-    st = kube.wait_for(lambda: (s := status(kube, namespace, kind, name))["aggregate"]["running"] == count and s)
+    st = kube.wait_for(lambda: (s := status(kube, namespace, kind, name)).get("aggregate", {}).get("running") == count and s)
     assert sum(len(t["replicas"]) for t in st["tasks"]) == count
     assert condition(st, "Running")["status"] == "True"
 
