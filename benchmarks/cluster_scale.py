@@ -275,6 +275,17 @@ class OperatorRun:
                 return
             await asyncio.sleep(0.25)
 
+    def rss(self) -> int:
+        """Resident set size now, in bytes (0 once the process is gone)."""
+        assert self.proc is not None
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
     def cpu_seconds(self) -> float:
         assert self.proc is not None
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
