@@ -682,24 +682,26 @@ def table(results: list[Result]) -> str:
     by = {(r.system, r.limits, r.jobs): r for r in results}
     lines = [
         "| N | limits | system | all pods (s) | all Running (s) | Succeeded p50 / p99 (s) | replacement p50 / p99 (s) "
-        "| peak RSS (MiB) | CPU (s) | API requests (GET/POST/PUT/PATCH/DELETE) | pods: ours/theirs | pods: ours/ceiling |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| peak RSS (MiB) | CPU (s) | API requests (GET/POST/PUT/PATCH/DELETE) | pods: ours/theirs "
+        "| Succeeded p99: ours/theirs | pods: ours/ceiling |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         req = "/".join(str(int(r.requests.get(m, 0))) for m in ("GET", "POST", "PUT", "PATCH", "DELETE")) if r.requests else ""
-        ratio_theirs = ratio_ceiling = ""
+        ratio_theirs = ratio_p99 = ratio_ceiling = ""
         if r.system == "t9k-jobs":
             peer = by.get(("training-operator", r.limits, r.jobs))
             ceil = by.get(("ceiling", "50/100", r.jobs))
             if peer and not peer.error:
                 ratio_theirs = f"{r.pods_s / peer.pods_s:.2f}"
+                ratio_p99 = f"{r.succeed_p99_s / peer.succeed_p99_s:.2f}"
             if ceil and not ceil.error:
                 ratio_ceiling = f"{r.pods_s / ceil.pods_s:.2f}"
         err = f" ({r.error})" if r.error else ""
         lines.append(
             f"| {r.jobs} | {r.limits} | {r.system}{err} | {r.pods_s:.1f} | {r.running_s:.1f} | "
             f"{r.succeed_p50_s:.2f} / {r.succeed_p99_s:.2f} | {r.replace_p50_s:.2f} / {r.replace_p99_s:.2f} | "
-            f"{r.peak_rss_mib:.0f} | {r.cpu_s:.1f} | {req} | {ratio_theirs} | {ratio_ceiling} |"
+            f"{r.peak_rss_mib:.0f} | {r.cpu_s:.1f} | {req} | {ratio_theirs} | {ratio_p99} | {ratio_ceiling} |"
         )
     return "\n".join(lines)
 
@@ -712,7 +714,12 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per phase of one run")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results.json")
     ap.add_argument("--profile", type=Path, help="sample t9k-jobs' operator with py-spy; collapsed stacks go here")
+    ap.add_argument("--report", type=Path, nargs="+", help="print the table of earlier results files and exit")
     args = ap.parse_args()
+    if args.report:
+        loaded = [Result(**r) for f in args.report for r in json.loads(f.read_text())["results"]]
+        print(table(loaded))
+        return 0
     global PROFILE_DIR
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
