@@ -69,3 +69,20 @@ def test_child_selector_names_every_kind():
     assert CHILD_SELECTOR.startswith("tensorstack.dev/owner-kind in (")
     for kind in ("GenericJob", "PyTorchTrainingJob", "DeepSpeedJob", "ColossalAIJob"):
         assert kind in CHILD_SELECTOR
+
+
+def test_urgent_changes_are_ends_and_disappearances():
+    from dataclasses import replace
+
+    from t9k_jobs.cluster.controller import _urgent
+
+    running = project_child(pod(phase="Running"))
+    failed = project_child(
+        pod(phase="Failed", containerStatuses=[{"name": "pytorch", "state": {"terminated": {"exitCode": 1}}}])
+    )
+    assert _urgent(failed, running), "a pod that ended may end the job or need a replacement"
+    assert _urgent(None, running), "a pod that disappeared may need a replacement"
+    assert not _urgent(running, project_child(pod())), "scheduled/running changes are batched"
+    assert not _urgent(failed, failed), "an ended pod that changes again is not news"
+    svc = replace(running, kind="Service", pod=None)
+    assert not _urgent(None, svc)
