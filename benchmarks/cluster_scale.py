@@ -29,7 +29,6 @@ import platform
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -44,10 +43,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools" / "controlplane"))
-from controlplane import ControlPlane  # noqa: E402
+from controlplane import ControlPlane
 
-from t9k_jobs.cluster.client import PODS, SERVICES, KubeClient, Resource  # noqa: E402
-from t9k_jobs.cluster.informer import Informer  # noqa: E402
+from t9k_jobs.cluster.client import PODS, SERVICES, KubeClient, Resource
+from t9k_jobs.cluster.informer import Informer
 
 NS = "bench"
 REPLICAS = 4
@@ -66,7 +65,9 @@ APISERVER_ARGS = [  # the control plane itself must not be the limit (kwokctl's 
 
 
 def build(script: str) -> Path:
-    out = subprocess.run(["bash", str(ROOT / "tools" / "controlplane" / script)], stdout=subprocess.PIPE, text=True, check=True)
+    out = subprocess.run(
+        ["bash", str(ROOT / "tools" / "controlplane" / script)], stdout=subprocess.PIPE, text=True, check=True
+    )
     return Path(out.stdout.strip().splitlines()[-1])
 
 
@@ -154,10 +155,12 @@ class Cluster:
                 }
             )
         ]
-        stages += [(self.peers / "kwok-stages" / f).read_text() for f in ("pod-ready.yaml", "pod-delete.yaml")]
+        stages += [
+            (self.peers / "kwok-stages" / f).read_text() for f in ("pod-ready.yaml", "pod-delete.yaml")
+        ]
         stages.append(STAGES)
         config.write_text("\n---\n".join(stages))
-        log = open(self.dir / "kwok.log", "wb")
+        log = open(self.dir / "kwok.log", "wb")  # noqa: SIM115 - the child keeps it open
         self.kwok = subprocess.Popen(
             [
                 str(self.peers / "bin" / "kwok"),
@@ -176,7 +179,9 @@ class Cluster:
 
     async def add_nodes(self, client: KubeClient) -> None:
         nodes = Resource("", "v1", "nodes", "Node", namespaced=False)
-        await client.create(Resource("", "v1", "namespaces", "Namespace", False), None, {"metadata": {"name": NS}})
+        await client.create(
+            Resource("", "v1", "namespaces", "Namespace", False), None, {"metadata": {"name": NS}}
+        )
 
         async def one(i: int) -> None:
             await client.create(
@@ -201,11 +206,17 @@ class Cluster:
 
         async def ready() -> bool:
             got = await client.list(nodes)
-            return sum(
-                1
-                for n in got["items"]
-                if any(c["type"] == "Ready" and c["status"] == "True" for c in (n.get("status") or {}).get("conditions") or [])
-            ) == NODES
+            return (
+                sum(
+                    1
+                    for n in got["items"]
+                    if any(
+                        c["type"] == "Ready" and c["status"] == "True"
+                        for c in (n.get("status") or {}).get("conditions") or []
+                    )
+                )
+                == NODES
+            )
 
         await until(ready, 60, "kwok nodes Ready")
         # Nodes are created with the not-ready taint; kube-controller-manager's node lifecycle
@@ -249,7 +260,9 @@ def free_port() -> int:
 class OperatorRun:
     """One operator process; samples its RSS and reads its metrics."""
 
-    def __init__(self, name: str, argv: list[str], metrics_url: str, log: Path, env: dict[str, str] | None = None):
+    def __init__(
+        self, name: str, argv: list[str], metrics_url: str, log: Path, env: dict[str, str] | None = None
+    ):
         self.name = name
         self.argv = argv
         self.metrics_url = metrics_url
@@ -260,8 +273,10 @@ class OperatorRun:
         self._sampler: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        out = open(self.log, "wb")
-        self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+        out = open(self.log, "wb")  # noqa: SIM115 - the child keeps it open
+        self.proc = subprocess.Popen(
+            self.argv, stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
+        )
         self._sampler = asyncio.get_running_loop().create_task(self._sample())
 
     async def _sample(self) -> None:
@@ -353,7 +368,9 @@ def theirs(cluster: Cluster, qps: float | None, burst: int | None, workers: int 
         argv += [f"--kube-api-qps={int(qps)}", f"--kube-api-burst={burst}"]
     if workers is not None:
         argv += [f"--controller-threads={workers}"]
-    run = OperatorRun("training-operator", argv, f"http://127.0.0.1:{port}/metrics", cluster.dir / "training-operator.log")
+    run = OperatorRun(
+        "training-operator", argv, f"http://127.0.0.1:{port}/metrics", cluster.dir / "training-operator.log"
+    )
     run.ready_url = f"http://127.0.0.1:{probe}/readyz"  # type: ignore[attr-defined]
     return run
 
@@ -366,7 +383,9 @@ async def training_operator_prerequisites(client: KubeClient) -> None:
     ns = Resource("", "v1", "namespaces", "Namespace", False)
     await client.create(ns, None, {"metadata": {"name": "kubeflow"}})
     secrets = Resource("", "v1", "secrets", "Secret")
-    await client.create(secrets, "kubeflow", {"metadata": {"name": "training-operator-webhook-cert", "namespace": "kubeflow"}})
+    await client.create(
+        secrets, "kubeflow", {"metadata": {"name": "training-operator-webhook-cert", "namespace": "kubeflow"}}
+    )
 
 
 async def copy_webhook_certs(client: KubeClient, stop: asyncio.Event) -> None:
@@ -411,25 +430,40 @@ def container() -> dict[str, Any]:
 
 def t9k_job(i: int) -> dict[str, Any]:
     def spec(type_: str, n: int) -> dict[str, Any]:
-        return {"type": type_, "replicas": n, "restartPolicy": "ExitCode", "template": {"spec": {"containers": [container()]}}}
+        return {
+            "type": type_,
+            "replicas": n,
+            "restartPolicy": "ExitCode",
+            "template": {"spec": {"containers": [container()]}},
+        }
 
     return {
         "apiVersion": "batch.tensorstack.dev/v1beta1",
         "kind": "PyTorchTrainingJob",
         "metadata": {"name": f"job-{i}", "namespace": NS},
-        "spec": {"replicaSpecs": [spec("master", 1), spec("worker", REPLICAS - 1)], "runPolicy": {"backoffLimit": 3}},
+        "spec": {
+            "replicaSpecs": [spec("master", 1), spec("worker", REPLICAS - 1)],
+            "runPolicy": {"backoffLimit": 3},
+        },
     }
 
 
 def kf_job(i: int) -> dict[str, Any]:
     def spec(n: int) -> dict[str, Any]:
-        return {"replicas": n, "restartPolicy": "ExitCode", "template": {"spec": {"containers": [container()]}}}
+        return {
+            "replicas": n,
+            "restartPolicy": "ExitCode",
+            "template": {"spec": {"containers": [container()]}},
+        }
 
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
         "metadata": {"name": f"job-{i}", "namespace": NS},
-        "spec": {"runPolicy": {"backoffLimit": 3}, "pytorchReplicaSpecs": {"Master": spec(1), "Worker": spec(REPLICAS - 1)}},
+        "spec": {
+            "runPolicy": {"backoffLimit": 3},
+            "pytorchReplicaSpecs": {"Master": spec(1), "Worker": spec(REPLICAS - 1)},
+        },
     }
 
 
@@ -494,7 +528,13 @@ def kf_phase(obj: dict[str, Any]) -> str:
     """Kubeflow reports conditions; the newest true one among Running/Succeeded/Failed is the phase."""
     phase = ""
     for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("status") == "True" and c.get("type") in ("Created", "Running", "Succeeded", "Failed", "Restarting"):
+        if c.get("status") == "True" and c.get("type") in (
+            "Created",
+            "Running",
+            "Succeeded",
+            "Failed",
+            "Restarting",
+        ):
             phase = c["type"]
     return phase
 
@@ -540,7 +580,9 @@ def pod_names(system: str, i: int) -> tuple[str, str]:
     return f"job-{i}-master-0", f"job-{i}-worker-1"
 
 
-async def run_operator(system: str, n: int, limits: str, work: Path, bin_dir: Path, peers: Path, timeout: float) -> Result:
+async def run_operator(
+    system: str, n: int, limits: str, work: Path, bin_dir: Path, peers: Path, timeout: float
+) -> Result:
     res = Result(system, limits, n)
     qps, burst, workers = (50.0, 100, 8) if limits == "matched" else (None, None, None)
     if system == "t9k-jobs":
@@ -563,7 +605,9 @@ async def run_operator(system: str, n: int, limits: str, work: Path, bin_dir: Pa
         pods_inf = Informer(client, PODS, namespace=NS, transform=pod_projection)
         pods_inf.add_handler(watch.on_pod)
         jobs_res = T9K_JOBS if system == "t9k-jobs" else KF_JOBS
-        jobs_inf = Informer(client, jobs_res, namespace=NS, transform=t9k_phase if system == "t9k-jobs" else kf_phase)
+        jobs_inf = Informer(
+            client, jobs_res, namespace=NS, transform=t9k_phase if system == "t9k-jobs" else kf_phase
+        )
         jobs_inf.add_handler(watch.on_job)
         tasks += [asyncio.create_task(pods_inf.run()), asyncio.create_task(jobs_inf.run())]
         await pods_inf.synced.wait()
@@ -601,7 +645,9 @@ async def run_operator(system: str, n: int, limits: str, work: Path, bin_dir: Pa
         # A worker of every job fails (exit 137): time to its replacement pod.
         failing = [pod_names(system, i)[1] for i in range(n)]
         await until(
-            lambda: all((pods_inf.get(NS, p) or ("", ""))[1] == "Running" for p in failing), timeout, "workers Running"
+            lambda: all((pods_inf.get(NS, p) or ("", ""))[1] == "Running" for p in failing),
+            timeout,
+            "workers Running",
         )
         await watch.quiet(3.0, timeout)
         await annotate(client, failing, "fail")
@@ -611,13 +657,19 @@ async def run_operator(system: str, n: int, limits: str, work: Path, bin_dir: Pa
 
         # Every master succeeds: time to the job's Succeeded.
         await until(
-            lambda: all((pods_inf.get(NS, p) or ("", ""))[1] == "Running" for p in failing), timeout, "replacements Running"
+            lambda: all((pods_inf.get(NS, p) or ("", ""))[1] == "Running" for p in failing),
+            timeout,
+            "replacements Running",
         )
         await watch.quiet(3.0, timeout)
         masters = [pod_names(system, i)[0] for i in range(n)]
         await annotate(client, masters, "succeed")
         await until(lambda: len(watch.job_succeeded) >= n, timeout, f"{n} jobs Succeeded")
-        lat = [watch.job_succeeded[f"job-{i}"] - watch.pod_succeeded[m] for i, m in enumerate(masters) if m in watch.pod_succeeded]
+        lat = [
+            watch.job_succeeded[f"job-{i}"] - watch.pod_succeeded[m]
+            for i, m in enumerate(masters)
+            if m in watch.pod_succeeded
+        ]
         res.succeed_p50_s, res.succeed_p99_s = pct(lat, 0.5), pct(lat, 0.99)
 
         res.requests = op.requests_by_method()
@@ -655,12 +707,26 @@ async def run_ceiling(n: int, limits: str, work: Path, bin_dir: Path, peers: Pat
                 names = [f"job-{i}-master-0"] + [f"job-{i}-worker-{w}" for w in range(REPLICAS - 1)]
                 await asyncio.gather(
                     *(
-                        limited.create(SERVICES, NS, {"metadata": {"name": p}, "spec": {"clusterIP": "None", "selector": {"p": p}}})
+                        limited.create(
+                            SERVICES,
+                            NS,
+                            {"metadata": {"name": p}, "spec": {"clusterIP": "None", "selector": {"p": p}}},
+                        )
                         for p in names
                     )
                 )
                 await asyncio.gather(
-                    *(limited.create(PODS, NS, {"metadata": {"name": p, "labels": {"p": p}}, "spec": {"containers": [container()]}}) for p in names)
+                    *(
+                        limited.create(
+                            PODS,
+                            NS,
+                            {
+                                "metadata": {"name": p, "labels": {"p": p}},
+                                "spec": {"containers": [container()]},
+                            },
+                        )
+                        for p in names
+                    )
                 )
 
         t0 = time.monotonic()
@@ -681,13 +747,18 @@ async def run_ceiling(n: int, limits: str, work: Path, bin_dir: Path, peers: Pat
 def table(results: list[Result]) -> str:
     by = {(r.system, r.limits, r.jobs): r for r in results}
     lines = [
-        "| N | limits | system | all pods (s) | all Running (s) | Succeeded p50 / p99 (s) | replacement p50 / p99 (s) "
-        "| peak RSS (MiB) | CPU (s) | API requests (GET/POST/PUT/PATCH/DELETE) | pods: ours/theirs "
-        "| Succeeded p99: ours/theirs | pods: ours/ceiling |",
+        "| N | limits | system | all pods (s) | all Running (s) | Succeeded p50 / p99 (s) | replacement p50 / p99 (s) "(
+            "| peak RSS (MiB) | CPU (s) | API requests (GET/POST/PUT/PATCH/DELETE) | pods: ours/theirs "
+            "| Succeeded p99: ours/theirs | pods: ours/ceiling |"
+        ),
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        req = "/".join(str(int(r.requests.get(m, 0))) for m in ("GET", "POST", "PUT", "PATCH", "DELETE")) if r.requests else ""
+        req = (
+            "/".join(str(int(r.requests.get(m, 0))) for m in ("GET", "POST", "PUT", "PATCH", "DELETE"))
+            if r.requests
+            else ""
+        )
         ratio_theirs = ratio_p99 = ratio_ceiling = ""
         if r.system == "t9k-jobs":
             peer = by.get(("training-operator", r.limits, r.jobs))
@@ -710,11 +781,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, nargs="+", default=[100, 1000])
     ap.add_argument("--systems", default="t9k-jobs,training-operator,ceiling")
-    ap.add_argument("--limits", default="default,matched", help="default: each operator's own; matched: 50 qps / 100 burst / 8 workers")
+    ap.add_argument(
+        "--limits",
+        default="default,matched",
+        help="default: each operator's own; matched: 50 qps / 100 burst / 8 workers",
+    )
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per phase of one run")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results.json")
-    ap.add_argument("--profile", type=Path, help="sample t9k-jobs' operator with py-spy; collapsed stacks go here")
-    ap.add_argument("--report", type=Path, nargs="+", help="print the table of earlier results files and exit")
+    ap.add_argument(
+        "--profile", type=Path, help="sample t9k-jobs' operator with py-spy; collapsed stacks go here"
+    )
+    ap.add_argument(
+        "--report", type=Path, nargs="+", help="print the table of earlier results files and exit"
+    )
     args = ap.parse_args()
     if args.report:
         loaded = [Result(**r) for f in args.report for r in json.loads(f.read_text())["results"]]
@@ -740,13 +819,18 @@ def main() -> int:
         else:
             r = asyncio.run(run_operator(system, n, limits, work, bin_dir, peers, args.timeout))
         results.append(r)
-        print(f"{system} N={n} limits={limits}: {json.dumps(asdict(r))} ({time.monotonic() - started:.0f} s)", flush=True)
+        print(
+            f"{system} N={n} limits={limits}: {json.dumps(asdict(r))} ({time.monotonic() - started:.0f} s)",
+            flush=True,
+        )
         if not r.error:
             shutil.rmtree(work, ignore_errors=True)
         else:
             print(f"  logs kept in {work}", flush=True)
     machine = f"{platform.node()}: {os.cpu_count()} CPUs, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, Python {platform.python_version()}"
-    args.out.write_text(json.dumps({"machine": machine, "argv": sys.argv, "results": [asdict(r) for r in results]}, indent=1))
+    args.out.write_text(
+        json.dumps({"machine": machine, "argv": sys.argv, "results": [asdict(r) for r in results]}, indent=1)
+    )
     print(machine)
     print(table(results))
     return 0 if all(not r.error for r in results) else 1

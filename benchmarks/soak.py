@@ -22,7 +22,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from cluster_scale import NS, OUTCOME, PODS, T9K_JOBS, Cluster, Informer, KubeClient, build, ours, t9k_job, until
+from cluster_scale import (
+    NS,
+    OUTCOME,
+    PODS,
+    T9K_JOBS,
+    Cluster,
+    Informer,
+    KubeClient,
+    build,
+    ours,
+    t9k_job,
+    until,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,9 +52,13 @@ async def soak(minutes: float, in_flight: int, out: Path) -> int:
     try:
         await cluster.add_nodes(client)
         phases: dict[str, str] = {}
-        jobs_inf = Informer(client, T9K_JOBS, namespace=NS, transform=lambda o: (o.get("status") or {}).get("phase") or "")
+        jobs_inf = Informer(
+            client, T9K_JOBS, namespace=NS, transform=lambda o: (o.get("status") or {}).get("phase") or ""
+        )
         jobs_inf.add_handler(lambda ev, key, new, old: phases.__setitem__(key[1], new or "Deleted"))
-        pods_inf = Informer(client, PODS, namespace=NS, transform=lambda o: (o.get("status") or {}).get("phase") or "")
+        pods_inf = Informer(
+            client, PODS, namespace=NS, transform=lambda o: (o.get("status") or {}).get("phase") or ""
+        )
         tasks = [asyncio.create_task(jobs_inf.run()), asyncio.create_task(pods_inf.run())]
         op.start()
         await op.wait_ready(op.ready_url)  # type: ignore[attr-defined]
@@ -76,7 +92,11 @@ async def soak(minutes: float, in_flight: int, out: Path) -> int:
                 next_sample = now + 5
             await asyncio.sleep(0.2)
         # Drain: finish the jobs in flight, then everything must go away.
-        await until(lambda: all(phases.get(n) in ("Running", "Succeeded") for n in live), 300, "in-flight jobs Running")
+        await until(
+            lambda: all(phases.get(n) in ("Running", "Succeeded") for n in live),
+            300,
+            "in-flight jobs Running",
+        )
         for name in live:
             master = f"{name}-master-0"
             await until(lambda m=master: pods_inf.get(NS, m) == "Running", 120, f"{master} Running")

@@ -32,7 +32,7 @@ class OperatorProcess:
 
     def start(self, wait_ready: bool = True) -> OperatorProcess:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        out = open(self.log, "ab")
+        out = open(self.log, "ab")  # noqa: SIM115 - handed to the child process
         self.proc = subprocess.Popen(
             [
                 sys.executable,

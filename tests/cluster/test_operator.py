@@ -158,7 +158,17 @@ def is_subset(expected: Any, live: Any, path: str = "") -> list[str]:
     return [] if str(expected) == str(live) else [f"{path}: expected {expected!r}, found {live!r}"]
 
 
-_SUFFIX = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+_SUFFIX = {
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+}
 
 
 def quantity(value: Any) -> float | None:
@@ -241,7 +251,9 @@ def test_pytorch_runs_restarts_and_succeeds(kube: Kube, namespace: str, operator
 
     run_all(kube, ns, name)
     st = wait_phase(kube, ns, "PyTorchTrainingJob", name, "Running", operator)
-    kube.wait_for(lambda: status(kube, ns, "PyTorchTrainingJob", name).get("aggregate", {}).get("running") == 3)
+    kube.wait_for(
+        lambda: status(kube, ns, "PyTorchTrainingJob", name).get("aggregate", {}).get("running") == 3
+    )
     assert condition(st, "Running")["status"] == "True"
     assert st.get("startTime")
 
@@ -302,7 +314,9 @@ def test_backoff_limit_fails_the_job(kube: Kube, namespace: str, operator: Opera
     uid = pods(kube, ns, name)["limit-master-0"]["metadata"]["uid"]
     kube.set_pod_phase(ns, "limit-master-0", "Failed", exit_code=1)
     kube.wait_for(
-        lambda: pods(kube, ns, name).get("limit-master-0", {}).get("metadata", {}).get("uid") not in (None, uid),
+        lambda: (
+            pods(kube, ns, name).get("limit-master-0", {}).get("metadata", {}).get("uid") not in (None, uid)
+        ),
         what="master recreated",
     )
     kube.set_pod_phase(ns, "limit-master-0", "Failed", exit_code=1)  # fails before it was seen running
@@ -464,7 +478,9 @@ def test_metrics_and_health(kube: Kube, namespace: str, operator: OperatorProces
 
 @pytest.mark.parametrize("outcome", ["Succeeded", "Failed"])
 @pytest.mark.parametrize("file", KIND_MANIFESTS)
-def test_each_kind_runs_and_ends(kube: Kube, namespace: str, operator: OperatorProcess, file: str, outcome: str) -> None:
+def test_each_kind_runs_and_ends(
+    kube: Kube, namespace: str, operator: OperatorProcess, file: str, outcome: str
+) -> None:
     """All replicas run (phase Running, aggregate running = replicas), then all succeed or all
     keep failing (restarts by each kind's policy until its backoff is used up)."""
     obj = manifest(file, namespace)
@@ -474,7 +490,9 @@ def test_each_kind_runs_and_ends(kube: Kube, namespace: str, operator: OperatorP
     wait_pods(kube, namespace, name, count, operator)
     run_all(kube, namespace, name)
     st = wait_phase(kube, namespace, kind, name, "Running", operator)
-    st = kube.wait_for(lambda: (s := status(kube, namespace, kind, name)).get("aggregate", {}).get("running") == count and s)
+    st = kube.wait_for(
+        lambda: (s := status(kube, namespace, kind, name)).get("aggregate", {}).get("running") == count and s
+    )
     assert sum(len(t["replicas"]) for t in st["tasks"]) == count
     assert condition(st, "Running")["status"] == "True"
 
@@ -485,7 +503,9 @@ def test_each_kind_runs_and_ends(kube: Kube, namespace: str, operator: OperatorP
         for pod_name, p in pods(kube, namespace, name).items():
             if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
                 try:
-                    kube.set_pod_phase(namespace, pod_name, outcome, exit_code=0 if outcome == "Succeeded" else 1)
+                    kube.set_pod_phase(
+                        namespace, pod_name, outcome, exit_code=0 if outcome == "Succeeded" else 1
+                    )
                 except KubeError as exc:
                     assert exc.status in (404, 409, 422), exc  # cleaned up or replaced meanwhile
         time.sleep(0.3)

@@ -21,7 +21,9 @@ def pod(**status) -> dict:
                 "batch.tensorstack.dev/replica-type": "worker",
                 "batch.tensorstack.dev/replica-index": "2",
             },
-            "ownerReferences": [{"kind": "PyTorchTrainingJob", "name": "j", "uid": "job-uid", "controller": True}],
+            "ownerReferences": [
+                {"kind": "PyTorchTrainingJob", "name": "j", "uid": "job-uid", "controller": True}
+            ],
         },
         "spec": {"containers": [{"name": "pytorch", "image": "x"}]},
         "status": status,
@@ -41,7 +43,9 @@ def test_terminated_container_carries_exit_code_and_reason():
             phase="Failed",
             reason="Evicted",
             conditions=[{"type": "PodScheduled", "status": "True"}],
-            containerStatuses=[{"name": "pytorch", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}],
+            containerStatuses=[
+                {"name": "pytorch", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}
+            ],
         )
     )
     assert c.pod is not None and c.pod.scheduled and c.pod.phase == "Failed" and c.pod.reason == "Evicted"
@@ -53,7 +57,9 @@ def test_projection_ignores_resource_version_changes():
     a, b = pod(phase="Running"), pod(phase="Running")
     b["metadata"]["resourceVersion"] = "18"
     b["metadata"]["managedFields"] = [{"manager": "kubelet"}]
-    assert project_child(a) == project_child(b), "an update that changes nothing the engine reads is not an event"
+    assert project_child(a) == project_child(b), (
+        "an update that changes nothing the engine reads is not an event"
+    )
 
 
 def test_deleting_and_other_kinds():

@@ -61,7 +61,9 @@ class Resource:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
         """The URL path, e.g. ``/api/v1/namespaces/ns/pods/p/status``; ``namespace=None`` is all namespaces."""
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace is not None:
@@ -124,7 +126,11 @@ class KubeClient:
     """
 
     def __init__(
-        self, api: k8s_client.ApiClient, qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST, owns_api: bool = True
+        self,
+        api: k8s_client.ApiClient,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+        owns_api: bool = True,
     ) -> None:
         self._api = api
         self._owns_api = owns_api
@@ -261,10 +267,16 @@ class KubeClient:
         params: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         return await self.request(
-            "PATCH", res.path(namespace, name, subresource), body=body, content_type=content_type, params=params
+            "PATCH",
+            res.path(namespace, name, subresource),
+            body=body,
+            content_type=content_type,
+            params=params,
         )
 
-    async def apply(self, res: Resource, obj: dict[str, Any], field_manager: str, force: bool = True) -> dict[str, Any]:
+    async def apply(
+        self, res: Resource, obj: dict[str, Any], field_manager: str, force: bool = True
+    ) -> dict[str, Any]:
         """Server-side apply ``obj`` (create or update), owned by ``field_manager``."""
         meta = obj["metadata"]
         return await self.patch(
@@ -277,7 +289,13 @@ class KubeClient:
         )
 
     async def delete(
-        self, res: Resource, namespace: str | None, name: str, *, uid: str | None = None, propagation: str = "Background"
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None = None,
+        propagation: str = "Background",
     ) -> dict[str, Any]:
         """Delete, only if the object still has ``uid`` when given (a UID precondition)."""
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
@@ -294,7 +312,12 @@ class KubeClient:
         raises ``asyncio.TimeoutError`` so the caller reconnects. Watches skip the token bucket,
         like client-go's long-running requests.
         """
-        url = self.host + res.path(namespace) + "?" + urlencode({**{k: _param(v) for k, v in params.items()}, "watch": "true"})
+        url = (
+            self.host
+            + res.path(namespace)
+            + "?"
+            + urlencode({**{k: _param(v) for k, v in params.items()}, "watch": "true"})
+        )
         headers = await self._headers(None)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=idle_timeout)
         code = "error"

@@ -78,7 +78,9 @@ def project_child(obj: dict[str, Any]) -> Child:
             owner_uid = ref.get("uid")
     deleting = bool(meta.get("deletionTimestamp"))
     pod = _project_pod(obj, labels, deleting) if obj.get("kind") == "Pod" else None
-    return Child(obj.get("kind", ""), namespace, meta["name"], meta.get("uid", ""), owner, owner_uid, deleting, pod)
+    return Child(
+        obj.get("kind", ""), namespace, meta["name"], meta.get("uid", ""), owner, owner_uid, deleting, pod
+    )
 
 
 def _project_pod(obj: dict[str, Any], labels: dict[str, str], deleting: bool) -> ObservedPod:
@@ -88,11 +90,15 @@ def _project_pod(obj: dict[str, Any], labels: dict[str, str], deleting: bool) ->
         state = cs.get("state") or {}
         if "terminated" in state:
             t = state["terminated"] or {}
-            containers.append(ContainerState(cs.get("name", ""), "Terminated", t.get("exitCode"), t.get("reason")))
+            containers.append(
+                ContainerState(cs.get("name", ""), "Terminated", t.get("exitCode"), t.get("reason"))
+            )
         elif "running" in state:
             containers.append(ContainerState(cs.get("name", ""), "Running"))
         elif "waiting" in state:
-            containers.append(ContainerState(cs.get("name", ""), "Waiting", None, (state["waiting"] or {}).get("reason")))
+            containers.append(
+                ContainerState(cs.get("name", ""), "Waiting", None, (state["waiting"] or {}).get("reason"))
+            )
         else:
             containers.append(ContainerState(cs.get("name", ""), "Unknown"))
     scheduled = bool(spec.get("nodeName")) or any(
@@ -185,7 +191,11 @@ class Controller:
         for inf in self.informers():
             self._tasks.append(asyncio.create_task(inf.run(), name=f"informer {inf.name}"))
         await asyncio.gather(*(inf.synced.wait() for inf in self.informers()))
-        log.info("caches synced: %d jobs, %d children", self.job_count(), sum(len(c) for c in self._children.values()))
+        log.info(
+            "caches synced: %d jobs, %d children",
+            self.job_count(),
+            sum(len(c) for c in self._children.values()),
+        )
 
     def stopped_tasks(self) -> list[str]:
         """Names of informer tasks that ended (they only end on a bug): the process is unhealthy."""
@@ -281,7 +291,7 @@ class Controller:
             except asyncio.CancelledError:
                 self.queue.done(key)
                 raise
-            except Exception as exc:  # noqa: BLE001 - one job's trouble must not stop the others
+            except Exception as exc:
                 result = "error"
                 metrics.RECONCILE_ERRORS.labels(controller=metrics.CONTROLLER).inc()
                 if isinstance(exc, ApiError):
@@ -290,7 +300,9 @@ class Controller:
                     log.exception("reconcile %s failed", key)
                 self.queue.add_rate_limited(key)
             finally:
-                metrics.RECONCILE_TIME.labels(controller=metrics.CONTROLLER).observe(time.perf_counter() - started)
+                metrics.RECONCILE_TIME.labels(controller=metrics.CONTROLLER).observe(
+                    time.perf_counter() - started
+                )
                 metrics.RECONCILES.labels(controller=metrics.CONTROLLER, result=result).inc()
             self.queue.done(key)
 
@@ -366,17 +378,20 @@ class Controller:
                 log.warning("%s does not validate: %s", key, message)
                 self._emit_event(raw, "Warning", "InvalidSpec", f"the job does not validate: {message}")
             kind = key.split("/", 1)[0]
-            metrics.INVALID_JOBS.labels(kind=kind).set(len([k for k in self._invalid if k.startswith(kind + "/")]))
+            metrics.INVALID_JOBS.labels(kind=kind).set(
+                len([k for k in self._invalid if k.startswith(kind + "/")])
+            )
             return None
         if self._invalid.pop(key, None) is not None:
             kind = key.split("/", 1)[0]
-            metrics.INVALID_JOBS.labels(kind=kind).set(len([k for k in self._invalid if k.startswith(kind + "/")]))
+            metrics.INVALID_JOBS.labels(kind=kind).set(
+                len([k for k in self._invalid if k.startswith(kind + "/")])
+            )
         self._parsed[key] = (rv, job)
         return job
 
     async def _carry_out(self, key: str, job: Job, raw: dict[str, Any], plan: Plan) -> list[Exception]:
         errors: list[Exception] = []
-        ns = job.namespace
         creates = []
         for obj in plan.create:
             if obj["kind"] in OPTIONAL_CHILDREN and obj["kind"] not in self.optional_kinds:
@@ -388,11 +403,15 @@ class Controller:
             others = [o for o in creates if o["kind"] != "Pod"]
             pods = [o for o in creates if o["kind"] == "Pod"]
             for batch in (others, pods):
-                results = await asyncio.gather(*(self._create(key, job, raw, o) for o in batch), return_exceptions=True)
+                results = await asyncio.gather(
+                    *(self._create(key, job, raw, o) for o in batch), return_exceptions=True
+                )
                 errors += [r for r in results if isinstance(r, Exception)]
         if plan.delete:
             self.expectations.expect(key, deletes={f"{d.kind}/{d.name}" for d in plan.delete})
-            results = await asyncio.gather(*(self._delete(key, job, d) for d in plan.delete), return_exceptions=True)
+            results = await asyncio.gather(
+                *(self._delete(key, job, d) for d in plan.delete), return_exceptions=True
+            )
             errors += [r for r in results if isinstance(r, Exception)]
         new_status = plan.status.dump()
         if not raw.get("status") and any(o["kind"] == "Pod" for o in creates) and not errors:
@@ -433,7 +452,9 @@ class Controller:
             if exc.status == 409:
                 # Exists already (our cache is behind, or someone else's object has the name).
                 return
-            self._emit_event(raw, "Warning", f"FailedCreate{kind}", f"cannot create {kind.lower()} {name}: {exc.message}")
+            self._emit_event(
+                raw, "Warning", f"FailedCreate{kind}", f"cannot create {kind.lower()} {name}: {exc.message}"
+            )
             raise
         except Exception:
             self.expectations.observed_create(key, f"{kind}/{name}")
@@ -468,7 +489,10 @@ class Controller:
         event = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": meta.get("namespace")},
+            "metadata": {
+                "name": f"{meta['name']}.{uuid.uuid4().hex[:16]}",
+                "namespace": meta.get("namespace"),
+            },
             "involvedObject": {
                 "apiVersion": raw.get("apiVersion"),
                 "kind": raw.get("kind"),
@@ -492,7 +516,9 @@ class Controller:
             try:
                 await self.events_client.create(EVENTS, meta.get("namespace"), event)
             except Exception as exc:  # noqa: BLE001 - events are best effort
-                metrics.API_ERRORS.labels(verb="create", reason=getattr(exc, "reason", type(exc).__name__)).inc()
+                metrics.API_ERRORS.labels(
+                    verb="create", reason=getattr(exc, "reason", type(exc).__name__)
+                ).inc()
                 log.debug("event %s for %s not recorded: %s", reason, meta["name"], exc)
 
         task = asyncio.get_running_loop().create_task(send())
@@ -514,11 +540,17 @@ def _urgent(new: Child | None, old: Child | None) -> bool:
     """A child change that may end the job or needs a replacement: a pod gone or newly ended."""
     if new is None:
         return old is not None and old.pod is not None
-    return new.pod is not None and new.pod.terminal and not (old is not None and old.pod is not None and old.pod.terminal)
+    return (
+        new.pod is not None
+        and new.pod.terminal
+        and not (old is not None and old.pod is not None and old.pod.terminal)
+    )
 
 
 def _same_version(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
-    return a is not None and (a.get("metadata") or {}).get("resourceVersion") == b["metadata"].get("resourceVersion")
+    return a is not None and (a.get("metadata") or {}).get("resourceVersion") == b["metadata"].get(
+        "resourceVersion"
+    )
 
 
 def _not_older(cached: dict[str, Any] | None, written: dict[str, Any]) -> bool:

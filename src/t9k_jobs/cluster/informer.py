@@ -101,18 +101,26 @@ class Informer(Generic[T]):
                 raise
             except ApiError as exc:
                 if exc.status == 410:
-                    log.info("%s: resourceVersion %s expired, listing again", self.name, self.resource_version)
+                    log.info(
+                        "%s: resourceVersion %s expired, listing again", self.name, self.resource_version
+                    )
                     need_list = True
                     continue
                 log.warning("%s: %s; retrying in %.1fs", self.name, exc, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 # No line for idle_timeout seconds: a stalled stream, or simply a quiet resource
                 # (the API server does not always send bookmarks); reopen from the last version.
                 log.debug("%s: watch idle for %.0fs, reopening", self.name, self.idle_timeout)
             except Exception as exc:  # noqa: BLE001 - a broken stream or connection: reconnect
-                log.warning("%s: watch interrupted (%s: %s); retrying in %.1fs", self.name, type(exc).__name__, exc, backoff)
+                log.warning(
+                    "%s: watch interrupted (%s: %s); retrying in %.1fs",
+                    self.name,
+                    type(exc).__name__,
+                    exc,
+                    backoff,
+                )
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
 
@@ -194,5 +202,5 @@ class Informer(Generic[T]):
         for handler in self._handlers:
             try:
                 handler(event, key, new, old)
-            except Exception:  # noqa: BLE001 - one bad handler must not stop the informer
+            except Exception:
                 log.exception("%s: handler failed on %s %s", self.name, event, key)

@@ -46,7 +46,9 @@ CHILDREN_CREATED = Counter(
     "t9k_jobs_children_created_total", "Children other than pods created (Service, ConfigMap, ...).", ["kind"]
 )
 API_ERRORS = Counter(
-    "t9k_jobs_api_errors_total", "API calls of the reconciler that failed, by verb and reason.", ["verb", "reason"]
+    "t9k_jobs_api_errors_total",
+    "API calls of the reconciler that failed, by verb and reason.",
+    ["verb", "reason"],
 )
 API_REQUESTS = Counter("rest_client_requests_total", "HTTP requests to the API server.", ["verb", "code"])
 API_LATENCY = Histogram(

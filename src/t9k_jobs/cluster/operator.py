@@ -52,7 +52,9 @@ class Operator:
 
     def __init__(self, config: OperatorConfig) -> None:
         self.config = config
-        self.identity = config.identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+        self.identity = (
+            config.identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+        )
         self.client: KubeClient | None = None
         self.controller: Controller | None = None
         self.leading = False
@@ -126,7 +128,11 @@ class Operator:
             except ApiError as exc:
                 if exc.status != 404:
                     raise
-                log.info("%s (%s) is not served by this cluster: jobs that ask for it run without it", kind, res.group)
+                log.info(
+                    "%s (%s) is not served by this cluster: jobs that ask for it run without it",
+                    kind,
+                    res.group,
+                )
                 continue
             if any(r.get("name") == res.plural for r in listing.get("resources") or []):
                 served.add(kind)
