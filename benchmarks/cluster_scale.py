@@ -747,8 +747,10 @@ async def run_ceiling(n: int, limits: str, work: Path, bin_dir: Path, peers: Pat
 def table(results: list[Result]) -> str:
     by = {(r.system, r.limits, r.jobs): r for r in results}
     lines = [
-        "| N | limits | system | all pods (s) | all Running (s) | Succeeded p50 / p99 (s) | replacement p50 / p99 (s) "(
-            "| peak RSS (MiB) | CPU (s) | API requests (GET/POST/PUT/PATCH/DELETE) | pods: ours/theirs "
+        (
+            "| N | limits | system | all pods (s) | all Running (s) | Succeeded p50 / p99 (s) "
+            "| replacement p50 / p99 (s) | peak RSS (MiB) | CPU (s) "
+            "| API requests (GET/POST/PUT/PATCH/DELETE) | pods: ours/theirs "
             "| Succeeded p99: ours/theirs | pods: ours/ceiling |"
         ),
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
