@@ -44,6 +44,8 @@ async def soak(minutes: float, in_flight: int, out: Path) -> int:
     work = Path(tempfile.mkdtemp(prefix="soak-"))
     cluster = Cluster(work, bin_dir, peers, [ROOT / "deploy" / "crds"])
     cluster.cp.controller_manager = True
+    # The garbage collector deletes 8 children per job: its client must keep up with the churn.
+    cluster.cp.controller_manager_args = ["--kube-api-qps=500", "--kube-api-burst=1000"]
     cluster.start()
     client = await KubeClient.from_config(cluster.cp.kubeconfig, qps=0, burst=1)
     op = ours(cluster, None, None, None)
@@ -91,6 +93,7 @@ async def soak(minutes: float, in_flight: int, out: Path) -> int:
                 samples.append((now - start, op.rss() / 2**20))
                 next_sample = now + 5
             await asyncio.sleep(0.2)
+        out.write_text(json.dumps({"samples": samples, "jobs_created": created, "note": "churn done, draining"}))
         # Drain: finish the jobs in flight, then everything must go away.
         await until(
             lambda: all(phases.get(n) in ("Running", "Succeeded") for n in live),
@@ -106,7 +109,7 @@ async def soak(minutes: float, in_flight: int, out: Path) -> int:
             await client.delete(T9K_JOBS, NS, name)
         succeeded += len(live)
         await until(lambda: not jobs_inf.store, 120, "no job left")
-        await until(lambda: not pods_inf.store, 300, "no pod left (garbage collector)")
+        await until(lambda: not pods_inf.store, 600, "no pod left (garbage collector)")
         for t in tasks:
             t.cancel()
         quarter = max(1, len(samples) // 4)

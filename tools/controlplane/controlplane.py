@@ -140,10 +140,12 @@ class ControlPlane:
         crds: list[str | os.PathLike] | tuple = (),
         apiserver_args: list[str] | tuple = (),
         scheduler_args: list[str] | tuple = (),
+        controller_manager_args: list[str] | tuple = (),
     ) -> None:
         self.dir = Path(dir).resolve()
         self.apiserver_args = list(apiserver_args)  # extra kube-apiserver flags (benchmarks)
         self.scheduler_args = list(scheduler_args)  # extra kube-scheduler flags (benchmarks)
+        self.controller_manager_args = list(controller_manager_args)  # extra kube-controller-manager flags
         self.bin_dir = Path(bin_dir).resolve() if bin_dir else None
         self.scheduler, self.controller_manager = scheduler, controller_manager
         self.crds = [Path(c).resolve() for c in crds]
@@ -218,6 +220,7 @@ class ControlPlane:
                     "--controllers=garbage-collector-controller,namespace-controller",
                     f"--service-account-private-key-file={pki / 'sa.key'}",
                     f"--root-ca-file={self.ca_file}",
+                    *self.controller_manager_args,
                 )
                 self._wait("kube-controller-manager", f"https://127.0.0.1:{port}/healthz", timeout, tls=None)
             if self.scheduler:
