@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import os
 import platform
@@ -45,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools" / "controlplane"))
 from controlplane import ControlPlane
 
-from t9k_jobs.cluster.client import PODS, SERVICES, KubeClient, Resource
+from t9k_jobs.cluster.client import NAMESPACES, PODS, SECRETS, SERVICES, KubeClient, Resource
 from t9k_jobs.cluster.informer import Informer
 
 NS = "bench"
@@ -71,57 +72,39 @@ def build(script: str) -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
-STAGES = """
+def outcome_stage(outcome: str, phase: str, exit_code: int, reason: str) -> str:
+    """A kwok Stage: a Running pod annotated ``bench.t9k-jobs.dev/outcome: <outcome>`` ends in ``phase``."""
+    return f"""
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
-metadata: {name: bench-pod-succeed}
+metadata: {{name: bench-pod-{outcome}}}
 spec:
-  resourceRef: {apiGroup: v1, kind: Pod}
+  resourceRef: {{apiGroup: v1, kind: Pod}}
   selector:
     matchExpressions:
-    - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
-    - {key: '.status.phase', operator: In, values: ['Running']}
-    - {key: '.metadata.annotations["bench.t9k-jobs.dev/outcome"]', operator: In, values: ['succeed']}
+    - {{key: '.metadata.deletionTimestamp', operator: DoesNotExist}}
+    - {{key: '.status.phase', operator: In, values: ['Running']}}
+    - {{key: '.metadata.annotations["{OUTCOME}"]', operator: In, values: ['{outcome}']}}
   next:
     statusTemplate: |
-      {{ $now := Now }}
+      {{{{ $now := Now }}}}
       containerStatuses:
-      {{ range .spec.containers }}
-      - image: {{ .image | Quote }}
-        name: {{ .name | Quote }}
+      {{{{ range .spec.containers }}}}
+      - image: {{{{ .image | Quote }}}}
+        name: {{{{ .name | Quote }}}}
         ready: false
         restartCount: 0
         started: false
         state:
-          terminated: {exitCode: 0, reason: Completed, startedAt: {{ $now | Quote }}, finishedAt: {{ $now | Quote }}}
-      {{ end }}
-      phase: Succeeded
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata: {name: bench-pod-fail}
-spec:
-  resourceRef: {apiGroup: v1, kind: Pod}
-  selector:
-    matchExpressions:
-    - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
-    - {key: '.status.phase', operator: In, values: ['Running']}
-    - {key: '.metadata.annotations["bench.t9k-jobs.dev/outcome"]', operator: In, values: ['fail']}
-  next:
-    statusTemplate: |
-      {{ $now := Now }}
-      containerStatuses:
-      {{ range .spec.containers }}
-      - image: {{ .image | Quote }}
-        name: {{ .name | Quote }}
-        ready: false
-        restartCount: 0
-        started: false
-        state:
-          terminated: {exitCode: 137, reason: Error, startedAt: {{ $now | Quote }}, finishedAt: {{ $now | Quote }}}
-      {{ end }}
-      phase: Failed
+          terminated: {{exitCode: {exit_code}, reason: {reason}, startedAt: {{{{ $now | Quote }}}}, finishedAt: {{{{ $now | Quote }}}}}}
+      {{{{ end }}}}
+      phase: {phase}
 """
+
+
+STAGES = "---".join(
+    [outcome_stage("succeed", "Succeeded", 0, "Completed"), outcome_stage("fail", "Failed", 137, "Error")]
+)
 
 
 class Cluster:
@@ -179,9 +162,7 @@ class Cluster:
 
     async def add_nodes(self, client: KubeClient) -> None:
         nodes = Resource("", "v1", "nodes", "Node", namespaced=False)
-        await client.create(
-            Resource("", "v1", "namespaces", "Namespace", False), None, {"metadata": {"name": NS}}
-        )
+        await client.create(NAMESPACES, None, {"metadata": {"name": NS}})
 
         async def one(i: int) -> None:
             await client.create(
@@ -260,23 +241,19 @@ def free_port() -> int:
 class OperatorRun:
     """One operator process; samples its RSS and reads its metrics."""
 
-    def __init__(
-        self, name: str, argv: list[str], metrics_url: str, log: Path, env: dict[str, str] | None = None
-    ):
+    def __init__(self, name: str, argv: list[str], metrics_url: str, ready_url: str, log: Path):
         self.name = name
         self.argv = argv
         self.metrics_url = metrics_url
+        self.ready_url = ready_url
         self.log = log
-        self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
         self.peak_rss = 0
         self._sampler: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         out = open(self.log, "wb")  # noqa: SIM115 - the child keeps it open
-        self.proc = subprocess.Popen(
-            self.argv, stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
-        )
+        self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         self._sampler = asyncio.get_running_loop().create_task(self._sample())
 
     async def _sample(self) -> None:
@@ -353,9 +330,8 @@ def ours(cluster: Cluster, qps: float | None, burst: int | None, workers: int | 
         argv += ["--kube-api-qps", str(qps), "--kube-api-burst", str(burst)]
     if workers is not None:
         argv += ["--workers", str(workers)]
-    run = OperatorRun("t9k-jobs", argv, f"http://127.0.0.1:{port}/metrics", cluster.dir / "t9k-jobs.log")
-    run.ready_url = f"http://127.0.0.1:{port}/readyz"  # type: ignore[attr-defined]
-    return run
+    base = f"http://127.0.0.1:{port}"
+    return OperatorRun("t9k-jobs", argv, f"{base}/metrics", f"{base}/readyz", cluster.dir / "t9k-jobs.log")
 
 
 def theirs(cluster: Cluster, qps: float | None, burst: int | None, workers: int | None) -> OperatorRun:
@@ -368,11 +344,13 @@ def theirs(cluster: Cluster, qps: float | None, burst: int | None, workers: int 
         argv += [f"--kube-api-qps={int(qps)}", f"--kube-api-burst={burst}"]
     if workers is not None:
         argv += [f"--controller-threads={workers}"]
-    run = OperatorRun(
-        "training-operator", argv, f"http://127.0.0.1:{port}/metrics", cluster.dir / "training-operator.log"
+    return OperatorRun(
+        "training-operator",
+        argv,
+        f"http://127.0.0.1:{port}/metrics",
+        f"http://127.0.0.1:{probe}/readyz",
+        cluster.dir / "training-operator.log",
     )
-    run.ready_url = f"http://127.0.0.1:{probe}/readyz"  # type: ignore[attr-defined]
-    return run
 
 
 CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
@@ -380,21 +358,16 @@ CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 
 async def training_operator_prerequisites(client: KubeClient) -> None:
     """Namespace ``kubeflow`` and the (empty) webhook Secret its certificate rotator fills."""
-    ns = Resource("", "v1", "namespaces", "Namespace", False)
-    await client.create(ns, None, {"metadata": {"name": "kubeflow"}})
-    secrets = Resource("", "v1", "secrets", "Secret")
+    await client.create(NAMESPACES, None, {"metadata": {"name": "kubeflow"}})
     await client.create(
-        secrets, "kubeflow", {"metadata": {"name": "training-operator-webhook-cert", "namespace": "kubeflow"}}
+        SECRETS, "kubeflow", {"metadata": {"name": "training-operator-webhook-cert", "namespace": "kubeflow"}}
     )
 
 
 async def copy_webhook_certs(client: KubeClient, stop: asyncio.Event) -> None:
     """The rotator writes the serving cert into the Secret; the operator reads a hard-coded dir."""
-    import base64
-
-    secrets = Resource("", "v1", "secrets", "Secret")
     while not stop.is_set():
-        data = (await client.get(secrets, "kubeflow", "training-operator-webhook-cert")).get("data") or {}
+        data = (await client.get(SECRETS, "kubeflow", "training-operator-webhook-cert")).get("data") or {}
         if "tls.crt" in data and "tls.key" in data:
             CERT_DIR.mkdir(parents=True, exist_ok=True)
             for k in ("tls.crt", "tls.key"):
@@ -478,7 +451,6 @@ class Watch:
     pod_failed: dict[str, float] = field(default_factory=dict)
     job_running: dict[str, float] = field(default_factory=dict)
     job_succeeded: dict[str, float] = field(default_factory=dict)
-    live_pods: set[str] = field(default_factory=set)
     last_event: float = 0.0
 
     async def quiet(self, seconds: float, timeout: float) -> None:
@@ -490,10 +462,8 @@ class Watch:
         self.last_event = now
         name = key[1]
         if new is None:
-            self.live_pods.discard(name)
             return
         uid, phase = new
-        self.live_pods.add(name)
         if name not in self.pod_first_seen:
             self.pod_first_seen[name] = now
             self.pod_uid[name] = uid
@@ -573,10 +543,8 @@ async def annotate(client: KubeClient, names: list[str], outcome: str) -> None:
     await asyncio.gather(*(one(n) for n in names))
 
 
-def pod_names(system: str, i: int) -> tuple[str, str]:
-    """(master pod, the worker that fails) of job ``i``."""
-    if system == "t9k-jobs":
-        return f"job-{i}-master-0", f"job-{i}-worker-1"
+def pod_names(i: int) -> tuple[str, str]:
+    """(master pod, the worker that fails) of job ``i``: both operators name pods alike."""
     return f"job-{i}-master-0", f"job-{i}-worker-1"
 
 
@@ -625,7 +593,7 @@ async def run_operator(
             op = theirs(cluster, qps, burst, workers)
             op.start()
             await asyncio.wait_for(copy_webhook_certs(client, asyncio.Event()), 120)
-        await op.wait_ready(op.ready_url)  # type: ignore[attr-defined]
+        await op.wait_ready(op.ready_url)
 
         make = t9k_job if system == "t9k-jobs" else kf_job
         sem = asyncio.Semaphore(32)
@@ -643,7 +611,7 @@ async def run_operator(
         res.running_s = max(watch.job_running.values()) - t0
 
         # A worker of every job fails (exit 137): time to its replacement pod.
-        failing = [pod_names(system, i)[1] for i in range(n)]
+        failing = [pod_names(i)[1] for i in range(n)]
         await until(
             lambda: all((pods_inf.get(NS, p) or ("", ""))[1] == "Running" for p in failing),
             timeout,
@@ -662,7 +630,7 @@ async def run_operator(
             "replacements Running",
         )
         await watch.quiet(3.0, timeout)
-        masters = [pod_names(system, i)[0] for i in range(n)]
+        masters = [pod_names(i)[0] for i in range(n)]
         await annotate(client, masters, "succeed")
         await until(lambda: len(watch.job_succeeded) >= n, timeout, f"{n} jobs Succeeded")
         lat = [

@@ -63,7 +63,7 @@ async def soak(minutes: float, in_flight: int, out: Path) -> int:
         )
         tasks = [asyncio.create_task(jobs_inf.run()), asyncio.create_task(pods_inf.run())]
         op.start()
-        await op.wait_ready(op.ready_url)  # type: ignore[attr-defined]
+        await op.wait_ready(op.ready_url)
         start = time.monotonic()
         end = start + minutes * 60
         next_sample = start
@@ -93,7 +93,9 @@ async def soak(minutes: float, in_flight: int, out: Path) -> int:
                 samples.append((now - start, op.rss() / 2**20))
                 next_sample = now + 5
             await asyncio.sleep(0.2)
-        out.write_text(json.dumps({"samples": samples, "jobs_created": created, "note": "churn done, draining"}))
+        out.write_text(
+            json.dumps({"samples": samples, "jobs_created": created, "note": "churn done, draining"})
+        )
         # Drain: finish the jobs in flight, then everything must go away.
         await until(
             lambda: all(phases.get(n) in ("Running", "Succeeded") for n in live),

@@ -250,8 +250,7 @@ def test_the_cli_accepts_the_deployments_arguments() -> None:
 
     group = typer.main.get_command(cli.app)
     command = getattr(group, "commands", {}).get("operator")
-    if command is None:
-        pytest.skip("the CLI has no operator command yet")
+    assert command is not None, "t9k-jobs has an operator command"
     c = container()
     argv = [*c["command"], *c["args"]]
     assert argv[:2] == ["t9k-jobs", "operator"]

@@ -377,18 +377,17 @@ class Controller:
                 message = "; ".join(exc.errors)[:1000]
                 log.warning("%s does not validate: %s", key, message)
                 self._emit_event(raw, "Warning", "InvalidSpec", f"the job does not validate: {message}")
-            kind = key.split("/", 1)[0]
-            metrics.INVALID_JOBS.labels(kind=kind).set(
-                len([k for k in self._invalid if k.startswith(kind + "/")])
-            )
+            self._count_invalid(key)
             return None
         if self._invalid.pop(key, None) is not None:
-            kind = key.split("/", 1)[0]
-            metrics.INVALID_JOBS.labels(kind=kind).set(
-                len([k for k in self._invalid if k.startswith(kind + "/")])
-            )
+            self._count_invalid(key)
         self._parsed[key] = (rv, job)
         return job
+
+    def _count_invalid(self, key: str) -> None:
+        """Set the invalid-jobs gauge of ``key``'s kind."""
+        kind = key.split("/", 1)[0]
+        metrics.INVALID_JOBS.labels(kind=kind).set(sum(1 for k in self._invalid if k.startswith(kind + "/")))
 
     async def _carry_out(self, key: str, job: Job, raw: dict[str, Any], plan: Plan) -> list[Exception]:
         errors: list[Exception] = []
