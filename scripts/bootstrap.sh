@@ -18,9 +18,20 @@ if [ ! -x "$venv/bin/python" ]; then
   "$venv/bin/python" -m pip install -q --upgrade pip >&2
 fi
 stamp="$venv/.installed-$extras-$(cat "$root/pyproject.toml" | sha256sum | cut -c1-16)-$(echo "$root" | sha256sum | cut -c1-8)"
-if [ ! -f "$stamp" ]; then
+# The venv is shared by every checkout on the machine: another clone's install repoints the
+# editable t9k_jobs at itself, so the stamp alone is not trusted; the import must resolve here.
+installed_here() {
+  "$venv/bin/python" - "$root" <<'PY' 2>/dev/null
+import os, sys
+import t9k_jobs
+here = os.path.realpath(os.path.join(sys.argv[1], "src", "t9k_jobs"))
+sys.exit(0 if os.path.realpath(os.path.dirname(t9k_jobs.__file__)) == here else 1)
+PY
+}
+if [ ! -f "$stamp" ] || ! installed_here; then
   echo "installing t9k-jobs[$extras] into $venv (first run downloads torch; later runs reuse it)" >&2
   "$venv/bin/python" -m pip install -q -e "$root[$extras]" >&2
-  rm -f "$venv"/.installed-"$extras"-* && touch "$stamp"
+  # An install for one checkout invalidates the stamps of every other one.
+  rm -f "$venv"/.installed-* && touch "$stamp"
 fi
 echo "$venv/bin"
