@@ -774,6 +774,7 @@ def main() -> int:
         args.profile.mkdir(parents=True, exist_ok=True)
         PROFILE_DIR = args.profile
     bin_dir, peers = build("build.sh"), build("build-peers.sh")
+    machine = f"{platform.node()}: {os.cpu_count()} CPUs, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, Python {platform.python_version()}"
     results: list[Result] = []
     runs = []
     for n in args.jobs:
@@ -797,10 +798,12 @@ def main() -> int:
             shutil.rmtree(work, ignore_errors=True)
         else:
             print(f"  logs kept in {work}", flush=True)
-    machine = f"{platform.node()}: {os.cpu_count()} CPUs, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, Python {platform.python_version()}"
-    args.out.write_text(
-        json.dumps({"machine": machine, "argv": sys.argv, "results": [asdict(r) for r in results]}, indent=1)
-    )
+        # Written after every run: a long run cut short keeps what it measured.
+        args.out.write_text(
+            json.dumps(
+                {"machine": machine, "argv": sys.argv, "results": [asdict(r) for r in results]}, indent=1
+            )
+        )
     print(machine)
     print(table(results))
     return 0 if all(not r.error for r in results) else 1
