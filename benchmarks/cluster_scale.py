@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import base64
 import json
+import math
 import os
 import platform
 import shutil
@@ -740,11 +741,16 @@ def table(results: list[Result]) -> str:
                 ratio_ceiling = f"{r.pods_s / ceil.pods_s:.2f}"
         err = f" ({r.error})" if r.error else ""
         lines.append(
-            f"| {r.jobs} | {r.limits} | {r.system}{err} | {r.pods_s:.1f} | {r.running_s:.1f} | "
-            f"{r.succeed_p50_s:.2f} / {r.succeed_p99_s:.2f} | {r.replace_p50_s:.2f} / {r.replace_p99_s:.2f} | "
-            f"{r.peak_rss_mib:.0f} | {r.cpu_s:.1f} | {req} | {ratio_theirs} | {ratio_p99} | {ratio_ceiling} |"
+            f"| {r.jobs} | {r.limits} | {r.system}{err} | {num(r.pods_s, 1)} | {num(r.running_s, 1)} | "
+            f"{num(r.succeed_p50_s)} / {num(r.succeed_p99_s)} | {num(r.replace_p50_s)} / {num(r.replace_p99_s)} | "
+            f"{num(r.peak_rss_mib, 0)} | {num(r.cpu_s, 1)} | {req} | {ratio_theirs} | {ratio_p99} | {ratio_ceiling} |"
         )
     return "\n".join(lines)
+
+
+def num(x: float, digits: int = 2) -> str:
+    """``x`` with ``digits`` decimals; a dash for what a run does not measure (NaN)."""
+    return "–" if math.isnan(x) else f"{x:.{digits}f}"
 
 
 def main() -> int:
