@@ -175,7 +175,6 @@ def test_exact_cluster_role() -> None:
         ("", "events"): {"create", "patch"},
         ("scheduler.tensorstack.dev", "podgroups"): children,
         ("tensorstack.dev", "tensorboards"): children,
-        ("apiextensions.k8s.io", "customresourcedefinitions"): {"get", "list"},
     }
     assert granted == expected
     assert ("", "pods/status") not in granted and ("", "pods/exec") not in granted

@@ -451,6 +451,11 @@ class Controller:
             if exc.status == 409:
                 # Exists already (our cache is behind, or someone else's object has the name).
                 return
+            if namespace_terminating(exc):
+                # The namespace is being deleted, and the job with it: every later create would be
+                # refused too, so this is no failure to retry (client-go's controllers do the same).
+                log.debug("%s: not creating %s %s: namespace %s is terminating", key, kind, name, job.namespace)
+                return
             self._emit_event(
                 raw, "Warning", f"FailedCreate{kind}", f"cannot create {kind.lower()} {name}: {exc.message}"
             )
@@ -533,6 +538,16 @@ class Controller:
         if self._background:
             await asyncio.wait(self._background, timeout=5)
         await self.events_client.close()
+
+
+def namespace_terminating(exc: ApiError) -> bool:
+    """Whether ``exc`` is the API server refusing a create because the namespace is being deleted.
+
+    The answer is 403 Forbidden with the status cause ``NamespaceTerminating`` (core/v1
+    ``NamespaceTerminatingCause``).
+    """
+    causes = (exc.body.get("details") or {}).get("causes") or []
+    return exc.status == 403 and any(c.get("reason") == "NamespaceTerminating" for c in causes)
 
 
 def _urgent(new: Child | None, old: Child | None) -> bool:

@@ -26,7 +26,7 @@ from ..api.common import GROUP
 from ..api.crd import crd_for
 from ..api.kinds import KINDS
 from ..render import to_yaml
-from .client import CONFIGMAPS, CRDS, EVENTS, LEASES, PODGROUPS, PODS, SECRETS, SERVICES, TENSORBOARDS
+from .client import CONFIGMAPS, EVENTS, LEASES, PODGROUPS, PODS, SECRETS, SERVICES, TENSORBOARDS
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -147,10 +147,8 @@ def cluster_role() -> dict[str, Any]:
         # (gang scheduling) and the TensorBoard of a PyTorchTrainingJob's tensorboardSpec.
         _rule(PODGROUPS.group, [PODGROUPS.plural], list(_CHILD_VERBS)),
         _rule(TENSORBOARDS.group, [TENSORBOARDS.plural], list(_CHILD_VERBS)),
-        # Discovery of the optional kinds above: is the PodGroup / TensorBoard CRD installed,
-        # which versions does it serve, is it Established? Read-only. (The /apis discovery
-        # documents need no grant; this rule is for reading the CRD objects themselves.)
-        _rule(CRDS.group, [CRDS.plural], ["get", "list"]),
+        # Whether the optional kinds are served is read from the discovery documents
+        # (/apis/<group>/<version>), which every authenticated client may read: no rule.
     ]
     return {"apiVersion": _RBAC, "kind": "ClusterRole", "metadata": _meta(NAME), "rules": rules}
 
