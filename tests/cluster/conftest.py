@@ -1,7 +1,7 @@
 """Fixtures for the tests against a real control plane (etcd, kube-apiserver, kube-controller-manager).
 
 The binaries come from ``tools/controlplane/build.sh`` (built once, cached; needs Go). The build runs
-after collection, when cluster tests are selected, so that a cold build (about 30 minutes) is not
+after collection, when cluster tests are selected, so that a cold build (about 8 minutes on 2 cores) is not
 counted against a test's timeout; ``scripts/test.sh`` runs it even earlier.
 
 Fixtures:

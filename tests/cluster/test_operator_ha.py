@@ -6,6 +6,7 @@ import signal
 import time
 
 from .kube import Kube, job_path, pod_path
+from .netcut import ThreadedNetCut
 from .operator_proc import OperatorProcess
 from .test_operator import pods, pytorch, status
 
@@ -123,3 +124,54 @@ def test_clean_shutdown_releases_the_lease(kube: Kube, namespace: str, control_p
         )
     finally:
         b.stop()
+
+
+def test_network_partition_short_is_ridden_out_long_gives_up_the_lease(
+    kube: Kube, namespace: str, control_plane, tmp_path
+) -> None:
+    """Cut the operator off the API server (a TCP relay it talks through stops relaying).
+
+    Shorter than the renew deadline (10 s): it keeps the Lease, reconnects its watches and acts
+    on what happened meanwhile. Longer: it must stop acting and exit 1, as client-go's leader
+    elector does, so that its Deployment restarts it and no two leaders ever act at once.
+    """
+    ns = namespace
+    net = ThreadedNetCut(("127.0.0.1", int(control_plane.server.rsplit(":", 1)[1])))
+    kubeconfig = net.kubeconfig(control_plane.kubeconfig, tmp_path / "kubeconfig")
+    common = ["-n", ns, "--lease-namespace", ns, "--lease-name", "t9k-jobs-partition"]
+    op = OperatorProcess(kubeconfig, tmp_path / "op.log", *common, "--identity", "op").start()
+    try:
+        kube.wait_for(lambda: "standby" not in op.http("/readyz")[1], timeout=30, what="leadership")
+        kube.create(job_path(ns, "PyTorchTrainingJob"), pytorch("a", ns, workers=2))
+        kube.wait_for(lambda: len(pods(kube, ns, "a")) == 3, what="pods of a")
+        for name in pods(kube, ns, "a"):
+            kube.set_pod_phase(ns, name, "Running")
+        kube.wait_for(lambda: status(kube, ns, "PyTorchTrainingJob", "a").get("phase") == "Running")
+        failed_uid = pods(kube, ns, "a")["a-worker-1"]["metadata"]["uid"]
+
+        net.cut()
+        kube.set_pod_phase(ns, "a-worker-1", "Failed", exit_code=1)  # OnFailure: to be replaced
+        kube.create(job_path(ns, "PyTorchTrainingJob"), pytorch("b", ns, workers=1))
+        time.sleep(4)
+        assert not pods(kube, ns, "b"), "nothing can be created through a cut link"
+        net.mend()
+
+        kube.wait_for(lambda: len(pods(kube, ns, "b")) == 2, timeout=30, what="pods of b after the cut")
+        kube.wait_for(
+            lambda: (p := pods(kube, ns, "a").get("a-worker-1")) and p["metadata"]["uid"] != failed_uid,
+            timeout=30,
+            what="a-worker-1 replaced after the cut",
+        )
+        assert op.proc is not None and op.proc.poll() is None, f"exited after a short cut:\n{op.tail()}"
+        assert "standby" not in op.http("/readyz")[1], "a short cut must not cost the Lease"
+
+        net.cut()
+        try:
+            code = op.proc.wait(30)
+        finally:
+            net.mend()
+        assert code == 1, f"exit code {code} after losing the Lease:\n{op.tail()}"
+        assert len(pods(kube, ns, "b")) == 2 and len(pods(kube, ns, "a")) == 3, "nothing acted on blind"
+    finally:
+        op.stop()
+        net.close()

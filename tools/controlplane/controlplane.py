@@ -129,7 +129,8 @@ def _alive(pid: int, name: str) -> bool:
 class ControlPlane:
     """The control plane in ``dir``; ``start()`` brings it up, ``stop()`` (also usable on a plane started
     by another process) tears it down. After ``start()``: ``kubeconfig`` (path), ``server`` (URL),
-    ``token`` (admin bearer token), ``ca_file`` (CA of the serving certificate), ``bin_dir``."""
+    ``token`` (admin bearer token), ``ca_file`` (CA of the serving certificate), ``bin_dir``,
+    ``etcd_url`` (etcd's plain-HTTP client URL, for tests that compact or inspect the store)."""
 
     def __init__(
         self,
@@ -151,7 +152,7 @@ class ControlPlane:
         self.crds = [Path(c).resolve() for c in crds]
         self.kubeconfig = self.dir / "kubeconfig"
         self.ca_file = self.dir / "pki" / "ca.crt"
-        self.server = self.token = ""
+        self.server = self.token = self.etcd_url = ""
         self._procs: dict[str, subprocess.Popen] = {}
 
     # -- starting ---------------------------------------------------------------------------------
@@ -171,7 +172,7 @@ class ControlPlane:
         self.server = f"https://127.0.0.1:{api_port}"
         self._write_kubeconfig()
         try:
-            etcd = f"http://127.0.0.1:{ec_port}"
+            etcd = self.etcd_url = f"http://127.0.0.1:{ec_port}"
             peer = f"http://127.0.0.1:{peer_port}"
             self._spawn(
                 "etcd",

@@ -23,6 +23,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
+
 from ..api import Job, ManifestError, parse_job
 from ..api.kinds import KINDS
 from ..engine import ContainerState, Observed, ObservedPod, Plan, materialize, reconcile, rfc3339
@@ -294,8 +296,10 @@ class Controller:
             except Exception as exc:
                 result = "error"
                 metrics.RECONCILE_ERRORS.labels(controller=metrics.CONTROLLER).inc()
-                if isinstance(exc, ApiError):
-                    log.warning("reconcile %s: %s", key, exc)
+                if isinstance(exc, (ApiError, aiohttp.ClientError, OSError, TimeoutError)):
+                    # The API server said no, or could not be reached: retried with backoff; a
+                    # traceback would add nothing.
+                    log.warning("reconcile %s: %s: %s", key, type(exc).__name__, exc)
                 else:
                     log.exception("reconcile %s failed", key)
                 self.queue.add_rate_limited(key)
@@ -454,7 +458,9 @@ class Controller:
             if namespace_terminating(exc):
                 # The namespace is being deleted, and the job with it: every later create would be
                 # refused too, so this is no failure to retry (client-go's controllers do the same).
-                log.debug("%s: not creating %s %s: namespace %s is terminating", key, kind, name, job.namespace)
+                log.debug(
+                    "%s: not creating %s %s: namespace %s is terminating", key, kind, name, job.namespace
+                )
                 return
             self._emit_event(
                 raw, "Warning", f"FailedCreate{kind}", f"cannot create {kind.lower()} {name}: {exc.message}"

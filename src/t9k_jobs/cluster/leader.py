@@ -7,14 +7,21 @@ the record change); the leader renews every ``retry_period`` seconds and gives u
 could not renew within ``renew_deadline``. Defaults follow controller-runtime: 15 s, 10 s, 2 s.
 
 What we add: :func:`release`, which clears the holder on a clean shutdown so a standby takes
-over at its next retry instead of waiting out the lease (client-go's ``ReleaseOnCancel``).
+over at its next retry instead of waiting out the lease (client-go's ``ReleaseOnCancel``); and
+a Lease lock for which an unreachable API server is a failed attempt, as in client-go, not an
+exception (kubernetes_asyncio's lock catches only API errors, so a refused connection during a
+renew would end the elector, and the operator with it, at once).
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable
 
+import aiohttp
+from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
@@ -56,7 +63,8 @@ async def lead(
         log.warning("%s lost the lease %s/%s", identity, namespace, name)
         await on_stopped()
 
-    lock = LeaseLock(name, namespace, identity, client.api_client)
+    lock = _TolerantLeaseLock(name, namespace, identity, client.api_client)
+    lock.call_timeout = renew_deadline / 2
     config = electionconfig.Config(
         lock,
         lease_duration=lease_duration,
@@ -66,6 +74,43 @@ async def lead(
         onstopped_leading=stopped,
     )
     await leaderelection.LeaderElection(config).run()
+
+
+class _TolerantLeaseLock(LeaseLock):
+    """A :class:`LeaseLock` whose calls report a transport failure (connection refused or reset,
+    no answer within ``call_timeout`` seconds) as a failed attempt; the elector then retries
+    every retry period until its renew deadline, and only then gives leadership up."""
+
+    call_timeout: float = 5.0
+
+    async def get(self, name: str, namespace: str):  # type: ignore[override]
+        try:
+            return await asyncio.wait_for(super().get(name, namespace), self.call_timeout)
+        except (OSError, TimeoutError, aiohttp.ClientError) as exc:
+            _log_unreachable("read", namespace, name, exc)
+            # The elector reads the code from the exception's JSON body; anything but 404 means
+            # "could not read the lock": a failed attempt.
+            failure = ApiException(status=503, reason="ServiceUnavailable")
+            failure.body = json.dumps({"code": 503, "message": str(exc)})
+            return False, failure
+
+    async def create(self, name: str, namespace: str, election_record) -> bool:  # type: ignore[override]
+        try:
+            return await asyncio.wait_for(super().create(name, namespace, election_record), self.call_timeout)
+        except (OSError, TimeoutError, aiohttp.ClientError) as exc:
+            _log_unreachable("create", namespace, name, exc)
+            return False
+
+    async def update(self, name: str, namespace: str, updated_record) -> bool:  # type: ignore[override]
+        try:
+            return await asyncio.wait_for(super().update(name, namespace, updated_record), self.call_timeout)
+        except (OSError, TimeoutError, aiohttp.ClientError) as exc:
+            _log_unreachable("update", namespace, name, exc)
+            return False
+
+
+def _log_unreachable(verb: str, namespace: str, name: str, exc: BaseException) -> None:
+    log.warning("cannot %s the lease %s/%s: %s: %s", verb, namespace, name, type(exc).__name__, exc)
 
 
 async def release(client: KubeClient, name: str, namespace: str, identity: str) -> None:
