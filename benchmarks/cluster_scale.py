@@ -787,12 +787,18 @@ def main() -> int:
         "--profile", type=Path, help="sample t9k-jobs' operator with py-spy; collapsed stacks go here"
     )
     ap.add_argument(
-        "--report", type=Path, nargs="+", help="print the table of earlier results files and exit"
+        "--report",
+        type=Path,
+        nargs="+",
+        help="print the table of each earlier results file (ratios within one file, one run) and exit",
     )
     args = ap.parse_args()
     if args.report:
-        loaded = [Result(**r) for f in args.report for r in json.loads(f.read_text())["results"]]
-        print(table(loaded))
+        for i, f in enumerate(args.report):
+            data = json.loads(f.read_text())
+            if len(args.report) > 1:
+                print(("\n" if i else "") + f"{f} ({' '.join(data['argv'][1:])}):\n")
+            print(table([Result(**r) for r in data["results"]]))
         return 0
     global PROFILE_DIR
     if args.profile:
