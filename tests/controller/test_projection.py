@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from t9k_jobs.cluster.controller import CHILD_SELECTOR, job_key, project_child
 from t9k_jobs.engine import ContainerState
 
@@ -92,3 +94,35 @@ def test_urgent_changes_are_ends_and_disappearances():
     assert not _urgent(failed, failed), "an ended pod that changes again is not news"
     svc = replace(running, kind="Service", pod=None)
     assert not _urgent(None, svc)
+
+
+def test_child_index_forgets_a_job_once_its_last_child_is_gone():
+    """The per-job child index must not keep an entry for every job ever seen (soak growth)."""
+    from kubernetes_asyncio.client import ApiClient, Configuration
+
+    from t9k_jobs.cluster.client import KubeClient
+    from t9k_jobs.cluster.controller import Controller
+
+    async def go() -> None:
+        conf = Configuration(host="https://127.0.0.1:1")  # never contacted: bookkeeping only
+        client = KubeClient(ApiClient(conf))
+        try:
+            ctl = Controller(client, None, 1)
+            owner = job_key("PyTorchTrainingJob", "ns", "j")
+            first = project_child(pod())
+            second = project_child(
+                {**pod(), "metadata": {**pod()["metadata"], "name": "j-worker-3", "uid": "u2"}}
+            )
+            for c in (first, second):
+                ctl._on_child("ADDED", ("ns", c.name), c, None)
+            assert set(ctl._children[owner]) == {("Pod", "j-worker-2"), ("Pod", "j-worker-3")}
+            ctl._on_child("DELETED", ("ns", first.name), None, first)
+            assert set(ctl._children[owner]) == {("Pod", "j-worker-3")}
+            ctl._on_child("DELETED", ("ns", second.name), None, second)
+            assert owner not in ctl._children
+            ctl.queue.shut_down()
+            await ctl.events_client.close()
+        finally:
+            await client.close()
+
+    asyncio.run(go())

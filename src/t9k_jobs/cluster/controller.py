@@ -242,12 +242,12 @@ class Controller:
         c = new if new is not None else old
         assert c is not None
         if old is not None and old.owner and (new is None or new.owner != old.owner):
-            self._children.get(old.owner, {}).pop((old.kind, old.name), None)
+            self._forget_child(old)
         if not c.owner:
             return
         child_id = f"{c.kind}/{c.name}"
         if new is None:
-            self._children.get(c.owner, {}).pop((c.kind, c.name), None)
+            self._forget_child(c)
             self.expectations.observed_delete(c.owner, child_id)
         else:
             self._children.setdefault(c.owner, {})[(c.kind, c.name)] = new
@@ -258,6 +258,15 @@ class Controller:
             self.queue.add(c.owner)
         else:
             self.queue.add_after(c.owner, self.batch_period)
+
+    def _forget_child(self, c: Child) -> None:
+        """Drop ``c`` from its job's index, and the job's entry once it has no children left
+        (else every job ever seen would keep an empty entry: the soak showed the growth)."""
+        children = self._children.get(c.owner)
+        if children is not None:
+            children.pop((c.kind, c.name), None)
+            if not children:
+                del self._children[c.owner]
 
     def _set_phase(self, jkey: str, phase: str | None) -> None:
         old = self._phases.pop(jkey, None)
