@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import fcntl
 import json
 import math
 import os
@@ -242,12 +243,9 @@ def free_port() -> int:
 class OperatorRun:
     """One operator process; samples its RSS and reads its metrics."""
 
-    def __init__(
-        self, name: str, argv: list[str], metrics_url: str, ready_url: str, log: Path, env: dict | None = None
-    ):
+    def __init__(self, name: str, argv: list[str], metrics_url: str, ready_url: str, log: Path):
         self.name = name
         self.argv = argv
-        self.env = env
         self.metrics_url = metrics_url
         self.ready_url = ready_url
         self.log = log
@@ -257,10 +255,7 @@ class OperatorRun:
 
     def start(self) -> None:
         out = open(self.log, "wb")  # noqa: SIM115 - the child keeps it open
-        env = {**os.environ, **self.env} if self.env else None
-        self.proc = subprocess.Popen(
-            self.argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env
-        )
+        self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         self._sampler = asyncio.get_running_loop().create_task(self._sample())
 
     async def _sample(self) -> None:
@@ -351,21 +346,21 @@ def theirs(cluster: Cluster, qps: float | None, burst: int | None, workers: int 
         argv += [f"--kube-api-qps={int(qps)}", f"--kube-api-burst={burst}"]
     if workers is not None:
         argv += [f"--controller-threads={workers}"]
-    # controller-runtime serves the webhook from $TMPDIR/k8s-webhook-server/serving-certs: one
-    # TMPDIR per cluster keeps two runs on one host from serving each other's certificate.
     return OperatorRun(
         "training-operator",
         argv,
         f"http://127.0.0.1:{port}/metrics",
         f"http://127.0.0.1:{probe}/readyz",
         cluster.dir / "training-operator.log",
-        env={"TMPDIR": str(cluster.dir / "tmp")},
     )
 
 
-def cert_dir(cluster: Cluster) -> Path:
-    """Where the training operator (run with TMPDIR under the cluster's dir) reads its webhook certificate."""
-    return cluster.dir / "tmp" / "k8s-webhook-server" / "serving-certs"
+# The training operator's certificate rotator waits for its files in this fixed directory
+# (pkg/cert of v1.9.3) before it serves the webhook; out of cluster nothing mounts them there,
+# so the benchmark copies them from the Secret the rotator fills. One fixed directory per host:
+# CERT_LOCK keeps two benchmark processes from running the training operator at the same time.
+CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+CERT_LOCK = Path("/tmp/k8s-webhook-server.lock")
 
 
 async def training_operator_prerequisites(client: KubeClient) -> None:
@@ -582,6 +577,7 @@ async def run_operator(
     cluster = Cluster(work, bin_dir, peers, crds)
     cluster.start()
     op: OperatorRun | None = None
+    lock = None
     client = await KubeClient.from_config(cluster.cp.kubeconfig, qps=0, burst=1)
     tasks: list[asyncio.Task[Any]] = []
     try:
@@ -606,9 +602,12 @@ async def run_operator(
                 tasks.append(asyncio.create_task(_profile(op, out)))
         else:
             await training_operator_prerequisites(client)
+            lock = open(CERT_LOCK, "w")  # noqa: SIM115, ASYNC230 - held until this run ends
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            shutil.rmtree(CERT_DIR, ignore_errors=True)  # stale files would let it start too early
             op = theirs(cluster, qps, burst, workers)
             op.start()
-            await asyncio.wait_for(copy_webhook_certs(client, cert_dir(cluster)), 120)
+            await asyncio.wait_for(copy_webhook_certs(client, CERT_DIR), 120)
         await op.wait_ready(op.ready_url)
 
         make = t9k_job if system == "t9k-jobs" else kf_job
@@ -672,6 +671,8 @@ async def run_operator(
         await asyncio.gather(*tasks, return_exceptions=True)
         if op is not None:
             op.stop()
+        if lock is not None:
+            lock.close()  # releases the flock
         await client.close()
         cluster.stop()
     return res
