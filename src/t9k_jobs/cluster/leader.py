@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -84,33 +85,29 @@ class _TolerantLeaseLock(LeaseLock):
     call_timeout: float = 5.0
 
     async def get(self, name: str, namespace: str):  # type: ignore[override]
-        try:
-            return await asyncio.wait_for(super().get(name, namespace), self.call_timeout)
-        except (OSError, TimeoutError, aiohttp.ClientError) as exc:
-            _log_unreachable("read", namespace, name, exc)
-            # The elector reads the code from the exception's JSON body; anything but 404 means
-            # "could not read the lock": a failed attempt.
-            failure = ApiException(status=503, reason="ServiceUnavailable")
-            failure.body = json.dumps({"code": 503, "message": str(exc)})
-            return False, failure
+        # The elector reads the code from the exception's JSON body; anything but 404 means
+        # "could not read the lock": a failed attempt.
+        failure = ApiException(status=503, reason="ServiceUnavailable")
+        failure.body = json.dumps({"code": 503, "message": "the API server cannot be reached"})
+        return await self._attempt("read", namespace, name, super().get(name, namespace), (False, failure))
 
     async def create(self, name: str, namespace: str, election_record) -> bool:  # type: ignore[override]
-        try:
-            return await asyncio.wait_for(super().create(name, namespace, election_record), self.call_timeout)
-        except (OSError, TimeoutError, aiohttp.ClientError) as exc:
-            _log_unreachable("create", namespace, name, exc)
-            return False
+        return await self._attempt(
+            "create", namespace, name, super().create(name, namespace, election_record), False
+        )
 
     async def update(self, name: str, namespace: str, updated_record) -> bool:  # type: ignore[override]
+        return await self._attempt(
+            "update", namespace, name, super().update(name, namespace, updated_record), False
+        )
+
+    async def _attempt(self, verb: str, namespace: str, name: str, call: Awaitable[Any], failed: Any) -> Any:
+        """``await call`` within ``call_timeout`` seconds; ``failed`` when the server is unreachable."""
         try:
-            return await asyncio.wait_for(super().update(name, namespace, updated_record), self.call_timeout)
+            return await asyncio.wait_for(call, self.call_timeout)
         except (OSError, TimeoutError, aiohttp.ClientError) as exc:
-            _log_unreachable("update", namespace, name, exc)
-            return False
-
-
-def _log_unreachable(verb: str, namespace: str, name: str, exc: BaseException) -> None:
-    log.warning("cannot %s the lease %s/%s: %s: %s", verb, namespace, name, type(exc).__name__, exc)
+            log.warning("cannot %s the lease %s/%s: %s: %s", verb, namespace, name, type(exc).__name__, exc)
+            return failed
 
 
 async def release(client: KubeClient, name: str, namespace: str, identity: str) -> None:
