@@ -12,16 +12,17 @@ import asyncio
 import contextlib
 import re
 import threading
+import urllib.parse
 from pathlib import Path
 
 
 class NetCut:
-    """Relay ``127.0.0.1:<port>`` to ``target`` (``host``, ``port``); start with :meth:`start`."""
+    """Relay ``127.0.0.1:<port>`` to the API server at URL ``server``; start with :meth:`start`."""
 
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
+    def __init__(self, server: str) -> None:
+        url = urllib.parse.urlsplit(server)
+        self.target = (url.hostname, url.port)
         self.port = 0
-        self.connections = 0  # accepted so far
         self._server: asyncio.base_events.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
 
@@ -34,7 +35,6 @@ class NetCut:
         self._server = await asyncio.start_server(self._relay, "127.0.0.1", self.port, reuse_address=True)
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
         self._open.add(writer)
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.target)
@@ -87,11 +87,11 @@ class NetCut:
 class ThreadedNetCut:
     """A :class:`NetCut` on its own event loop thread, for synchronous tests; same methods, blocking."""
 
-    def __init__(self, target: tuple[str, int]) -> None:
+    def __init__(self, server: str) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="netcut", daemon=True)
         self._thread.start()
-        self.net = self._call(NetCut(target).start())
+        self.net = self._call(NetCut(server).start())
 
     def _call(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(10)

@@ -79,6 +79,11 @@ class OperatorProcess:
             time.sleep(0.1)
         raise AssertionError(f"operator not ready after {timeout} s ({last}):\n{self.tail()}")
 
+    def leading(self) -> bool:
+        """Whether /readyz answers ready as the leader (not as a standby)."""
+        code, body = self.http("/readyz")
+        return code == 200 and "leader" in body and "standby" not in body
+
     def metric(self, name: str, **labels: str) -> float:
         """Sum of the samples of ``name`` whose labels include ``labels``."""
         _, text = self.http("/metrics")

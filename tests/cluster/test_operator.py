@@ -116,6 +116,15 @@ def wait_pods(kube: Kube, ns: str, job: str, count: int, op: OperatorProcess, ti
         raise AssertionError(f"{exc}\noperator log:\n{op.tail()}") from None
 
 
+def wait_replaced(kube: Kube, ns: str, job: str, pod: str, old_uid: str, timeout: float = 30) -> dict:
+    """Wait until pod ``pod`` of ``job`` exists again with a uid other than ``old_uid``; return it."""
+    return kube.wait_for(
+        lambda: (p := pods(kube, ns, job).get(pod)) and p["metadata"]["uid"] != old_uid and p,
+        timeout=timeout,
+        what=f"{pod} replaced",
+    )
+
+
 def run_all(kube: Kube, ns: str, job: str) -> None:
     for name in pods(kube, ns, job):
         kube.set_pod_phase(ns, name, "Running")
@@ -259,11 +268,7 @@ def test_pytorch_runs_restarts_and_succeeds(kube: Kube, namespace: str, operator
 
     # A worker fails with exit code 1: OnFailure restarts it (a new pod, same name).
     kube.set_pod_phase(ns, "ddp-worker-1", "Failed", exit_code=1)
-    old_uid = first["ddp-worker-1"]["metadata"]["uid"]
-    kube.wait_for(
-        lambda: (p := pods(kube, ns, name).get("ddp-worker-1")) and p["metadata"]["uid"] != old_uid,
-        what="worker-1 recreated",
-    )
+    wait_replaced(kube, ns, name, "ddp-worker-1", first["ddp-worker-1"]["metadata"]["uid"])
     st = kube.wait_for(
         lambda: (s := status(kube, ns, "PyTorchTrainingJob", name)).get("backoffCount") == 1 and s
     )
@@ -430,13 +435,7 @@ def test_pod_deleted_by_someone_else_is_replaced(
     run_all(kube, ns, name)
     wait_phase(kube, ns, "PyTorchTrainingJob", name, "Running", operator)
     kube.delete(pod_path(ns, "victim-worker-0"))
-    kube.wait_for(
-        lambda: (
-            (p := pods(kube, ns, name).get("victim-worker-0"))
-            and p["metadata"]["uid"] != first["victim-worker-0"]["metadata"]["uid"]
-        ),
-        what="deleted worker recreated",
-    )
+    wait_replaced(kube, ns, name, "victim-worker-0", first["victim-worker-0"]["metadata"]["uid"])
     assert "ReplicaDeleted" in kube.wait_for(lambda: reasons(kube, ns, name) & {"ReplicaDeleted"})
 
 

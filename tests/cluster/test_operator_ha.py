@@ -8,7 +8,7 @@ import time
 from .kube import Kube, job_path, pod_path
 from .netcut import ThreadedNetCut
 from .operator_proc import OperatorProcess
-from .test_operator import pods, pytorch, status
+from .test_operator import pods, pytorch, status, wait_replaced
 
 JOBS = 24
 REPLICAS = 4  # one master, three workers
@@ -80,9 +80,7 @@ def test_leader_election_takeover(kube: Kube, namespace: str, control_plane, tmp
     ns = namespace
     common = ["-n", ns, "--lease-namespace", ns, "--lease-name", "t9k-jobs-test"]
     a = OperatorProcess(control_plane.kubeconfig, tmp_path / "a.log", *common, "--identity", "op-a").start()
-    kube.wait_for(
-        lambda: "leader" in a.http("/readyz")[1] and "standby" not in a.http("/readyz")[1], timeout=30
-    )
+    kube.wait_for(a.leading, timeout=30)
     b = OperatorProcess(control_plane.kubeconfig, tmp_path / "b.log", *common, "--identity", "op-b").start()
     try:
         assert "standby" in b.http("/readyz")[1]
@@ -95,7 +93,7 @@ def test_leader_election_takeover(kube: Kube, namespace: str, control_plane, tmp
 
         a.kill(signal.SIGKILL)
         started = time.monotonic()
-        kube.wait_for(lambda: "standby" not in b.http("/readyz")[1], timeout=40, what="b takes over")
+        kube.wait_for(b.leading, timeout=40, what="b takes over")
         took = time.monotonic() - started
         assert took < 30, f"takeover took {took:.1f} s"
         lease = kube.get(f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/t9k-jobs-test")
@@ -113,12 +111,12 @@ def test_clean_shutdown_releases_the_lease(kube: Kube, namespace: str, control_p
     ns = namespace
     common = ["-n", ns, "--lease-namespace", ns, "--lease-name", "t9k-jobs-release"]
     a = OperatorProcess(control_plane.kubeconfig, tmp_path / "a.log", *common, "--identity", "op-a").start()
-    kube.wait_for(lambda: "standby" not in a.http("/readyz")[1], timeout=30)
+    kube.wait_for(a.leading, timeout=30)
     b = OperatorProcess(control_plane.kubeconfig, tmp_path / "b.log", *common, "--identity", "op-b").start()
     try:
         assert a.stop() == 0
         started = time.monotonic()
-        kube.wait_for(lambda: "standby" not in b.http("/readyz")[1], timeout=20, what="b takes over")
+        kube.wait_for(b.leading, timeout=20, what="b takes over")
         assert time.monotonic() - started < 10, (
             "a released lease is taken at the next retry, not after expiry"
         )
@@ -136,12 +134,12 @@ def test_network_partition_short_is_ridden_out_long_gives_up_the_lease(
     elector does, so that its Deployment restarts it and no two leaders ever act at once.
     """
     ns = namespace
-    net = ThreadedNetCut(("127.0.0.1", int(control_plane.server.rsplit(":", 1)[1])))
+    net = ThreadedNetCut(control_plane.server)
     kubeconfig = net.kubeconfig(control_plane.kubeconfig, tmp_path / "kubeconfig")
     common = ["-n", ns, "--lease-namespace", ns, "--lease-name", "t9k-jobs-partition"]
     op = OperatorProcess(kubeconfig, tmp_path / "op.log", *common, "--identity", "op").start()
     try:
-        kube.wait_for(lambda: "standby" not in op.http("/readyz")[1], timeout=30, what="leadership")
+        kube.wait_for(op.leading, timeout=30, what="leadership")
         kube.create(job_path(ns, "PyTorchTrainingJob"), pytorch("a", ns, workers=2))
         kube.wait_for(lambda: len(pods(kube, ns, "a")) == 3, what="pods of a")
         for name in pods(kube, ns, "a"):
@@ -157,13 +155,9 @@ def test_network_partition_short_is_ridden_out_long_gives_up_the_lease(
         net.mend()
 
         kube.wait_for(lambda: len(pods(kube, ns, "b")) == 2, timeout=30, what="pods of b after the cut")
-        kube.wait_for(
-            lambda: (p := pods(kube, ns, "a").get("a-worker-1")) and p["metadata"]["uid"] != failed_uid,
-            timeout=30,
-            what="a-worker-1 replaced after the cut",
-        )
+        wait_replaced(kube, ns, "a", "a-worker-1", failed_uid)
         assert op.proc is not None and op.proc.poll() is None, f"exited after a short cut:\n{op.tail()}"
-        assert "standby" not in op.http("/readyz")[1], "a short cut must not cost the Lease"
+        assert op.leading(), "a short cut must not cost the Lease"
 
         net.cut()
         try:

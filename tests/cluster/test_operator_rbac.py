@@ -17,7 +17,17 @@ from t9k_jobs.render import render
 from .kube import Kube, KubeError
 from .operator_proc import OperatorProcess
 from .test_install import install
-from .test_operator import KIND_MANIFESTS, create, manifest, pods, pytorch, run_all, wait_phase, wait_pods
+from .test_operator import (
+    KIND_MANIFESTS,
+    create,
+    manifest,
+    pods,
+    pytorch,
+    run_all,
+    wait_phase,
+    wait_pods,
+    wait_replaced,
+)
 
 
 def service_account_kubeconfig(control_plane, kube: Kube, dest: Path) -> Path:
@@ -44,7 +54,7 @@ def test_operator_needs_no_more_than_its_role(control_plane, kube: Kube, namespa
         kubeconfig, tmp_path / "op.log", "--leader-elect", "--lease-namespace", NAMESPACE, "-n", ns
     ).start()
     try:
-        kube.wait_for(lambda: "standby" not in op.http("/readyz")[1], timeout=30, what="the Lease")
+        kube.wait_for(op.leading, timeout=30, what="the Lease")
         jobs = [manifest(f, ns) for f in KIND_MANIFESTS]
         for obj in jobs:
             create(kube, obj)
@@ -68,13 +78,7 @@ def test_operator_needs_no_more_than_its_role(control_plane, kube: Kube, namespa
         wait_phase(kube, ns, "PyTorchTrainingJob", "restarts", "Running", op)
         uid = pods(kube, ns, "restarts")["restarts-worker-0"]["metadata"]["uid"]
         kube.set_pod_phase(ns, "restarts-worker-0", "Failed", exit_code=1)
-        kube.wait_for(
-            lambda: (
-                (p := pods(kube, ns, "restarts").get("restarts-worker-0")) and p["metadata"]["uid"] != uid
-            ),
-            timeout=30,
-            what="the failed worker replaced",
-        )
+        wait_replaced(kube, ns, "restarts", "restarts-worker-0", uid)
 
         forbidden = op.metric("rest_client_requests_total", code="403")
         assert forbidden == 0, f"{forbidden:.0f} requests refused:\n{op.tail()}"

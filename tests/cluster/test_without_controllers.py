@@ -67,7 +67,7 @@ def test_partition_past_compaction_relists_and_reports_the_difference(bare_plane
 
     async def go() -> None:
         direct = await KubeClient.from_config(plane.kubeconfig)
-        net = await NetCut(("127.0.0.1", int(plane.server.rsplit(":", 1)[1]))).start()
+        net = await NetCut(plane.server).start()
         cut_off = await KubeClient.from_config(net.kubeconfig(plane.kubeconfig, tmp_path / "kubeconfig"))
         task = None
         try:

@@ -85,11 +85,14 @@ class _TolerantLeaseLock(LeaseLock):
     call_timeout: float = 5.0
 
     async def get(self, name: str, namespace: str):  # type: ignore[override]
+        got = await self._attempt("read", namespace, name, super().get(name, namespace), None)
+        if got is not None:
+            return got
         # The elector reads the code from the exception's JSON body; anything but 404 means
         # "could not read the lock": a failed attempt.
         failure = ApiException(status=503, reason="ServiceUnavailable")
         failure.body = json.dumps({"code": 503, "message": "the API server cannot be reached"})
-        return await self._attempt("read", namespace, name, super().get(name, namespace), (False, failure))
+        return False, failure
 
     async def create(self, name: str, namespace: str, election_record) -> bool:  # type: ignore[override]
         return await self._attempt(
