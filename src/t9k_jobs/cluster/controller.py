@@ -411,14 +411,11 @@ class Controller:
             creates.append(obj)
         if creates:
             self.expectations.expect(key, creates={f"{o['kind']}/{o['metadata']['name']}" for o in creates})
-            # Children other than pods first (a pod may mount the ConfigMap or Secret), then pods.
-            others = [o for o in creates if o["kind"] != "Pod"]
-            pods = [o for o in creates if o["kind"] == "Pod"]
-            for batch in (others, pods):
-                results = await asyncio.gather(
-                    *(self._create(key, job, raw, o) for o in batch), return_exceptions=True
-                )
-                errors += [r for r in results if isinstance(r, Exception)]
+            errors += await self._create_all(key, job, raw, creates)
+            if any(isinstance(e, NamespaceTerminating) for e in errors):
+                # The namespace, and the job with it, is going away: the pass ends here (no
+                # deletes, no status, no events), and without an error, so nothing retries it.
+                return []
         if plan.delete:
             self.expectations.expect(key, deletes={f"{d.kind}/{d.name}" for d in plan.delete})
             results = await asyncio.gather(
@@ -453,6 +450,36 @@ class Controller:
             self._emit_event(raw, ev.type, ev.reason, ev.message)
         return errors
 
+    async def _create_all(
+        self, key: str, job: Job, raw: dict[str, Any], creates: list[dict[str, Any]]
+    ) -> list[Exception]:
+        """Create ``creates`` in slow-start batches; return the errors of the batch that failed.
+
+        Children other than pods go first (a pod may mount the ConfigMap or Secret), then pods;
+        a batch never mixes the two. Batches of 1, 2, 4... requests, each sent at once and
+        awaited before the next, as kube-controller-manager's ``slowStartBatch``
+        (``pkg/controller/replicaset``, ``pkg/controller/job``): the first failure ends the
+        pass's creates, so a refusal that would repeat (quota, a terminating namespace) costs
+        one request, not one per child. The children not sent are no longer expected.
+        """
+        ordered = [o for o in creates if o["kind"] != "Pod"] + [o for o in creates if o["kind"] == "Pod"]
+        size, i = 1, 0
+        while i < len(ordered):
+            batch = ordered[i : i + size]
+            if batch[0]["kind"] != "Pod":
+                batch = [o for o in batch if o["kind"] != "Pod"]
+            results = await asyncio.gather(
+                *(self._create(key, job, raw, o) for o in batch), return_exceptions=True
+            )
+            i += len(batch)
+            errors = [r for r in results if isinstance(r, Exception)]
+            if errors:
+                for o in ordered[i:]:
+                    self.expectations.observed_create(key, f"{o['kind']}/{o['metadata']['name']}")
+                return errors
+            size *= 2
+        return []
+
     async def _create(self, key: str, job: Job, raw: dict[str, Any], obj: dict[str, Any]) -> None:
         kind, name = obj["kind"], obj["metadata"]["name"]
         res = CORE_CHILDREN.get(kind) or OPTIONAL_CHILDREN[kind]
@@ -466,11 +493,12 @@ class Controller:
                 return
             if namespace_terminating(exc):
                 # The namespace is being deleted, and the job with it: every later create would be
-                # refused too, so this is no failure to retry (client-go's controllers do the same).
+                # refused too, so this is no failure to retry (client-go's controllers do the same);
+                # the caller ends the pass.
                 log.debug(
                     "%s: not creating %s %s: namespace %s is terminating", key, kind, name, job.namespace
                 )
-                return
+                raise NamespaceTerminating(job.namespace) from exc
             self._emit_event(
                 raw, "Warning", f"FailedCreate{kind}", f"cannot create {kind.lower()} {name}: {exc.message}"
             )
@@ -553,6 +581,10 @@ class Controller:
         if self._background:
             await asyncio.wait(self._background, timeout=5)
         await self.events_client.close()
+
+
+class NamespaceTerminating(Exception):
+    """A create was refused because the job's namespace is being deleted: the pass ends, no error."""
 
 
 def namespace_terminating(exc: ApiError) -> bool:

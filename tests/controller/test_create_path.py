@@ -1,0 +1,118 @@
+"""The controller's create path: slow-start batches, and where a pass stops creating."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from t9k_jobs.api import parse_job
+from t9k_jobs.cluster.client import ApiError, KubeClient
+from t9k_jobs.cluster.controller import Controller, job_key
+from t9k_jobs.engine import Observed, reconcile
+
+KEY = job_key("PyTorchTrainingJob", "ns", "j")
+
+
+def job(workers: int) -> Any:
+    def replica(type_: str, n: int) -> dict[str, Any]:
+        return {
+            "type": type_,
+            "replicas": n,
+            "restartPolicy": "OnFailure",
+            "template": {"spec": {"containers": [{"name": "pytorch", "image": "x", "command": ["true"]}]}},
+        }
+
+    return parse_job(
+        {
+            "apiVersion": "batch.tensorstack.dev/v1beta1",
+            "kind": "PyTorchTrainingJob",
+            "metadata": {"name": "j", "namespace": "ns", "uid": "job-uid", "resourceVersion": "1"},
+            "spec": {"replicaSpecs": [replica("master", 1), replica("worker", workers)]},
+        }
+    )
+
+
+def terminating() -> ApiError:
+    cause = {"reason": "NamespaceTerminating", "message": "namespace ns is being terminated"}
+    body = {"details": {"causes": [cause]}}
+    return ApiError(403, "Forbidden", "unable to create new content in namespace ns", body)
+
+
+def carry_out(workers: int, fail: dict[str, ApiError]) -> tuple[list[list[str]], list[Exception], Controller, dict]:  # noqa: E501
+    """Run one pass's ``_carry_out`` against a fake API server; return the batches of creates
+    (names sent together), the errors, the controller and what else was called."""
+
+    async def go() -> tuple[list[list[str]], list[Exception], Controller, dict]:
+        from kubernetes_asyncio.client import ApiClient, Configuration
+
+        client = KubeClient(ApiClient(Configuration(host="https://127.0.0.1:1")))  # never contacted
+        ctl = Controller(client, None, 1)
+        log: list[tuple[str, str]] = []
+        calls: dict[str, list[Any]] = {"status": [], "events": []}
+
+        async def create(res: Any, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
+            name = obj["metadata"]["name"]
+            log.append(("start", name))
+            await asyncio.sleep(0)
+            log.append(("end", name))
+            if name in fail:
+                raise fail[name]
+            return obj
+
+        async def replace_status(res: Any, body: dict[str, Any]) -> dict[str, Any]:
+            calls["status"].append(body)
+            return body
+
+        client.create = create  # type: ignore[method-assign]
+        client.replace_status = replace_status  # type: ignore[method-assign]
+        ctl._emit_event = lambda raw, t, reason, msg: calls["events"].append(reason)  # type: ignore
+        j = job(workers)
+        raw = j.model_dump(by_alias=True, exclude_none=True, mode="json")
+        plan = reconcile(j, Observed(), 1_700_000_000.0)
+        try:
+            errors = await ctl._carry_out(KEY, j, raw, plan)
+        finally:
+            ctl.queue.shut_down()
+            await ctl.events_client.close()
+            await client.close()
+        batches: list[list[str]] = []
+        open_: set[str] = set()
+        for what, name in log:
+            if what == "start":
+                if not open_:
+                    batches.append([])
+                batches[-1].append(name)
+                open_.add(name)
+            else:
+                open_.discard(name)
+        calls["expected"] = ctl.expectations.pending(KEY)
+        return batches, errors, ctl, calls
+
+    return asyncio.run(go())
+
+
+def test_creates_go_in_slow_start_batches_non_pods_first() -> None:
+    batches, errors, _, calls = carry_out(4, {})
+    services = ["j-master-0", "j-worker-0", "j-worker-1", "j-worker-2", "j-worker-3"]
+    assert errors == []
+    # 5 Services, then 5 pods (same names): 1, 2, 2 (the rest of the Services), then 8 -> 5 pods.
+    assert batches == [services[:1], services[1:3], services[3:5], services]
+    assert calls["events"] == [] and calls["status"] == [], "a new job's first pass leaves the status"
+
+
+def test_a_terminating_namespace_ends_the_pass_at_the_first_refusal() -> None:
+    batches, errors, ctl, calls = carry_out(2, {"j-master-0": terminating()})
+    assert batches == [["j-master-0"]], "nothing is sent after the refusal"
+    assert errors == [], "no error: nothing to retry"
+    assert calls["status"] == [] and calls["events"] == []
+    assert calls["expected"] == (frozenset(), frozenset()), "the children not sent are not waited for"
+
+
+def test_a_failed_batch_ends_the_creates_and_is_reported() -> None:
+    invalid = ApiError(422, "Invalid", "spec.ports: Required value")
+    batches, errors, _, calls = carry_out(2, {"j-worker-0": invalid})
+    assert batches == [["j-master-0"], ["j-worker-0", "j-worker-1"]]
+    assert errors == [invalid]
+    assert calls["events"] == ["FailedCreateService"]
+    # Only what was created is waited for (the informer will show it); not what was never sent.
+    assert calls["expected"] == (frozenset({"Service/j-master-0", "Service/j-worker-1"}), frozenset())
