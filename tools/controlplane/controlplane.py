@@ -42,6 +42,22 @@ HERE = Path(__file__).resolve().parent
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")  # start order
 START_TIMEOUT = 90.0  # seconds per component
 STOP_GRACE = 15.0  # seconds between SIGTERM and SIGKILL
+# kube-controller-manager's controllers: the tests' plane collects garbage and deletes namespaces;
+# a plane with a real node also needs service accounts and the CA ConfigMap for pods' tokens, node
+# lifecycle (it lifts the not-ready taint), endpoints for Services (CoreDNS, kube-proxy) and the
+# Deployment controllers (the operator runs as a Deployment).
+BASE_CONTROLLERS = ("garbage-collector-controller", "namespace-controller")
+NODE_CONTROLLERS = (
+    *BASE_CONTROLLERS,
+    "serviceaccount-controller",
+    "root-ca-certificate-publisher-controller",
+    "node-lifecycle-controller",
+    "endpoints-controller",
+    "endpointslice-controller",
+    "deployment-controller",
+    "replicaset-controller",
+    "pod-garbage-collector-controller",
+)
 
 
 class ControlPlaneError(RuntimeError):
@@ -67,8 +83,9 @@ def _pem_key(key) -> bytes:
     )
 
 
-def write_pki(pki: Path) -> None:
-    """Write ca.crt, apiserver.{crt,key} (signed by the CA, valid 7 days) and sa.key (RSA 2048) into pki."""
+def write_pki(pki: Path, address: str = "127.0.0.1") -> None:
+    """Write ca.crt, apiserver.{crt,key} (signed by the CA, valid 7 days, for 127.0.0.1, ``address``,
+    the ``kubernetes`` Service's names and its ClusterIP 10.0.0.1) and sa.key (RSA 2048) into pki."""
     pki.mkdir(parents=True, exist_ok=True)
     now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
     ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
@@ -92,7 +109,7 @@ def write_pki(pki: Path) -> None:
     sans = [
         x509.DNSName(n) for n in ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
     ]
-    sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in ("127.0.0.1", "10.0.0.1")]
+    sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in dict.fromkeys(("127.0.0.1", "10.0.0.1", address))]
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
@@ -130,7 +147,13 @@ class ControlPlane:
     """The control plane in ``dir``; ``start()`` brings it up, ``stop()`` (also usable on a plane started
     by another process) tears it down. After ``start()``: ``kubeconfig`` (path), ``server`` (URL),
     ``token`` (admin bearer token), ``ca_file`` (CA of the serving certificate), ``bin_dir``,
-    ``etcd_url`` (etcd's plain-HTTP client URL, for tests that compact or inspect the store)."""
+    ``etcd_url`` (etcd's plain-HTTP client URL, for tests that compact or inspect the store).
+
+    ``address`` is the IPv4 address the API server binds and advertises (loopback by default).
+    ``serve_pods`` makes the plane fit for a real node (tools/node): the ServiceAccount admission
+    plugin on, the ``kubernetes`` Service's endpoints kept by the API server (lease reconciler, so
+    pods reach it through 10.0.0.1), InternalIP first for kubelet connections, and the
+    controllers a node's pods need in kube-controller-manager (:data:`NODE_CONTROLLERS`)."""
 
     def __init__(
         self,
@@ -142,6 +165,8 @@ class ControlPlane:
         apiserver_args: list[str] | tuple = (),
         scheduler_args: list[str] | tuple = (),
         controller_manager_args: list[str] | tuple = (),
+        address: str = "127.0.0.1",
+        serve_pods: bool = False,
     ) -> None:
         self.dir = Path(dir).resolve()
         self.apiserver_args = list(apiserver_args)  # extra kube-apiserver flags (benchmarks)
@@ -149,6 +174,7 @@ class ControlPlane:
         self.controller_manager_args = list(controller_manager_args)  # extra kube-controller-manager flags
         self.bin_dir = Path(bin_dir).resolve() if bin_dir else None
         self.scheduler, self.controller_manager = scheduler, controller_manager
+        self.address, self.serve_pods = address, serve_pods
         self.crds = [Path(c).resolve() for c in crds]
         self.kubeconfig = self.dir / "kubeconfig"
         self.ca_file = self.dir / "pki" / "ca.crt"
@@ -164,12 +190,12 @@ class ControlPlane:
         self.dir.mkdir(parents=True, exist_ok=True)
         for stale in ("etcd", "pki"):
             shutil.rmtree(self.dir / stale, ignore_errors=True)
-        write_pki(self.dir / "pki")
+        write_pki(self.dir / "pki", self.address)
         pki, d = self.dir / "pki", self.dir
         self.token = secrets.token_hex(24)
         (d / "tokens.csv").write_text(f'{self.token},admin,admin-uid,"system:masters"\n')
         ec_port, peer_port, api_port = free_port(), free_port(), free_port()
-        self.server = f"https://127.0.0.1:{api_port}"
+        self.server = f"https://{self.address}:{api_port}"
         self._write_kubeconfig()
         try:
             etcd = self.etcd_url = f"http://127.0.0.1:{ec_port}"
@@ -191,8 +217,8 @@ class ControlPlane:
             self._spawn(
                 "kube-apiserver",
                 f"--etcd-servers={etcd}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={self.address}",
+                f"--advertise-address={self.address}",
                 f"--secure-port={api_port}",
                 f"--tls-cert-file={pki / 'apiserver.crt'}",
                 f"--tls-private-key-file={pki / 'apiserver.key'}",
@@ -202,8 +228,11 @@ class ControlPlane:
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={pki / 'sa.key'}",
                 f"--service-account-signing-key-file={pki / 'sa.key'}",
-                "--disable-admission-plugins=ServiceAccount",
-                "--endpoint-reconciler-type=none",
+                *(
+                    ["--endpoint-reconciler-type=lease", "--kubelet-preferred-address-types=InternalIP,Hostname"]
+                    if self.serve_pods
+                    else ["--disable-admission-plugins=ServiceAccount", "--endpoint-reconciler-type=none"]
+                ),
                 "--allow-privileged=true",
                 *self.apiserver_args,
             )
@@ -218,7 +247,7 @@ class ControlPlane:
                     "--leader-elect=false",
                     "--bind-address=127.0.0.1",
                     f"--secure-port={port}",
-                    "--controllers=garbage-collector-controller,namespace-controller",
+                    "--controllers=" + ",".join(NODE_CONTROLLERS if self.serve_pods else BASE_CONTROLLERS),
                     f"--service-account-private-key-file={pki / 'sa.key'}",
                     f"--root-ca-file={self.ca_file}",
                     *self.controller_manager_args,

@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools pins the commands build.sh compiles, so `go mod tidy` keeps them.
+// Package tools pins the commands build.sh (control plane) and tools/node/build.sh (kubelet, kube-proxy) compile, so `go mod tidy` keeps them.
 package tools
 
 import (
@@ -8,4 +8,6 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
 )

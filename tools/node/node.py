@@ -1,0 +1,710 @@
+#!/usr/bin/env python3
+"""One real Kubernetes node on this machine: the test control plane plus a kubelet, containerd,
+runc, bridge CNI, kube-proxy and CoreDNS, for tests and trials (``tools/node/up.sh``, ``down.sh``).
+
+    node.py up --dir DIR [--cp-bin BINDIR] [--node-bin BINDIR] [--crds PATH]... [--image ARCHIVE]...
+    node.py down --dir DIR
+    node.py status --dir DIR
+
+The shape (docs/cluster.md has the walk-through):
+
+* **A namespace of its own.** Everything of the node runs in one network namespace and one private
+  mount namespace, held open by an anchor process: the pod bridge ``cni0``, kube-proxy's iptables
+  rules, ``ip_forward``, the pods' network namespaces and every mount the kubelet and containerd make
+  live there, and vanish with the node's last process. The host gets one veth pair into it: the host
+  side is ``HOST_IP`` (the API server binds it), the node side ``NODE_IP`` (the kubelet, CoreDNS).
+  The node has no default route, so nothing leaves this machine (an image pull fails at once).
+* **A cgroup of its own.** The daemons run in ``<cgroup>/system`` and the kubelet puts pods under
+  ``<cgroup>/kubepods`` (its ``cgroupRoot``), so ``down`` finds every process of the node,
+  containers and the shims that containerd double-forks included, freezes, kills and removes them.
+* **State in DIR**: logs in DIR/logs, the control plane in DIR/cp, the kubelet's root in
+  DIR/kubelet, CNI and containerd configuration, ``node.json`` (what ``down`` undoes). containerd's
+  image store is kept in the cache (``~/.cache/t9k-jobs/node/containerd``) so that images survive a
+  restart of the node; one node runs at a time on a machine (a lock on that store).
+* **Host settings restored**: the kubelet sets a few kernel sysctls (``vm.overcommit_memory``...);
+  ``up`` records them and ``down`` puts them back.
+
+Needs root, cgroups and the Debian packages containerd, runc, containernetworking-plugins, iptables
+and conntrack (up.sh installs them), and the binaries of tools/controlplane/build.sh and
+tools/node/build.sh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE.parent / "controlplane"))
+from controlplane import ControlPlane, ControlPlaneError  # noqa: E402
+
+NODE_NAME = "t9k-node"
+HOST_IP, NODE_IP, PREFIX = "198.18.0.1", "198.18.0.2", 30  # RFC 2544 benchmarking range: never routed
+POD_CIDR = "10.244.0.0/24"
+CLUSTER_DNS = NODE_IP
+CNI_BIN = Path("/usr/lib/cni")
+SANDBOX_IMAGE = "registry.k8s.io/pause:3.10"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "t9k-jobs" / "node"
+REGISTRY = Path("/run/t9k-jobs-node.json")  # which DIR runs the node of this machine
+# Host paths that containerd, the CNI plugins and the kubelet use whatever they are told; the node
+# mounts a tmpfs of its own on each inside its mount namespace, so nothing of the node lands there.
+PRIVATE_PATHS = (
+    "/run/containerd",  # shim sockets, runc state
+    "/run/netns",  # the pods' network namespaces
+    "/var/lib/cni",  # CNI results cache, host-local leases
+    "/etc/cni",  # the CRI plugin's lock file
+    "/var/lib/kubelet",  # the device-plugin manager's fixed directory
+    "/var/log/containers",  # the kubelet's log symlinks
+    "/var/log/pods",
+)
+# Kernel settings the kubelet changes at start (its setupKernelTunables); down puts them back.
+KUBELET_SYSCTLS = (
+    "vm/overcommit_memory",
+    "vm/panic_on_oom",
+    "kernel/panic",
+    "kernel/panic_on_oops",
+    "kernel/keys/root_maxkeys",
+    "kernel/keys/root_maxbytes",
+)
+REQUIRED = {
+    "containerd": "containerd",
+    "ctr": "containerd",
+    "runc": "runc",
+    "iptables": "iptables",
+    "conntrack": "conntrack",
+    "nsenter": "util-linux",
+    "unshare": "util-linux",
+    "ip": "iproute2",
+}
+CGROUP_FS = Path("/sys/fs/cgroup")
+
+
+class NodeError(RuntimeError):
+    """The node cannot start here, or a component failed; the message is one line (plus a log tail)."""
+
+
+# ------------------------------------------------------------------------------------------ cgroups
+
+
+def cgroup_hierarchies(everywhere: bool = False) -> list[Path]:
+    """The cgroup hierarchies to place the node in: every v1 controller mount, or the v2 root.
+    ``everywhere`` adds the v2 hierarchy of a hybrid layout (``unified``), where runc also puts
+    containers: the node is cleaned up there too."""
+    if (CGROUP_FS / "cgroup.controllers").exists():
+        return [CGROUP_FS]
+    seen: dict[Path, Path] = {}
+    for entry in sorted(CGROUP_FS.iterdir()):
+        if (entry.name == "unified" and not everywhere) or not (entry / "cgroup.procs").exists():
+            continue
+        seen.setdefault(entry.resolve(), entry)
+    return list(seen.values())
+
+
+def make_cgroup(name: str) -> None:
+    """Create ``name`` and ``name/system`` in every hierarchy (cpuset copies its parent's cpus/mems)."""
+    for h in cgroup_hierarchies():
+        for rel in (name, f"{name}/system"):
+            path = h / rel
+            path.mkdir(exist_ok=True)
+            for knob in ("cpuset.cpus", "cpuset.mems"):
+                if (path / knob).exists() and not (path / knob).read_text().strip():
+                    (path / knob).write_text((path.parent / knob).read_text())
+        if h == CGROUP_FS:  # v2: let the children use the controllers
+            ctrl = (h / "cgroup.controllers").read_text().split()
+            for sub in (h / name,):
+                try:
+                    (sub / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in ctrl))
+                except OSError:
+                    pass
+
+
+def join_cgroup(name: str):
+    """A ``preexec_fn`` that moves the new process into ``name/system`` before it execs."""
+    targets = [h / name / "system" / "cgroup.procs" for h in cgroup_hierarchies()]
+
+    def join() -> None:
+        pid = str(os.getpid())
+        for t in targets:
+            with open(t, "w") as f:
+                f.write(pid)
+
+    return join
+
+
+def cgroup_pids(name: str) -> set[int]:
+    """Every process in the cgroup ``name`` or below it, in any hierarchy."""
+    pids: set[int] = set()
+    for h in cgroup_hierarchies(everywhere=True):
+        top = h / name
+        if not top.exists():
+            continue
+        for dirpath, _, files in os.walk(top):
+            if "cgroup.procs" in files:
+                try:
+                    pids |= {int(p) for p in Path(dirpath, "cgroup.procs").read_text().split()}
+                except OSError:
+                    pass
+    return pids
+
+
+def kill_cgroup(name: str, timeout: float = 30.0) -> None:
+    """SIGKILL every process under ``name`` (frozen first where the freezer allows, so nothing forks
+    away) until none is left, then remove the cgroups depth-first. Raises NodeError on a timeout."""
+    freezer = next((h / name for h in cgroup_hierarchies() if (h / name / "freezer.state").exists()), None)
+    end = time.monotonic() + timeout
+    while pids := cgroup_pids(name):
+        if freezer is not None:
+            _write(freezer / "freezer.state", "FROZEN")
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if freezer is not None:
+            _write(freezer / "freezer.state", "THAWED")
+        if time.monotonic() > end:
+            raise NodeError(f"processes {sorted(pids)} of cgroup {name} did not die in {timeout:.0f} s")
+        time.sleep(0.1)
+    for h in cgroup_hierarchies(everywhere=True):
+        top = h / name
+        if not top.exists():
+            continue
+        for dirpath, _, _ in sorted(os.walk(top), key=lambda w: -len(w[0])):
+            for _ in range(50):
+                try:
+                    os.rmdir(dirpath)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.1)  # a cgroup whose last process just died can be busy briefly
+            else:
+                raise NodeError(f"cannot remove cgroup {dirpath}")
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError:
+        pass
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+
+def run(*cmd: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run a short command; NodeError with its output when it fails and ``check``."""
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise NodeError(f"{' '.join(cmd)}: no answer in {timeout:.0f} s") from exc
+    if check and out.returncode != 0:
+        raise NodeError(f"{' '.join(cmd)}: {(out.stderr or out.stdout).strip()}")
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def preflight() -> None:
+    """Refuse, in one line, where a node cannot run: not root, no cgroups, missing commands."""
+    if os.geteuid() != 0:
+        raise NodeError("a real node needs root (containerd, cgroups, network namespaces); run as root")
+    if not cgroup_hierarchies():
+        raise NodeError(f"no cgroup hierarchy is mounted under {CGROUP_FS}; a node needs cgroups")
+    missing = sorted({pkg for cmd, pkg in REQUIRED.items() if shutil.which(cmd) is None})
+    if not (CNI_BIN / "bridge").exists():
+        missing.append("containernetworking-plugins")
+    if missing:
+        raise NodeError(f"missing Debian packages: {' '.join(missing)} (tools/node/up.sh installs them)")
+
+
+# ---------------------------------------------------------------------------------------------- node
+
+
+class Node:
+    """The node whose state lives in ``dir``. ``up()`` starts the control plane and the node and
+    waits until the node is Ready and DNS answers; ``down()`` (also from another process) undoes
+    everything. After ``up()``: ``plane`` (the ControlPlane: ``kubeconfig``, ``server``, ``token``,
+    ``bin_dir``), ``containerd_socket``, ``kubectl`` (argv prefix)."""
+
+    def __init__(
+        self,
+        dir: str | os.PathLike,
+        cp_bin: str | os.PathLike | None = None,
+        node_bin: str | os.PathLike | None = None,
+        crds: list[str | os.PathLike] | tuple = (),
+    ) -> None:
+        self.dir = Path(dir).resolve()
+        self.cp_bin = Path(cp_bin).resolve() if cp_bin else None
+        self.node_bin = Path(node_bin).resolve() if node_bin else None
+        self.crds = list(crds)
+        self.logs = self.dir / "logs"
+        self.state_file = self.dir / "node.json"
+        self.containerd_socket = self.dir / "containerd.sock"
+        self.cgroup = "t9k-node-" + hashlib.sha256(str(self.dir).encode()).hexdigest()[:8]
+        self.veth = "t9kn-" + hashlib.sha256(str(self.dir).encode()).hexdigest()[:6]
+        self.plane = ControlPlane(
+            self.dir / "cp", cp_bin, scheduler=True, crds=self.crds, address=HOST_IP, serve_pods=True
+        )
+        self.state: dict = {}
+
+    # -- state ------------------------------------------------------------------------------------
+    def _save(self) -> None:
+        self.state_file.write_text(json.dumps(self.state, indent=1))
+
+    def _load(self) -> dict:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.plane.kubeconfig
+
+    @property
+    def kubectl(self) -> list[str]:
+        return [str(self.plane.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}"]
+
+    def ctr(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+        """``ctr`` against this node's containerd, namespace k8s.io."""
+        return run("ctr", "-a", str(self.containerd_socket), "-n", "k8s.io", *args, check=check, timeout=timeout)
+
+    def nsenter(self, *cmd: str) -> list[str]:
+        """argv that runs ``cmd`` inside the node's network and mount namespaces."""
+        return ["nsenter", "-t", str(self.state["anchor"]), "--mount", "--net", "--", *cmd]
+
+    # -- up ---------------------------------------------------------------------------------------
+    def up(self, images: list[str | os.PathLike] = (), timeout: float = 120.0) -> Node:
+        """Start everything and wait (``timeout`` seconds per step) until the node is Ready, untainted,
+        serves DNS and the ``default`` ServiceAccount exists. ``images``: OCI archives to import into
+        containerd (the sandbox image must be among them or already there). On failure everything
+        started is stopped and NodeError (or ControlPlaneError) is raised."""
+        preflight()
+        self.node_bin = self.node_bin or Path(
+            subprocess.run(["bash", str(HERE / "build.sh")], stdout=subprocess.PIPE, text=True, check=True)
+            .stdout.strip()
+            .splitlines()[-1]
+        )
+        other = _registered()
+        if other and other != str(self.dir) and Node(other)._live():
+            raise NodeError(f"a node already runs from {other}; stop it with: tools/node/down.sh {other}")
+        if self._load():
+            self.down()  # a stale node of this DIR (crashed, never taken down)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.logs.mkdir(exist_ok=True)
+        CACHE.mkdir(parents=True, exist_ok=True)
+        lock = os.open(CACHE / "containerd.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(lock)
+            raise NodeError(
+                f"another node holds containerd's store {CACHE / 'containerd'} (see {REGISTRY}); stop it first"
+            ) from None
+        self.state = {"dir": str(self.dir), "cgroup": self.cgroup, "veth": self.veth, "pids": {}, "made_dirs": []}
+        self.state["sysctls"] = {k: Path("/proc/sys", k).read_text().strip() for k in KUBELET_SYSCTLS}
+        self._save()
+        REGISTRY.write_text(json.dumps({"dir": str(self.dir)}))
+        try:
+            self._namespaces()
+            self.plane.start()
+            self._start_containerd(lock)
+            for archive in images:
+                self.import_image(archive)
+            self._start_kubelet()
+            self._start_kube_proxy()
+            self._start_coredns()
+            self._wait_ready(timeout)
+        except BaseException:
+            self.down()
+            raise
+        finally:
+            os.close(lock)  # containerd holds it from here on
+        return self
+
+    def _namespaces(self) -> None:
+        make_cgroup(self.cgroup)
+        anchor = subprocess.Popen(
+            ["unshare", "--mount", "--net", "--propagation", "private", "--", "sleep", "infinity"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=join_cgroup(self.cgroup),
+        )
+        self.state["anchor"] = anchor.pid
+        self._save()
+        end = time.monotonic() + 10
+        while os.readlink(f"/proc/{anchor.pid}/ns/net") == os.readlink("/proc/self/ns/net"):
+            if anchor.poll() is not None or time.monotonic() > end:
+                raise NodeError(f"unshare of the node's namespaces failed (exit {anchor.poll()})")
+            time.sleep(0.02)
+        peer = self.veth + "p"
+        run("ip", "link", "add", self.veth, "type", "veth", "peer", "name", peer)
+        run("ip", "link", "set", peer, "netns", str(anchor.pid))
+        run("ip", "addr", "add", f"{HOST_IP}/{PREFIX}", "dev", self.veth)
+        run("ip", "link", "set", self.veth, "up")
+        ns = self.nsenter
+        run(*ns("ip", "link", "set", "lo", "up"))
+        run(*ns("ip", "link", "set", peer, "name", "eth0"))
+        run(*ns("ip", "addr", "add", f"{NODE_IP}/{PREFIX}", "dev", "eth0"))
+        run(*ns("ip", "link", "set", "eth0", "up"))
+        for path in PRIVATE_PATHS:
+            real = os.path.realpath(path)
+            if not os.path.isdir(real):
+                os.makedirs(real)
+                self.state["made_dirs"].append(real)
+            run(*ns("mount", "-t", "tmpfs", "-o", "mode=0755", "t9k-node", real))
+        self._save()
+
+    def _spawn(self, name: str, *argv: str, **kw) -> subprocess.Popen:
+        with open(self.logs / f"{name}.log", "ab") as log:
+            proc = subprocess.Popen(
+                self.nsenter(*argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=join_cgroup(self.cgroup),
+                **kw,
+            )
+        self.state["pids"][name] = proc.pid
+        self._save()
+        return proc
+
+    def _fail(self, name: str, why: str) -> NodeError:
+        try:
+            tail = "\n".join((self.logs / f"{name}.log").read_text(errors="replace").splitlines()[-25:])
+        except OSError:
+            tail = "(no log)"
+        return NodeError(f"{name} {why}\n--- tail of {self.logs / (name + '.log')} ---\n{tail}")
+
+    def _until(self, name: str, what: str, check, timeout: float, proc: subprocess.Popen | None = None) -> None:
+        end = time.monotonic() + timeout
+        while True:
+            if proc is not None and proc.poll() is not None:
+                raise self._fail(name, f"exited with status {proc.returncode} before {what}")
+            try:
+                if check():
+                    return
+            except Exception:  # noqa: BLE001 - readiness polling: retry until the deadline
+                pass
+            if time.monotonic() > end:
+                raise self._fail(name, f"not {what} after {timeout:.0f} s")
+            time.sleep(0.2)
+
+    def _start_containerd(self, lock: int) -> None:
+        root = CACHE / "containerd"
+        conf = self.dir / "containerd.toml"
+        cni = self.dir / "cni"
+        (cni / "net.d").mkdir(parents=True, exist_ok=True)
+        (cni / "net.d" / "10-t9k-bridge.conflist").write_text(
+            json.dumps(
+                {
+                    "cniVersion": "0.4.0",
+                    "name": "t9k-bridge",
+                    "plugins": [
+                        {
+                            "type": "bridge",
+                            "bridge": "cni0",
+                            "isGateway": True,
+                            "ipMasq": True,
+                            "hairpinMode": True,
+                            "ipam": {
+                                "type": "host-local",
+                                "ranges": [[{"subnet": POD_CIDR}]],
+                                "routes": [{"dst": "0.0.0.0/0"}],
+                            },
+                        },
+                        {"type": "portmap", "capabilities": {"portMappings": True}},
+                    ],
+                },
+                indent=1,
+            )
+        )
+        conf.write_text(
+            f"""version = 2
+root = "{root}"
+state = "/run/containerd"
+[grpc]
+  address = "{self.containerd_socket}"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{CACHE / 'opt'}"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{SANDBOX_IMAGE}"
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{CNI_BIN}"
+    conf_dir = "{cni / 'net.d'}"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+"""
+        )
+        self.containerd_socket.unlink(missing_ok=True)
+        proc = self._spawn("containerd", "containerd", "--config", str(conf), pass_fds=(lock,))
+        self._until(
+            "containerd",
+            "serving",
+            lambda: run("ctr", "-a", str(self.containerd_socket), "version", check=False, timeout=5).returncode == 0,
+            60,
+            proc,
+        )
+        self._remove_stale_containers()
+
+    def _remove_stale_containers(self) -> None:
+        """Containers a node left in the store when it died without ``down`` (their processes are
+        gone with its cgroup; the records would make the kubelet chase dead sandboxes)."""
+        for c in self.ctr("containers", "ls", "-q", timeout=60).stdout.split():
+            self.ctr("tasks", "rm", "-f", c, check=False, timeout=30)
+            self.ctr("containers", "rm", c, check=False, timeout=30)
+
+    def import_image(self, archive: str | os.PathLike) -> None:
+        """Import an OCI archive into the node's containerd (namespace k8s.io)."""
+        self.ctr("images", "import", str(archive), timeout=1800)
+
+    def _start_kubelet(self) -> None:
+        kdir = self.dir / "kubelet"
+        kdir.mkdir(exist_ok=True)
+        (self.dir / "resolv.conf").write_text(f"nameserver {CLUSTER_DNS}\n")
+        conf = self.dir / "kubelet.yaml"
+        conf.write_text(
+            f"""apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+containerRuntimeEndpoint: unix://{self.containerd_socket}
+cgroupDriver: cgroupfs
+cgroupRoot: /{self.cgroup}
+cgroupsPerQOS: true
+enforceNodeAllocatable: ["pods"]
+failSwapOn: false
+failCgroupV1: false
+authentication: {{anonymous: {{enabled: true}}, webhook: {{enabled: false}}, x509: {{}}}}
+authorization: {{mode: AlwaysAllow}}
+clusterDomain: cluster.local
+clusterDNS: ["{CLUSTER_DNS}"]
+resolvConf: {self.dir / 'resolv.conf'}
+address: {NODE_IP}
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: {NODE_IP}
+healthzPort: 10248
+podLogsDir: {self.dir / 'pod-logs'}
+volumePluginDir: {self.dir / 'volume-plugins'}
+serializeImagePulls: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+maxPods: 110
+evictionHard: {{memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}}
+"""
+        )
+        proc = self._spawn(
+            "kubelet",
+            str(self.node_bin / "kubelet"),
+            f"--config={conf}",
+            f"--kubeconfig={self.kubeconfig}",
+            f"--root-dir={kdir}",
+            f"--cert-dir={kdir / 'pki'}",
+            f"--node-ip={NODE_IP}",
+            f"--hostname-override={NODE_NAME}",
+            "--v=2",
+        )
+        self._until("kubelet", "serving", lambda: _http_ok(f"http://{NODE_IP}:10248/healthz"), 90, proc)
+
+    def _start_kube_proxy(self) -> None:
+        conf = self.dir / "kube-proxy.yaml"
+        conf.write_text(
+            f"""apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clusterCIDR: {POD_CIDR}
+hostnameOverride: {NODE_NAME}
+clientConnection: {{kubeconfig: {self.kubeconfig}}}
+conntrack: {{maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}}
+metricsBindAddress: 127.0.0.1:10249
+healthzBindAddress: {NODE_IP}:10256
+"""
+        )
+        self._kube_proxy = self._spawn("kube-proxy", str(self.node_bin / "kube-proxy"), f"--config={conf}")
+
+    def _start_coredns(self) -> None:
+        conf = self.dir / "Corefile"
+        conf.write_text(
+            f"""cluster.local:53 in-addr.arpa:53 {{
+    bind {NODE_IP}
+    errors
+    ready {NODE_IP}:8181
+    kubernetes cluster.local in-addr.arpa {{
+        kubeconfig {self.kubeconfig} t9k-jobs-test
+        pods insecure
+    }}
+    cache 5
+}}
+"""
+        )
+        self._coredns = self._spawn("coredns", str(self.node_bin / "coredns"), "-conf", str(conf))
+
+    def _wait_ready(self, timeout: float) -> None:
+        def node_ready() -> bool:
+            node = self.api(f"/api/v1/nodes/{NODE_NAME}")
+            ready = any(
+                c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", [])
+            )
+            return ready and not node.get("spec", {}).get("taints")
+
+        self._until("kubelet", "Ready and untainted", node_ready, timeout)
+        self._until("kube-proxy", "healthy", lambda: _http_ok(f"http://{NODE_IP}:10256/healthz"), timeout, self._kube_proxy)
+        self._until("coredns", "ready", lambda: _http_ok(f"http://{NODE_IP}:8181/ready"), timeout, self._coredns)
+        self._until(
+            "kube-controller-manager",
+            "done with the default ServiceAccount",
+            lambda: self.api("/api/v1/namespaces/default/serviceaccounts/default")
+            and self.api("/api/v1/namespaces/default/configmaps/kube-root-ca.crt"),
+            timeout,
+        )
+
+    def api(self, path: str) -> dict:
+        """GET ``path`` from the API server as admin; {} when it answers 404."""
+        req = urllib.request.Request(self.plane.server + path, headers={"Authorization": f"Bearer {self.plane.token}"})
+        ctx = ssl.create_default_context(cafile=str(self.plane.ca_file))
+        try:
+            with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
+                return json.load(resp)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return {}
+            raise
+
+    # -- down -------------------------------------------------------------------------------------
+    def _live(self) -> bool:
+        state = self._load()
+        return any(alive(p) for p in [state.get("anchor", 0), *state.get("pids", {}).values()] if p) or bool(
+            state.get("cgroup") and cgroup_pids(state["cgroup"])
+        )
+
+    def down(self) -> None:
+        """Stop the node and its control plane and undo what ``up`` changed on the host: no process,
+        mount, cgroup, network namespace, veth, iptables rule or sysctl of the node is left. Safe to
+        call on a node that is half up, already down, or was started by another process."""
+        state = self._load() or self.state
+        if not state:
+            self.plane.stop()
+            return
+        pids = state.get("pids", {})
+        # The daemons first, gently (the kubelet and containerd end their own work), then the rest.
+        for name in ("kubelet", "kube-proxy", "coredns", "containerd"):
+            pid = pids.get(name)
+            if pid and alive(pid):
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    continue
+                end = time.monotonic() + 10
+                while alive(pid) and time.monotonic() < end:
+                    time.sleep(0.05)
+        cgroup = state.get("cgroup", self.cgroup)
+        kill_cgroup(cgroup)
+        for pid in [state.get("anchor"), *pids.values()]:
+            if pid:
+                try:
+                    os.waitpid(pid, os.WNOHANG)  # our own children: reap them
+                except ChildProcessError:
+                    pass
+        veth = state.get("veth", self.veth)
+        if Path(f"/sys/class/net/{veth}").exists():
+            run("ip", "link", "del", veth, check=False)
+        for path in reversed(state.get("made_dirs", [])):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+        for key, value in state.get("sysctls", {}).items():
+            _write(Path("/proc/sys", key), value)
+        self.plane.stop()
+        self.containerd_socket.unlink(missing_ok=True)
+        self.state_file.unlink(missing_ok=True)
+        if _registered() == str(self.dir):
+            REGISTRY.unlink(missing_ok=True)
+        self.state = {}
+
+    def status(self) -> dict[str, bool]:
+        """name -> running, for the control plane's components and the node's daemons."""
+        state = self._load()
+        out = {n: n in self.plane.running() for n in self.plane.pids()}
+        out.update({n: alive(p) for n, p in state.get("pids", {}).items()})
+        return out
+
+
+def _registered() -> str | None:
+    try:
+        return json.loads(REGISTRY.read_text())["dir"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("up", "down", "status"):
+        p = sub.add_parser(name)
+        p.add_argument("--dir", required=True, help="state directory (logs, configs, the control plane)")
+        if name == "up":
+            p.add_argument("--cp-bin", help="control-plane binaries (default: tools/controlplane/build.sh)")
+            p.add_argument("--node-bin", help="kubelet, kube-proxy, coredns (default: tools/node/build.sh)")
+            p.add_argument("--crds", action="append", default=[], help="CRD file or dir to install (repeatable)")
+            p.add_argument("--image", action="append", default=[], help="OCI archive to import (repeatable)")
+            p.add_argument("--timeout", type=float, default=120.0, help="seconds per step")
+    args = parser.parse_args(argv)
+    node = Node(args.dir, getattr(args, "cp_bin", None), getattr(args, "node_bin", None), getattr(args, "crds", []))
+    try:
+        if args.command == "up":
+            started = time.monotonic()
+            node.up(args.image, args.timeout)
+            print(f"node: {NODE_NAME} Ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
+            print(f"export KUBECONFIG={node.kubeconfig}")
+        elif args.command == "down":
+            node.down()
+        else:
+            status = node.status()
+            for name, up in status.items():
+                print(f"{name:24} {'running' if up else 'stopped'}")
+            return 0 if status and all(status.values()) else 3
+    except (NodeError, ControlPlaneError) as exc:
+        print(f"node: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
