@@ -257,17 +257,37 @@ class Condition(Model):
 
 
 class ContainerStatus(Model):
+    """One container of a replica's pod (T9k dumps: ``{exitCode: 0, name: pytorch, state: Terminated}``).
+
+    ``exitCode`` only when Terminated. ``reason`` and ``message`` are our additions, copied from
+    the pod's container status: the waiting reason and message (``ErrImageNeverPull``,
+    ``CreateContainerConfigError: configmap "x" not found``) or the terminated reason
+    (``OOMKilled``, ``Completed``, ``Error``...); a terminated container's message only when its
+    reason is not ``Completed``/``Error`` (``StartError``: why it could not start), since those
+    carry the program's termination message or log tail. Messages are cut at 512 characters.
+    """
+
     name: str
     state: Literal["Waiting", "Running", "Terminated", "Unknown"]
     exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
 
 
 class ReplicaStatus(Model):
-    """One replica of ``status.tasks[].replicas``; ``restartCount`` is our per-replica addition."""
+    """One replica of ``status.tasks[].replicas``; ``restartCount`` is our per-replica addition.
+
+    ``reason``/``message`` (our addition) say why the pod is where it is, from the pod: its own
+    reason and message (``Evicted``: "The node was low on resource: memory..."), the
+    ``PodScheduled=False`` condition while it is not scheduled (``Unschedulable``), or an init
+    container that waits (``ErrImagePull``, message prefixed ``init container <name>:``).
+    """
 
     name: str
     uid: str = ""
     phase: Literal["Creating", "Pending", "Running", "Succeeded", "Failed", "Unknown", "Deleted"]
+    reason: str | None = None
+    message: str | None = None
     restart_count: int = 0
     containers: list[ContainerStatus] = Field(default_factory=list)
 
