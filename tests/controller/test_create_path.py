@@ -38,7 +38,9 @@ def terminating() -> ApiError:
     return ApiError(403, "Forbidden", "unable to create new content in namespace ns", body)
 
 
-def carry_out(workers: int, fail: dict[str, ApiError]) -> tuple[list[list[str]], list[Exception], Controller, dict]:  # noqa: E501
+def carry_out(
+    workers: int, fail: dict[str, ApiError]
+) -> tuple[list[list[str]], list[Exception], Controller, dict]:
     """Run one pass's ``_carry_out`` against a fake API server; return the batches of creates
     (names sent together), the errors, the controller and what else was called."""
 
@@ -101,7 +103,7 @@ def test_creates_go_in_slow_start_batches_non_pods_first() -> None:
 
 
 def test_a_terminating_namespace_ends_the_pass_at_the_first_refusal() -> None:
-    batches, errors, ctl, calls = carry_out(2, {"j-master-0": terminating()})
+    batches, errors, _, calls = carry_out(2, {"j-master-0": terminating()})
     assert batches == [["j-master-0"]], "nothing is sent after the refusal"
     assert errors == [], "no error: nothing to retry"
     assert calls["status"] == [] and calls["events"] == []

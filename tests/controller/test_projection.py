@@ -126,3 +126,82 @@ def test_child_index_forgets_a_job_once_its_last_child_is_gone():
             await client.close()
 
     asyncio.run(go())
+
+
+
+# ---------------------------------------------------------------------- pod states of a real kubelet
+
+
+def terminated(code: int, reason: str, message: str | None = None, name: str = "pytorch") -> dict:
+    state = {"exitCode": code, "reason": reason, "startedAt": "2026-01-01T00:00:00Z"}
+    if message:
+        state["message"] = message
+    return {"name": name, "ready": False, "started": False, "state": {"terminated": state}}
+
+
+def waiting(reason: str, message: str | None = None, name: str = "pytorch") -> dict:
+    state = {"reason": reason, **({"message": message} if message else {})}
+    return {"name": name, "ready": False, "started": False, "state": {"waiting": state}}
+
+
+def test_pod_reported_running_with_every_container_terminated_has_ended():
+    """A real kubelet reports ``phase: Running`` for a few seconds after the only container of a
+    restartPolicy Never pod terminated; the engine and the urgent-change check see the end."""
+    from t9k_jobs.cluster.controller import _urgent
+
+    running = project_child(
+        pod(phase="Running", containerStatuses=[{"name": "pytorch", "state": {"running": {}}}])
+    )
+    exited = project_child(pod(phase="Running", containerStatuses=[terminated(0, "Completed")]))
+    assert exited.pod.phase == "Running", "the projection keeps what the kubelet said"
+    assert _urgent(exited, running), "the replica has ended: look at the job now"
+    assert exited.pod.terminal and exited.pod.effective_phase == "Succeeded"
+    succeeded = project_child(pod(phase="Succeeded", containerStatuses=[terminated(0, "Completed")]))
+    assert not _urgent(succeeded, exited), "the phase catching up is no news"
+
+
+def test_init_containers_are_projected_apart_and_do_not_end_the_pod():
+    c = project_child(
+        pod(
+            phase="Pending",
+            initContainerStatuses=[terminated(0, "Completed", name="fetch")],
+            containerStatuses=[waiting("PodInitializing")],
+        )
+    )
+    assert c.pod.init_containers == (ContainerState("fetch", "Terminated", 0, "Completed"),)
+    assert c.pod.containers == (ContainerState("pytorch", "Waiting", None, "PodInitializing"),)
+    assert not c.pod.terminal
+
+
+def test_waiting_reason_and_message_are_projected():
+    message = 'Container image "nope:1" is not present with pull policy of Never'
+    c = project_child(
+        pod(
+            phase="Pending",
+            conditions=[{"type": "PodScheduled", "status": "True"}],
+            containerStatuses=[waiting("ErrImageNeverPull", message)],
+        )
+    )
+    assert c.pod.containers == (ContainerState("pytorch", "Waiting", None, "ErrImageNeverPull", message),)
+
+
+def test_unschedulable_condition_is_projected():
+    message = "0/1 nodes are available: 1 Insufficient cpu."
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+    c = project_child(pod(phase="Pending", conditions=[unschedulable]))
+    assert not c.pod.scheduled
+    assert (c.pod.scheduling_reason, c.pod.scheduling_message) == ("Unschedulable", message)
+
+
+def test_pod_message_and_terminated_message_are_projected():
+    start_error = 'exec: "python": executable file not found in $PATH'
+    c = project_child(
+        pod(
+            phase="Failed",
+            reason="Evicted",
+            message="The node was low on resource: memory.",
+            containerStatuses=[terminated(128, "StartError", start_error)],
+        )
+    )
+    assert c.pod.message == "The node was low on resource: memory."
+    assert c.pod.containers == (ContainerState("pytorch", "Terminated", 128, "StartError", start_error),)

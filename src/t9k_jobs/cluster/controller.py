@@ -87,24 +87,12 @@ def project_child(obj: dict[str, Any]) -> Child:
 
 def _project_pod(obj: dict[str, Any], labels: dict[str, str], deleting: bool) -> ObservedPod:
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
-    containers = []
-    for cs in status.get("containerStatuses") or []:
-        state = cs.get("state") or {}
-        if "terminated" in state:
-            t = state["terminated"] or {}
-            containers.append(
-                ContainerState(cs.get("name", ""), "Terminated", t.get("exitCode"), t.get("reason"))
-            )
-        elif "running" in state:
-            containers.append(ContainerState(cs.get("name", ""), "Running"))
-        elif "waiting" in state:
-            containers.append(
-                ContainerState(cs.get("name", ""), "Waiting", None, (state["waiting"] or {}).get("reason"))
-            )
-        else:
-            containers.append(ContainerState(cs.get("name", ""), "Unknown"))
+    conditions = status.get("conditions") or []
     scheduled = bool(spec.get("nodeName")) or any(
-        c.get("type") == "PodScheduled" and c.get("status") == "True" for c in status.get("conditions") or []
+        c.get("type") == "PodScheduled" and c.get("status") == "True" for c in conditions
+    )
+    unscheduled = next(
+        (c for c in conditions if c.get("type") == "PodScheduled" and c.get("status") == "False"), None
     )
     try:
         index = int(labels.get(LABEL_REPLICA_INDEX, "0"))
@@ -116,11 +104,36 @@ def _project_pod(obj: dict[str, Any], labels: dict[str, str], deleting: bool) ->
         replica_type=labels.get(LABEL_REPLICA_TYPE, ""),
         index=index,
         phase=status.get("phase") or "Pending",
-        containers=tuple(containers),
+        containers=_project_containers(status.get("containerStatuses")),
         deleting=deleting,
         scheduled=scheduled,
-        reason=status.get("reason"),
+        reason=status.get("reason") or None,
+        message=status.get("message") or None,
+        scheduling_reason=(unscheduled.get("reason") or None) if unscheduled and not scheduled else None,
+        scheduling_message=(unscheduled.get("message") or None) if unscheduled and not scheduled else None,
+        init_containers=_project_containers(status.get("initContainerStatuses")),
     )
+
+
+def _project_containers(statuses: list[dict[str, Any]] | None) -> tuple[ContainerState, ...]:
+    """core/v1 ``ContainerStatus`` entries as :class:`ContainerState`: the state, the exit code,
+    and the waiting or terminated reason and message (``ErrImageNeverPull``, ``OOMKilled``...)."""
+    out = []
+    for cs in statuses or []:
+        name, state = cs.get("name", ""), cs.get("state") or {}
+        if "terminated" in state:
+            t = state["terminated"] or {}
+            reason, message = t.get("reason") or None, t.get("message") or None
+            out.append(ContainerState(name, "Terminated", t.get("exitCode"), reason, message))
+        elif "running" in state:
+            out.append(ContainerState(name, "Running"))
+        elif "waiting" in state:
+            w = state["waiting"] or {}
+            reason, message = w.get("reason") or None, w.get("message") or None
+            out.append(ContainerState(name, "Waiting", None, reason, message))
+        else:
+            out.append(ContainerState(name, "Unknown"))
+    return tuple(out)
 
 
 class Controller:
@@ -598,7 +611,9 @@ def namespace_terminating(exc: ApiError) -> bool:
 
 
 def _urgent(new: Child | None, old: Child | None) -> bool:
-    """A child change that may end the job or needs a replacement: a pod gone or newly ended."""
+    """A child change that may end the job or needs a replacement: a pod gone or newly ended
+    (:attr:`ObservedPod.terminal`: ended by its phase, or by its containers all terminated while
+    the kubelet still reports it Running)."""
     if new is None:
         return old is not None and old.pod is not None
     return (

@@ -15,7 +15,11 @@ The pass, in order (reference sections in brackets):
 5. each replica: create it, wait for it, or, once it ended, restart it by policy and backoff
    or record it as final [§1.4, §1.11];
 6. the framework decides success or failure from the final replicas [§2.3, §3.2, §4.4, §5.3];
-7. phase, conditions, tasks and aggregate are derived [§1.8].
+7. replicas that wait for a reason (no image, no ConfigMap, no node) are reported, once;
+8. phase, conditions, tasks and aggregate are derived [§1.8].
+
+A pod has ended when the kubelet says so or when all its containers have terminated
+(:attr:`ObservedPod.effective_phase`); every step reads that, never the reported phase alone.
 """
 
 from __future__ import annotations
@@ -37,9 +41,18 @@ from ..api.common import (
 from ..api.kinds import JobBase
 from ..frameworks import BuildContext, Final, Framework, Outcome, ReplicaGroup, framework_for
 from ..frameworks.base import base_pod, container, pod_group, replica_service, tensorboard
-from .types import Addressing, ClusterAddressing, Delete, Event, Observed, ObservedPod, Plan
+from .types import Addressing, ClusterAddressing, ContainerState, Delete, Event, Observed, ObservedPod, Plan
 
 ACTIVE = frozenset({"Creating", "Pending", "Running", "Unknown"})
+#: Terminated reasons that say no more than the exit code (the kubelet's: 0 Completed, else Error);
+#: failure messages and restart events leave them out.
+PLAIN_REASONS = frozenset({"Completed", "Error"})
+#: Waiting reasons of a container on its ordinary way to running: not reported as a problem.
+BENIGN_WAITING = frozenset({"ContainerCreating", "PodInitializing"})
+#: Waiting reasons the kubelet alternates between for one cause: one cause, one event.
+_SAME_CAUSE = {"ImagePullBackOff": "ErrImagePull"}
+#: Longest reason message kept in the status (a scheduler's or a start error's can be long).
+MESSAGE_LIMIT = 512
 _CLUSTER = ClusterAddressing()
 
 
@@ -196,6 +209,7 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
     _apply_restarts(p)
     for g, i in p.creates:
         p.plan.create.append(build_pod(job, g, i, ctx))
+    _report_waiting(p)
     _finish_status(p, _active_phase(p), None)
     if deadline and status.start_time and p.plan.requeue_after is None:
         # The job started on this pass: look again at its deadline without waiting for an event.
@@ -271,8 +285,9 @@ def _missing(
 
 def _ended(p: _Pass, g: ReplicaGroup, i: int, pod: ObservedPod, rc: int) -> None:
     """A replica pod has terminated: restart it by policy, or record it as final [§1.4]."""
-    failed = pod.phase == "Failed"
+    failed = pod.effective_phase == "Failed"
     code = pod.exit_code(g.training_container)
+    reason = _end_reason(pod, g.training_container)
     if g.restart_policy == "Always":
         retryable = True
     elif g.restart_policy == "OnFailure":
@@ -283,10 +298,31 @@ def _ended(p: _Pass, g: ReplicaGroup, i: int, pod: ObservedPod, rc: int) -> None
     else:
         retryable = False
     if _may_restart(p, g, rc, retryable):
-        why = f"exit code {code}" if code is not None else (pod.reason or pod.phase.lower())
-        p.restarts.append((g, i, why))
+        why = ", ".join(([f"exit code {code}"] if code is not None else []) + ([reason] if reason else []))
+        p.restarts.append((g, i, why or pod.effective_phase.lower()))
     else:
-        p.finals[(g.type, i)] = Final(pod.name, not failed, code, pod.reason)
+        p.finals[(g.type, i)] = Final(pod.name, not failed, code, reason)
+
+
+def _informative(*reasons: str | None) -> str | None:
+    """The reasons that add to an exit code, without repeats, joined by ``, ``; ``None`` if none."""
+    out: list[str] = []
+    for r in reasons:
+        if r and r not in PLAIN_REASONS and r not in out:
+            out.append(r)
+    return ", ".join(out) or None
+
+
+def _end_reason(pod: ObservedPod, container: str) -> str | None:
+    """Why the pod ended, beyond its exit code: the pod's reason (``Evicted``) and the container's
+    terminated reason (``OOMKilled``), or the init container that failed when no container ran."""
+    c = pod.ended_container(container)
+    reason = _informative(pod.reason, c.reason if c is not None and c.state == "Terminated" else None)
+    if reason is None and (c is None or c.exit_code is None):
+        for ic in pod.init_containers:
+            if ic.state == "Terminated" and ic.exit_code not in (None, 0):
+                return f"init container {ic.name} exited with code {ic.exit_code}"
+    return reason
 
 
 def _may_restart(p: _Pass, g: ReplicaGroup, rc: int, retryable: bool) -> bool:
@@ -341,29 +377,64 @@ def _apply_restarts(p: _Pass) -> None:
 
 def _from_pod(pod: ObservedPod, restart_count: int) -> ReplicaStatus:
     """A replica's status from its pod. A pod not yet scheduled is ``Creating`` with no uid:
-    ``Creating`` with a uid is the restart marker, naming the pod being replaced."""
-    phase: str = pod.phase
+    ``Creating`` with a uid is the restart marker, naming the pod being replaced.
+
+    The phase is the pod's :attr:`~ObservedPod.effective_phase`. ``reason``/``message``: the
+    pod's own, else those of ``PodScheduled=False`` while unscheduled, else those of an init
+    container that waits for a reason other than the benign ones.
+    """
+    phase: str = pod.effective_phase
     uid = pod.uid
-    if pod.phase == "Pending" and not pod.scheduled:
+    reason, message = pod.reason, pod.message
+    if phase == "Pending" and not pod.scheduled:
         phase, uid = "Creating", ""
+        if reason is None:
+            reason, message = pod.scheduling_reason, pod.scheduling_message
+    if reason is None and phase in ACTIVE:
+        for ic in pod.init_containers:
+            if ic.state == "Waiting" and ic.reason and ic.reason not in BENIGN_WAITING:
+                reason = ic.reason
+                message = f"init container {ic.name}" + (f": {ic.message}" if ic.message else "")
+                break
     return ReplicaStatus(
         name=pod.name,
         uid=uid,
         phase=phase,  # type: ignore[arg-type]
+        reason=reason,
+        message=_cut(message),
         restart_count=restart_count,
-        containers=[
-            ContainerStatus(name=c.name, state=c.state, exit_code=c.exit_code if c.state == "Terminated" else None)
-            for c in pod.containers
-        ],
+        containers=[_container_status(c) for c in pod.containers],
     )
 
 
+def _container_status(c: ContainerState) -> ContainerStatus:
+    """A container's status for ``status.tasks[].replicas[].containers`` (see :class:`ContainerStatus`)."""
+    terminated = c.state == "Terminated"
+    keep_message = not terminated or c.reason not in PLAIN_REASONS
+    return ContainerStatus(
+        name=c.name,
+        state=c.state,
+        exit_code=c.exit_code if terminated else None,
+        reason=c.reason,
+        message=_cut(c.message) if keep_message else None,
+    )
+
+
+def _cut(text: str | None) -> str | None:
+    if not text:
+        return None
+    return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 3] + "..."
+
+
 def _final_from_status(rs: ReplicaStatus, g: ReplicaGroup) -> Final:
-    code = None
+    """The end of a replica whose pod is gone, as its last status recorded it."""
+    code, creason = None, None
     for c in rs.containers:
         if c.name == g.training_container:
-            code = c.exit_code
-    return Final(rs.name, rs.phase == "Succeeded", code, "deleted" if rs.phase == "Deleted" else None)
+            code, creason = c.exit_code, c.reason
+    if rs.phase == "Deleted":
+        return Final(rs.name, False, code, "deleted")
+    return Final(rs.name, rs.phase == "Succeeded", code, _informative(rs.reason, creason))
 
 
 def _refresh_replicas(p: _Pass, paused: bool = False) -> None:
@@ -389,6 +460,70 @@ def _refresh_replicas(p: _Pass, paused: bool = False) -> None:
                 p.replicas[name] = prev if keep else prev.model_copy(update={"phase": "Deleted"})
             else:
                 p.replicas[name] = ReplicaStatus(name=name, phase="Deleted", restart_count=rc)
+
+
+# --------------------------------------------------------------------------- replicas that wait
+
+
+def _waiting(rs: ReplicaStatus) -> list[tuple[str, str]]:
+    """Why an active replica's pod cannot go on, as ``(reason, text)`` pairs; empty when none.
+
+    From its status (so a later pass compares with the stored one): the pod-level reason
+    (``Unschedulable`` with the scheduler's message, an init container's waiting reason) and each
+    container's waiting reason other than the benign ``ContainerCreating``/``PodInitializing``
+    (``ErrImageNeverPull``, ``ErrImagePull``/``ImagePullBackOff``, ``CreateContainerConfigError``,
+    ``CrashLoopBackOff``...). ``text`` is ``<reason>[ (container <name>)][: <message>]``. The
+    restart marker (``Creating`` with a uid) names a pod on its way out: nothing waits there.
+    """
+    if rs.phase not in ACTIVE or (rs.phase == "Creating" and rs.uid):
+        return []
+    out: list[tuple[str, str]] = []
+    if rs.reason and rs.reason not in BENIGN_WAITING:
+        out.append((rs.reason, rs.reason + (f": {rs.message}" if rs.message else "")))
+    several = len(rs.containers) > 1
+    for c in rs.containers:
+        if c.state == "Waiting" and c.reason and c.reason not in BENIGN_WAITING:
+            where = f" (container {c.name})" if several else ""
+            out.append((c.reason, c.reason + where + (f": {c.message}" if c.message else "")))
+    return out
+
+
+def _report_waiting(p: _Pass) -> None:
+    """One Warning ``ReplicaWaiting`` event per replica when a reason to wait first appears.
+
+    Compared with the replica's status stored by the previous pass, so a reason that stays is
+    not reported again on every pass; ``ErrImagePull`` and ``ImagePullBackOff``, which the
+    kubelet alternates between for one missing image, count as one reason.
+    """
+    for name, rs in p.replicas.items():
+        now = _waiting(rs)
+        if not now:
+            continue
+        prev = p.prior(name)
+        before = {_SAME_CAUSE.get(r, r) for r, _ in (_waiting(prev) if prev is not None else [])}
+        new = [text for r, text in now if _SAME_CAUSE.get(r, r) not in before]
+        if new:
+            p.event("Warning", "ReplicaWaiting", f"{name} is waiting: {'; '.join(new)}")
+
+
+def _waiting_message(p: _Pass) -> str:
+    """``<pod>[, <pod>...] is/are waiting: <reason>: <message>`` for every replica that waits, in
+    replica order; replicas waiting for the same reason and message share one entry (three
+    names, then ``and N more``); at most five entries. Empty when no replica waits."""
+    by_text: dict[str, list[str]] = {}
+    for g in p.groups:
+        for i in range(g.replicas):
+            name = g.pod_name(p.job.name, i)
+            rs = p.replicas.get(name)
+            for _, text in _waiting(rs) if rs is not None else []:
+                by_text.setdefault(text, []).append(name)
+    parts = []
+    for text, names in list(by_text.items())[:5]:
+        who = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        parts.append(f"{who} {'is' if len(names) == 1 else 'are'} waiting: {text}")
+    if len(by_text) > 5:
+        parts.append(f"and {len(by_text) - 5} more reasons")
+    return "; ".join(parts)
 
 
 # --------------------------------------------------------------------------- the end
@@ -424,7 +559,7 @@ def _active_phase(p: _Pass) -> str:
     # A pod being deleted (paused, restarted) is on its way out: it does not count as started.
     pods = [None if pod is not None and pod.deleting else pod for pod in pods]
     started = all(pod is not None for pod in pods) and any(
-        pod is not None and (pod.phase == "Running" or pod.terminal) for pod in pods
+        pod is not None and (pod.effective_phase == "Running" or pod.terminal) for pod in pods
     )
     if started:
         return "Running"
@@ -521,8 +656,14 @@ def _conditions(p: _Pass, phase: str, outcome: Outcome | None) -> list[Condition
         )
         rows.append(("Failed", False, "-", "The job has not failed."))
         rows.append(("Completed", False, "-", "The job has not finished."))
+        # A replica that waits (no image, no ConfigMap, no node) has not failed for good: it may
+        # still start, so ReplicaFailure stays False, but its message says who waits and why.
+        waiting = _waiting_message(p)
         if failures:
-            rows.append(("ReplicaFailure", True, "Failed", "; ".join(f.describe() for f in failures)))
+            msg = "; ".join([f.describe() for f in failures] + ([waiting] if waiting else []))
+            rows.append(("ReplicaFailure", True, "Failed", msg))
+        elif waiting:
+            rows.append(("ReplicaFailure", False, "ReplicaWaiting", waiting))
         else:
             rows.append(("ReplicaFailure", False, "-", "All pods are running normally."))
     if phase == "Paused":

@@ -18,21 +18,33 @@ PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 
 @dataclass(frozen=True)
 class ContainerState:
-    """One container of a pod: ``state`` Waiting/Running/Terminated/Unknown, ``exit_code`` when Terminated."""
+    """One container of a pod, as the kubelet reports it in ``containerStatuses``.
+
+    ``state``: Waiting/Running/Terminated/Unknown. ``exit_code``: when Terminated.
+    ``reason``/``message``: the waiting reason and message (``ErrImageNeverPull``,
+    ``Container image "x" is not present with pull policy of Never``) or the terminated reason
+    and message (``Completed``, ``Error``, ``OOMKilled``, ``StartError``...).
+    """
 
     name: str
     state: Literal["Waiting", "Running", "Terminated", "Unknown"]
     exit_code: int | None = None
     reason: str | None = None
+    message: str | None = None
 
 
 @dataclass(frozen=True)
 class ObservedPod:
     """A slim projection of a replica pod, as the cache keeps it.
 
-    ``replica_type``/``index`` come from the pod's labels; ``deleting`` is true once a
-    deletion timestamp is set; ``scheduled`` tells ``Creating`` (not yet bound) from
-    ``Pending``; ``reason`` is the pod-level reason (``Evicted``, ``DeadlineExceeded``...).
+    ``replica_type``/``index`` come from the pod's labels; ``phase`` is the phase the kubelet
+    reported (read :attr:`effective_phase` and :attr:`terminal`, not this); ``containers`` are
+    the pod's containers (``spec.containers``), ``init_containers`` its init containers;
+    ``deleting`` is true once a deletion timestamp is set; ``scheduled`` tells ``Creating`` (not
+    yet bound) from ``Pending``; ``reason``/``message`` are the pod-level reason and message
+    (``Evicted``, ``DeadlineExceeded``...); ``scheduling_reason``/``scheduling_message`` those of
+    a ``PodScheduled=False`` condition (``Unschedulable``, ``0/1 nodes are available: 1
+    Insufficient cpu.``).
     """
 
     name: str
@@ -44,20 +56,48 @@ class ObservedPod:
     deleting: bool = False
     scheduled: bool = True
     reason: str | None = None
+    message: str | None = None
+    scheduling_reason: str | None = None
+    scheduling_message: str | None = None
+    init_containers: tuple[ContainerState, ...] = ()
+
+    @property
+    def effective_phase(self) -> PodPhase:
+        """The phase the engine acts on: the reported one, or the end the containers already show.
+
+        A real kubelet reports a pod whose containers have all terminated with the old phase
+        (``Running``, even ``Pending``) for a while before ``Succeeded``/``Failed``. Replica pods
+        are ``restartPolicy: Never`` (:func:`~t9k_jobs.frameworks.base.base_pod`), so nothing
+        restarts those containers: the pod has ended. As the kubelet computes the phase
+        (``pkg/kubelet/kubelet_pods.go`` ``getPhase``, restart policy Never): ``Succeeded`` when
+        every container exited 0, else ``Failed``. Init containers do not count; a reported
+        ``Succeeded``/``Failed`` is final and kept.
+        """
+        if self.phase in ("Succeeded", "Failed") or not self.containers:
+            return self.phase
+        if all(c.state == "Terminated" for c in self.containers):
+            return "Succeeded" if all(c.exit_code == 0 for c in self.containers) else "Failed"
+        return self.phase
 
     @property
     def terminal(self) -> bool:
-        return self.phase in ("Succeeded", "Failed")
+        """Whether the pod has ended (:attr:`effective_phase` Succeeded or Failed)."""
+        return self.effective_phase in ("Succeeded", "Failed")
+
+    def ended_container(self, container: str | None) -> ContainerState | None:
+        """Container ``container``, or else the first terminated one with a non-zero exit code."""
+        for c in self.containers:
+            if container is not None and c.name == container:
+                return c
+        for c in self.containers:
+            if c.exit_code not in (None, 0):
+                return c
+        return None
 
     def exit_code(self, container: str | None) -> int | None:
         """Exit code of ``container`` (or of the first terminated container with a non-zero code)."""
-        for c in self.containers:
-            if container is not None and c.name == container:
-                return c.exit_code
-        for c in self.containers:
-            if c.exit_code not in (None, 0):
-                return c.exit_code
-        return None
+        c = self.ended_container(container)
+        return c.exit_code if c is not None else None
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,12 @@ class BuildContext:
 
 @dataclass(frozen=True)
 class Final:
-    """A replica whose terminal state will not change: ``succeeded`` or ``failed``."""
+    """A replica whose terminal state will not change: ``succeeded`` or ``failed``.
+
+    ``exit_code``: of the training container, ``None`` when it has none (deleted, evicted before
+    it ran). ``reason``: what the exit code does not say, e.g. ``OOMKilled``, ``Evicted``,
+    ``deleted``; the engine leaves out the kubelet's plain ``Completed``/``Error``.
+    """
 
     pod: str
     succeeded: bool
@@ -78,11 +83,13 @@ class Final:
     reason: str | None = None
 
     def describe(self) -> str:
+        """``<pod> failed with exit code 137 (OOMKilled)``: the T9k failure dumps' words (reference §1.8)."""
         if self.succeeded:
             return f"{self.pod} succeeded"
         if self.exit_code is not None:
-            return f"{self.pod} failed with exit code {self.exit_code}"
-        return f"{self.pod} failed ({self.reason or 'deleted'})"
+            why = f" ({self.reason})" if self.reason else ""
+            return f"{self.pod} failed with exit code {self.exit_code}{why}"
+        return f"{self.pod} failed ({self.reason})" if self.reason else f"{self.pod} failed"
 
 
 @dataclass(frozen=True)

@@ -115,20 +115,22 @@ class LocalPod:
         return float(value) if isinstance(value, (int, float)) else DEFAULT_GRACE_SECONDS
 
     def observe(self) -> ObservedPod:
-        """The slim projection the engine reads."""
+        """The slim projection the engine reads, with the kubelet's reasons: a container waits
+        with ``PodInitializing`` while init containers run, else ``ContainerCreating``; it ends
+        ``Completed`` (exit 0), ``Error``, or ``ContainerCannotRun`` with the message that says why
+        it could not start here."""
         labels = self.labels
+        initializing = any(c.exit_code is None for c in self.init)
         return ObservedPod(
             name=self.name,
             uid=self.uid,
             replica_type=labels.get(LABEL_REPLICA_TYPE, ""),
             index=int(labels.get(LABEL_REPLICA_INDEX, "0")),
             phase=self.phase,  # type: ignore[arg-type]
-            containers=tuple(
-                ContainerState(c.name, c.state, c.exit_code, "Error" if c.error else None)  # type: ignore[arg-type]
-                for c in self.main
-            ),
+            containers=tuple(_container_state(c, initializing) for c in self.main),
             deleting=self.deleting,
             reason="ContainerCannotRun" if any(c.error for c in self.init + self.main) else None,
+            init_containers=tuple(_container_state(c, False) for c in self.init),
         )
 
     def pids(self) -> list[int]:
@@ -281,6 +283,16 @@ class LocalPod:
                 await asyncio.wait_for(asyncio.shield(self.task), timeout=5)
             except (asyncio.TimeoutError, asyncio.CancelledError):
                 self.task.cancel()
+
+
+def _container_state(c: LocalContainer, initializing: bool) -> ContainerState:
+    if c.exit_code is not None:
+        if c.error:
+            return ContainerState(c.name, "Terminated", c.exit_code, "ContainerCannotRun", c.error)
+        return ContainerState(c.name, "Terminated", c.exit_code, "Completed" if c.exit_code == 0 else "Error")
+    if c.proc is not None:
+        return ContainerState(c.name, "Running")
+    return ContainerState(c.name, "Waiting", None, "PodInitializing" if initializing else "ContainerCreating")
 
 
 def _signal_groups(pids: list[int], sig: signal.Signals) -> None:
