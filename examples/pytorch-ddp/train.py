@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -133,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     if is_main:
         mode = "distributed (gloo)" if distributed else "single process"
         print(f"{mode}: world_size {world_size}", flush=True)
+    else:
+        print(f"rank {rank} of {world_size} joined on {socket.gethostname()}", flush=True)
 
     torch.manual_seed(args.seed)  # same initial weights on every rank
     train, test = load_data(args.seed)

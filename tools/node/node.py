@@ -160,12 +160,12 @@ def cgroup_pids(name: str) -> set[int]:
     return pids
 
 
-def kill_cgroup(name: str, timeout: float = 30.0) -> None:
-    """SIGKILL every process under ``name`` (frozen first where the freezer allows, so nothing forks
-    away) until none is left, then remove the cgroups depth-first. Raises NodeError on a timeout."""
+def kill_cgroup(name: str, spare: int | None = None, timeout: float = 30.0) -> None:
+    """SIGKILL every process under ``name`` but ``spare`` (frozen first where the freezer allows,
+    so nothing forks away) until none is left. Raises NodeError on a timeout."""
     freezer = next((h / name for h in cgroup_hierarchies() if (h / name / "freezer.state").exists()), None)
     end = time.monotonic() + timeout
-    while pids := cgroup_pids(name):
+    while pids := cgroup_pids(name) - {spare}:
         if freezer is not None:
             _write(freezer / "freezer.state", "FROZEN")
         for pid in pids:
@@ -177,7 +177,11 @@ def kill_cgroup(name: str, timeout: float = 30.0) -> None:
             _write(freezer / "freezer.state", "THAWED")
         if time.monotonic() > end:
             raise NodeError(f"processes {sorted(pids)} of cgroup {name} did not die in {timeout:.0f} s")
-        time.sleep(0.1)
+        time.sleep(0.05)
+
+
+def remove_cgroup(name: str) -> None:
+    """Remove the (empty) cgroup ``name`` and its children, depth-first, in every hierarchy."""
     for h in cgroup_hierarchies(everywhere=True):
         top = h / name
         if not top.exists():
@@ -329,8 +333,7 @@ class Node:
             self._namespaces()
             self.plane.start()
             self._start_containerd(lock)
-            for archive in images:
-                self.import_image(archive)
+            self.import_images(list(images))
             self._start_kubelet()
             self._start_kube_proxy()
             self._start_coredns()
@@ -483,9 +486,12 @@ state = "/run/containerd"
             self.ctr("tasks", "rm", "-f", c, check=False, timeout=30)
             self.ctr("containers", "rm", c, check=False, timeout=30)
 
-    def import_image(self, archive: str | os.PathLike) -> None:
-        """Import an OCI archive into the node's containerd (namespace k8s.io)."""
-        self.ctr("images", "import", str(archive), timeout=1800)
+    def import_images(self, archives: list[str | os.PathLike]) -> None:
+        """Import OCI archives into the node's containerd (namespace k8s.io), skipping those whose
+        image is already there with the same manifest digest (tools/images/images.py import)."""
+        if archives:
+            run(sys.executable, str(ROOT / "tools" / "images" / "images.py"), "import",
+                str(self.containerd_socket), *map(str, archives), timeout=1800)
 
     def _start_kubelet(self) -> None:
         kdir = self.dir / "kubelet"
@@ -614,19 +620,26 @@ healthzBindAddress: {NODE_IP}:10256
             self.plane.stop()
             return
         pids = state.get("pids", {})
-        # The daemons first, gently (the kubelet and containerd end their own work), then the rest.
-        for name in ("kubelet", "kube-proxy", "coredns", "containerd"):
-            pid = pids.get(name)
-            if pid and alive(pid):
-                try:
-                    os.kill(pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    continue
-                end = time.monotonic() + 10
-                while alive(pid) and time.monotonic() < end:
-                    time.sleep(0.05)
+        # The daemons end first, with a moment for containerd to close its store; then everything
+        # left in the node's cgroup (containers, shims, the anchor) is killed.
+        daemons = [pids[n] for n in ("kubelet", "kube-proxy", "coredns", "containerd") if pids.get(n)]
+        for pid in daemons:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        end = time.monotonic() + 5
+        while any(alive(p) for p in daemons) and time.monotonic() < end:
+            time.sleep(0.05)
+        # Everything else but the anchor, whose namespaces keep the node's network (and the API
+        # server's address, the host end of the veth) up; the control plane stops while that
+        # address still exists (without it, the API server's shutdown hangs on its own
+        # connections), then the anchor goes and the namespaces with it.
         cgroup = state.get("cgroup", self.cgroup)
+        kill_cgroup(cgroup, spare=state.get("anchor"))
+        self.plane.stop()
         kill_cgroup(cgroup)
+        remove_cgroup(cgroup)
         for pid in [state.get("anchor"), *pids.values()]:
             if pid:
                 try:
@@ -643,7 +656,6 @@ healthzBindAddress: {NODE_IP}:10256
                 pass
         for key, value in state.get("sysctls", {}).items():
             _write(Path("/proc/sys", key), value)
-        self.plane.stop()
         self.containerd_socket.unlink(missing_ok=True)
         self.state_file.unlink(missing_ok=True)
         if _registered() == str(self.dir):

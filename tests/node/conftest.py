@@ -1,0 +1,195 @@
+"""Fixtures for the tests on a real node: the test control plane plus a kubelet, containerd, runc,
+bridge CNI, kube-proxy and CoreDNS on this machine (``tools/node``), images built here
+(``tools/images``), and t9k-jobs' operator running in the cluster as a Deployment. Real pods only:
+no test writes a pod's status.
+
+The builds (node binaries, images) run after collection, before the first test, so a cold build is
+not charged to a test's timeout; ``scripts/test.sh`` runs them even earlier. Where a node cannot run
+(not root, no cgroups, a build that fails) every node test fails with one line that says why;
+``bash scripts/test.sh --no-node`` leaves them out.
+
+Fixtures:
+* ``node`` (session): the started :class:`Node` (``kubeconfig``, ``kubectl``, ``plane``), with the
+  operator installed and leading. The last test, ``test_tooling.py::test_down_leaves_the_machine_as_it_was``,
+  takes it down.
+* ``kube`` (session): a :class:`~tests.cluster.kube.Kube` client for it.
+* ``kubectl`` (session): ``kubectl(*args, check=True, input=None, timeout=120) -> CompletedProcess``.
+* ``namespace`` (function): a fresh namespace ``n-<random>``, deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..cluster.kube import Kube, KubeError
+from . import hoststate
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(REPO / "tools" / "node"))
+from node import Node, NodeError, preflight  # noqa: E402
+
+IMAGES = ("pause", "training", "operator")
+VERSION = "0.1.0"
+TRAINING_IMAGE = f"localhost/t9k-jobs-training:{VERSION}"
+OPERATOR_IMAGE = f"localhost/t9k-jobs:{VERSION}"
+LAST = "test_down_leaves_the_machine_as_it_was"
+
+_build: dict[str, Any] = {}
+
+
+def _is_node_item(item: pytest.Item) -> bool:
+    return HERE in Path(item.path).resolve().parents
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _is_node_item(item):
+            item.add_marker(pytest.mark.node)
+    # Taking the node down is the last thing the session does with it.
+    items.sort(key=lambda i: i.name == LAST)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if any(_is_node_item(i) for i in session.items) and not session.config.option.collectonly:
+        _prepare()
+
+
+def _run(*cmd: str) -> str:
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        tail = "\n".join(out.stderr.splitlines()[-20:])
+        raise NodeError(f"{' '.join(cmd[1:])} failed (exit {out.returncode}):\n{tail}")
+    return out.stdout
+
+
+def _prepare() -> None:
+    """Check the machine, install the packages and build everything once per session."""
+    if _build:
+        return
+    try:
+        preflight_root()
+        _run("bash", str(REPO / "tools" / "node" / "packages.sh"))
+        preflight()
+        _build["cp_bin"] = Path(_run("bash", str(REPO / "tools" / "controlplane" / "build.sh")).split()[-1])
+        _build["node_bin"] = Path(_run("bash", str(REPO / "tools" / "node" / "build.sh")).split()[-1])
+        lines = _run("bash", str(REPO / "tools" / "images" / "build.sh"), *IMAGES).splitlines()
+        _build["images"] = dict(line.split(None, 1) for line in lines if line.strip())
+    except NodeError as exc:
+        _build["error"] = f"the node tests cannot run here: {exc} (bash scripts/test.sh --no-node leaves them out)"
+
+
+def preflight_root() -> None:
+    """The node tests need root; say so in one line before anything is installed."""
+    import os
+
+    if os.geteuid() != 0:
+        raise NodeError("a real node needs root (containerd, cgroups, network namespaces)")
+
+
+@pytest.fixture(scope="session")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    _prepare()
+    if "error" in _build:
+        pytest.fail(str(_build["error"]), pytrace=False)
+    before = hoststate.snapshot()
+    # A short directory: the containerd socket path must stay under 108 bytes.
+    node = Node(tmp_path_factory.mktemp("node"), _build["cp_bin"], _build["node_bin"], [REPO / "deploy" / "crds"])
+    error = ""
+    try:
+        node.up([_build["images"][name] for name in IMAGES])
+        install_operator(node)
+    except (NodeError, AssertionError, subprocess.CalledProcessError) as exc:
+        error = str(exc)
+        node.down()
+    if error:
+        pytest.fail(f"the node did not start: {error}", pytrace=False)
+    node.host_before = before  # type: ignore[attr-defined]
+    yield node
+    node.down()
+
+
+def install_operator(node: Node) -> None:
+    """``t9k-jobs install --with-operator`` with the operator image, then wait for a leader."""
+    subprocess.run(
+        [sys.executable, "-m", "t9k_jobs.cli", "install", "--kubeconfig", str(node.kubeconfig),
+         "--with-operator", "--image", OPERATOR_IMAGE],
+        check=True, capture_output=True, text=True, timeout=120,
+    )
+    kube = Kube(node.kubeconfig)
+    Kube.wait_for(
+        lambda: kube.get("/apis/apps/v1/namespaces/t9k-jobs-system/deployments/t9k-jobs-operator")
+        .get("status", {})
+        .get("readyReplicas", 0)
+        >= 1,
+        timeout=180,
+        what="the operator Deployment to have a ready pod",
+    )
+    Kube.wait_for(lambda: lease_holder(kube), timeout=120, what="an operator pod to hold the Lease")
+
+
+def lease_holder(kube: Kube) -> str:
+    """The identity holding the operator's Lease ('' when none)."""
+    try:
+        lease = kube.get("/apis/coordination.k8s.io/v1/namespaces/t9k-jobs-system/leases/t9k-jobs-operator")
+    except KubeError:
+        return ""
+    return lease.get("spec", {}).get("holderIdentity") or ""
+
+
+@pytest.fixture(scope="session")
+def kube(node: Node) -> Kube:
+    return Kube(node.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def kubectl(node: Node) -> Callable[..., subprocess.CompletedProcess[str]]:
+    def run(
+        *args: str, check: bool = True, input: str | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run(
+            [*node.kubectl, f"--cache-dir={node.dir / 'kubectl-cache'}", *args],
+            capture_output=True, text=True, input=input, check=False, timeout=timeout,
+        )
+        if check and out.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} exited {out.returncode}:\n{out.stdout}{out.stderr}")
+        return out
+
+    return run
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> Iterator[str]:
+    name = f"n-{secrets.token_hex(4)}"
+    kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    # Pods need the namespace's default ServiceAccount (the ServiceAccount admission plugin is on).
+    Kube.wait_for(
+        lambda: kube.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"), timeout=60,
+        what=f"the default ServiceAccount of {name}",
+    )
+    yield name
+    try:
+        kube.delete(f"/api/v1/namespaces/{name}")
+    except KubeError as exc:
+        if exc.status != 404:
+            raise
+
+
+def wait_phase(kube: Kube, path: str, phases: tuple[str, ...], timeout: float = 300) -> dict[str, Any]:
+    """Wait until the job at ``path`` is in one of ``phases``; return it."""
+    return Kube.wait_for(
+        lambda: (job := kube.get(path)).get("status", {}).get("phase") in phases and job,
+        timeout=timeout, interval=0.5, what=f"{path} to be {'/'.join(phases)}",
+    )
+
+
+def since(t0: float) -> float:
+    return round(time.monotonic() - t0, 1)

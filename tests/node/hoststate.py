@@ -1,0 +1,103 @@
+"""What a node could leave behind on the host, as comparable data: mounts, network links and
+namespaces, the host's iptables rules, cgroups, kernel and network settings, the fixed paths the
+kubelet and containerd use, and the node's processes.
+
+``snapshot()`` before ``tools/node`` starts a node and after it is taken down must be equal but for
+``ignored`` differences made by others (see :func:`differences`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+CGROUP_FS = Path("/sys/fs/cgroup")
+FIXED_PATHS = (
+    "/run/containerd",
+    "/var/lib/containerd",
+    "/var/lib/kubelet",
+    "/var/lib/cni",
+    "/var/log/pods",
+    "/var/log/containers",
+    "/opt/cni",
+    "/opt/containerd",
+    "/run/netns",
+    "/etc/kubernetes",
+    "/usr/libexec/kubernetes",
+)
+NODE_PROCESSES = ("containerd", "containerd-shim", "kubelet", "kube-proxy", "coredns", "pause", "runc")
+SYSCTL_TREES = ("vm", "kernel", "net/ipv4/ip_forward", "net/ipv4/conf/all", "net/bridge")
+# Settings that move by themselves (counters, randomness, time).
+VOLATILE = ("random", "ns_last_pid", "stat_refresh", "drop_caches", "compact_memory", "pty/nr", "tainted",
+            "dentry-state", "inode-nr", "inode-state", "file-nr", "hung_task", "perf_event_max", "nr_",
+            "overflow", "warn", "keys/maxkeys", "sched_domain", "numa_balancing")
+
+
+def _sysctls() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for tree in SYSCTL_TREES:
+        base = Path("/proc/sys", tree)
+        files = [base] if base.is_file() else [f for f in base.rglob("*") if f.is_file()]
+        for f in files:
+            key = str(f.relative_to("/proc/sys"))
+            if any(v in key for v in VOLATILE):
+                continue
+            try:
+                out[key] = f.read_text()
+            except OSError:
+                pass
+    return out
+
+
+def _cgroups() -> list[str]:
+    out = []
+    for h in sorted(CGROUP_FS.iterdir()):
+        if h.is_dir() and not h.is_symlink():
+            out += [f"{h.name}/{d.name}" for d in h.iterdir() if d.is_dir()]
+    return sorted(out)
+
+
+def _processes() -> list[str]:
+    names = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                names.append(Path(f"/proc/{pid}/comm").read_text().strip())
+            except OSError:
+                pass
+    return sorted(n for n in names if n.startswith(NODE_PROCESSES))
+
+
+def snapshot() -> dict[str, Any]:
+    """The host's state that a node touches (root needed for iptables)."""
+    run = lambda *c: subprocess.run(c, capture_output=True, text=True, check=False).stdout  # noqa: E731
+    return {
+        "mounts": sorted(line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()),
+        "links": sorted(line.split(":")[1].strip().split("@")[0] for line in run("ip", "-o", "link").splitlines()),
+        "netns": sorted(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else None,
+        "iptables": [line for line in run("iptables-save").splitlines() if not line.startswith(("#", ":"))],
+        "cgroups": _cgroups(),
+        "sysctls": _sysctls(),
+        "paths": {p: os.path.lexists(p) for p in FIXED_PATHS},
+        "processes": _processes(),
+    }
+
+
+def differences(before: dict[str, Any], after: dict[str, Any], ignore: tuple[str, ...] = ()) -> list[str]:
+    """One line per difference; items containing any of ``ignore`` (others' work) are left out."""
+    out = []
+    for key in before:
+        a, b = before[key], after[key]
+        if isinstance(a, dict):
+            for k in sorted(set(a) | set(b)):
+                if a.get(k) != b.get(k) and not any(i in k for i in ignore):
+                    out.append(f"{key} {k}: {a.get(k)!r} -> {b.get(k)!r}")
+        elif isinstance(a, list):
+            gone = [x for x in a if x not in b and not any(i in x for i in ignore)]
+            new = [x for x in b if x not in a and not any(i in x for i in ignore)]
+            out += [f"{key}: new {x}" for x in new] + [f"{key}: gone {x}" for x in gone]
+        elif a != b:
+            out.append(f"{key}: {a!r} -> {b!r}")
+    return out

@@ -1,0 +1,38 @@
+"""tools/node itself: its refusals, and that taking the node down leaves the machine as it was."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from . import hoststate
+from .conftest import REPO, Node, NodeError
+
+
+def test_up_refuses_without_root_in_one_line(tmp_path) -> None:
+    out = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", str(REPO / "tools/node/up.sh"),
+         str(tmp_path / "n")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 2, out
+    assert out.stderr.strip().count("\n") == 0 and "needs root" in out.stderr, out.stderr
+
+
+def test_a_second_node_is_refused_while_one_runs(node, tmp_path) -> None:
+    other = Node(tmp_path / "other")
+    with pytest.raises(NodeError, match=f"a node already runs from {node.dir}"):
+        other.up()
+    assert not (tmp_path / "other").exists()
+
+
+def test_down_leaves_the_machine_as_it_was(node) -> None:
+    """Runs last (conftest orders it): no process, mount, cgroup, link, network namespace, iptables
+    rule, fixed path or kernel setting of the node is left after down."""
+    node.down()
+    after = hoststate.snapshot()
+    diff = hoststate.differences(node.host_before, after)
+    assert not diff, "\n".join(diff)
+    # down is idempotent: a second call finds nothing to do.
+    node.down()
