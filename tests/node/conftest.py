@@ -100,9 +100,9 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     _prepare()
     if "error" in _build:
         pytest.fail(str(_build["error"]), pytrace=False)
-    before = hoststate.snapshot()
     # A short directory: the containerd socket path must stay under 108 bytes.
     node = Node(tmp_path_factory.mktemp("node"), _build["cp_bin"], _build["node_bin"], [REPO / "deploy" / "crds"])
+    before = hoststate.snapshot(node.dir)
     error = ""
     try:
         node.up([_build["images"][name] for name in IMAGES])

@@ -2,8 +2,8 @@
 namespaces, the host's iptables rules, cgroups, kernel and network settings, the fixed paths the
 kubelet and containerd use, and the node's processes.
 
-``snapshot()`` before ``tools/node`` starts a node and after it is taken down must be equal but for
-``ignored`` differences made by others (see :func:`differences`).
+``snapshot()`` before ``tools/node`` starts a node and after it is taken down must be equal
+(:func:`differences` lists what is not).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ FIXED_PATHS = (
     "/etc/kubernetes",
     "/usr/libexec/kubernetes",
 )
-NODE_PROCESSES = ("containerd", "containerd-shim", "kubelet", "kube-proxy", "coredns", "pause", "runc")
 SYSCTL_TREES = ("vm", "kernel", "net/ipv4/ip_forward", "net/ipv4/conf/all", "net/bridge")
 # Settings that move by themselves (counters, randomness, time).
 VOLATILE = ("random", "ns_last_pid", "stat_refresh", "drop_caches", "compact_memory", "pty/nr", "tainted",
@@ -59,19 +58,25 @@ def _cgroups() -> list[str]:
     return sorted(out)
 
 
-def _processes() -> list[str]:
-    names = []
+def _processes(node_dir: str) -> list[str]:
+    """Processes of a node: in a ``t9k-node-*`` cgroup, or running with the node's directory on
+    their command line. Others' processes (say, a containerd of one's own) do not count."""
+    out = []
     for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                names.append(Path(f"/proc/{pid}/comm").read_text().strip())
-            except OSError:
-                pass
-    return sorted(n for n in names if n.startswith(NODE_PROCESSES))
+        if not pid.isdigit():
+            continue
+        try:
+            cgroups = Path(f"/proc/{pid}/cgroup").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "/t9k-node-" in cgroups or node_dir in cmdline:
+            out.append(f"{pid} {cmdline[:120]}")
+    return sorted(out)
 
 
-def snapshot() -> dict[str, Any]:
-    """The host's state that a node touches (root needed for iptables)."""
+def snapshot(node_dir: str | os.PathLike) -> dict[str, Any]:
+    """The host's state that the node of ``node_dir`` touches (root needed for iptables)."""
     run = lambda *c: subprocess.run(c, capture_output=True, text=True, check=False).stdout  # noqa: E731
     return {
         "mounts": sorted(line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()),
@@ -81,22 +86,22 @@ def snapshot() -> dict[str, Any]:
         "cgroups": _cgroups(),
         "sysctls": _sysctls(),
         "paths": {p: os.path.lexists(p) for p in FIXED_PATHS},
-        "processes": _processes(),
+        "processes": _processes(str(node_dir)),
     }
 
 
-def differences(before: dict[str, Any], after: dict[str, Any], ignore: tuple[str, ...] = ()) -> list[str]:
-    """One line per difference; items containing any of ``ignore`` (others' work) are left out."""
+def differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """One line per difference between two snapshots."""
     out = []
     for key in before:
         a, b = before[key], after[key]
         if isinstance(a, dict):
             for k in sorted(set(a) | set(b)):
-                if a.get(k) != b.get(k) and not any(i in k for i in ignore):
+                if a.get(k) != b.get(k):
                     out.append(f"{key} {k}: {a.get(k)!r} -> {b.get(k)!r}")
         elif isinstance(a, list):
-            gone = [x for x in a if x not in b and not any(i in x for i in ignore)]
-            new = [x for x in b if x not in a and not any(i in x for i in ignore)]
+            gone = [x for x in a if x not in b]
+            new = [x for x in b if x not in a]
             out += [f"{key}: new {x}" for x in new] + [f"{key}: gone {x}" for x in gone]
         elif a != b:
             out.append(f"{key}: {a!r} -> {b!r}")

@@ -31,7 +31,7 @@ def test_down_leaves_the_machine_as_it_was(node) -> None:
     """Runs last (conftest orders it): no process, mount, cgroup, link, network namespace, iptables
     rule, fixed path or kernel setting of the node is left after down."""
     node.down()
-    after = hoststate.snapshot()
+    after = hoststate.snapshot(node.dir)
     diff = hoststate.differences(node.host_before, after)
     assert not diff, "\n".join(diff)
     # down is idempotent: a second call finds nothing to do.
