@@ -14,6 +14,7 @@ from dataclasses import replace
 import pytest
 
 from t9k_jobs.engine import ContainerState, ObservedPod
+from t9k_jobs.engine.reconcile import UNFINISHED_GRACE
 
 from .jobs import pytorch
 from .sim import Sim
@@ -92,6 +93,9 @@ def test_finished_worker_reported_running_is_not_cleaned_up_as_unfinished() -> N
     sim.succeed("j-master-0")
     plan = sim.step()
     assert sim.status.phase == "Succeeded"
+    assert not plan.delete and plan.requeue_after is not None  # the grace of the Unfinished clean-up
+    sim.tick(UNFINISHED_GRACE)
+    plan = sim.step()
     assert [d.name for d in plan.delete] == ["j-worker-1"], "only the replica still running is unfinished"
     sim.step()
     assert sim.replica("j-worker-0").phase == "Succeeded"

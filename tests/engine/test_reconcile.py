@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from t9k_jobs.engine import ContainerState, reconcile
+from t9k_jobs.engine.reconcile import UNFINISHED_GRACE
 
 from .jobs import colossalai, ctr, deepspeed, generic, pytorch, tmpl
 from .sim import T0, Sim
@@ -747,8 +748,26 @@ def test_clean_up_policy_after_success(policy, deleted):
     m = pytorch(name="j", runPolicy={"cleanUpPolicy": policy})
     sim, plan = finish_with_mixed_pods(m)
     assert sim.status.phase == "Succeeded"
+    if policy == "Unfinished":
+        # Replicas still running get UNFINISHED_GRACE seconds to end by themselves first.
+        assert deleted_pods(plan) == [] and plan.requeue_after == pytest.approx(UNFINISHED_GRACE, abs=1)
+        assert not plan.finished
+        sim.tick(UNFINISHED_GRACE)
+        plan = sim.step()
     assert sorted(deleted_pods(plan)) == deleted
     assert sim.live() == sorted({"j-master-0", "j-worker-0", "j-worker-1"} - set(deleted))
+
+
+def test_unfinished_clean_up_keeps_a_replica_that_ends_during_the_grace():
+    """Ranks that end together reach the runtime a moment apart: the one seen second keeps its result."""
+    sim, plan = finish_with_mixed_pods(pytorch(name="j", runPolicy={"cleanUpPolicy": "Unfinished"}))
+    assert deleted_pods(plan) == []
+    sim.tick(1)
+    sim.succeed("j-worker-1")
+    plan = sim.step()
+    assert deleted_pods(plan) == [] and plan.finished
+    assert sim.replica("j-worker-1").phase == "Succeeded"
+    assert sim.status.aggregate.succeeded == 3
 
 
 def test_clean_up_policy_defaults_to_none():

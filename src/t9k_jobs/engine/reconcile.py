@@ -44,6 +44,7 @@ from ..frameworks.base import base_pod, container, pod_group, replica_service, t
 from .types import Addressing, ClusterAddressing, ContainerState, Delete, Event, Observed, ObservedPod, Plan
 
 ACTIVE = frozenset({"Creating", "Pending", "Running", "Unknown"})
+UNFINISHED_GRACE = 5.0  # seconds a finished job's running replicas get to end by themselves (cleanUpPolicy Unfinished)
 #: Terminated reasons that say no more than the exit code (the kubelet's: 0 Completed, else Error);
 #: failure messages and restart events leave them out.
 PLAIN_REASONS = frozenset({"Completed", "Error"})
@@ -532,6 +533,7 @@ def _waiting_message(p: _Pass) -> str:
 def _end(p: _Pass, outcome: Outcome) -> None:
     phase = "Succeeded" if outcome.succeeded else "Failed"
     p.status.completion_time = rfc3339(p.now)
+    p.plan.requeue_after = None  # a deadline's wake-up is moot; the clean-up may ask for its own
     p.creates.clear()
     p.plan.create = [o for o in p.plan.create if o["kind"] != "Pod"]
     _clean_up(p)
@@ -543,13 +545,26 @@ def _end(p: _Pass, outcome: Outcome) -> None:
 
 
 def _clean_up(p: _Pass) -> None:
-    """Delete pods of a finished job by ``cleanUpPolicy`` [§1.6]; other children stay."""
+    """Delete pods of a finished job by ``cleanUpPolicy`` [§1.6]; other children stay.
+
+    ``Unfinished`` spares replicas still running for :data:`UNFINISHED_GRACE` seconds after
+    ``completionTime`` and asks to look again then: ranks that end together (a DDP job's) reach
+    the runtime a moment apart (a real kubelet notices an exit within its 1 s relist and reports
+    the pod's end about 1.2 s later), so a replica that exits 0 a moment after the deciding one
+    keeps its result and its logs instead of being deleted as unfinished.
+    """
     policy, exempt = p.fw.clean_up(p.job)
+    ends = parse_time(p.status.completion_time) + UNFINISHED_GRACE if p.status.completion_time else p.now
     for pod in p.observed.pods.values():
         if pod.replica_type in exempt:
             continue
-        if policy == "All" or (policy == "Unfinished" and not pod.terminal):
+        if policy == "All":
             p.delete_pod(pod, "CleanUp")
+        elif policy == "Unfinished" and not pod.terminal:
+            if p.now >= ends:
+                p.delete_pod(pod, "CleanUp")
+            elif not pod.deleting:
+                p.plan.requeue_after = min(p.plan.requeue_after or ends - p.now, ends - p.now)
 
 
 def _active_phase(p: _Pass) -> str:

@@ -145,8 +145,14 @@ class Plan:
 
     @property
     def finished(self) -> bool:
-        """True when the job is in a terminal phase and nothing is left to create or delete."""
-        return self.status.phase in ("Succeeded", "Failed") and not self.create and not self.delete
+        """True when the job is in a terminal phase, nothing is left to create or delete, and the
+        engine does not ask to look again (a clean-up still waiting, :func:`reconcile`)."""
+        return (
+            self.status.phase in ("Succeeded", "Failed")
+            and not self.create
+            and not self.delete
+            and self.requeue_after is None
+        )
 
 
 class Addressing(Protocol):
