@@ -1,7 +1,9 @@
 # The t9k-jobs operator image: docker build -t t9k-jobs:0.1.0 .
 # Runs `t9k-jobs operator` by default; deploy/operator.yaml passes its own arguments.
+# BASE: any Debian-like image with python3.11, venv and pip (tools/images/build.sh passes its own).
 
-FROM python:3.11-slim AS build
+ARG BASE=python:3.11-slim
+FROM ${BASE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -9,7 +11,7 @@ COPY src ./src
 # The package and its runtime dependencies only (no torch: the examples extra is not installed).
 RUN python -m venv /opt/t9k-jobs && /opt/t9k-jobs/bin/pip install .
 
-FROM python:3.11-slim
+FROM ${BASE}
 ENV PATH=/opt/t9k-jobs/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
