@@ -35,7 +35,7 @@ from . import hoststate
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO / "tools" / "node"))
-from node import Node, NodeError, preflight  # noqa: E402
+from node import PRIVATE_PATHS, Node, NodeError, preflight  # noqa: E402
 
 IMAGES = ("pause", "training", "operator")
 VERSION = "0.1.0"
@@ -102,7 +102,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         pytest.fail(str(_build["error"]), pytrace=False)
     # A short directory: the containerd socket path must stay under 108 bytes.
     node = Node(tmp_path_factory.mktemp("node"), _build["cp_bin"], _build["node_bin"], [REPO / "deploy" / "crds"])
-    before = hoststate.snapshot(node.dir)
+    before = hoststate.snapshot(node.dir, node.cgroup, node.veth, PRIVATE_PATHS)
     error = ""
     try:
         node.up([_build["images"][name] for name in IMAGES])

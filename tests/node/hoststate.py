@@ -58,9 +58,8 @@ def _cgroups() -> list[str]:
     return sorted(out)
 
 
-def _processes(node_dir: str) -> list[str]:
-    """Processes of a node: in a ``t9k-node-*`` cgroup, or running with the node's directory on
-    their command line. Others' processes (say, a containerd of one's own) do not count."""
+def _processes(node_dir: str, cgroup: str) -> list[str]:
+    """Processes of the node: in its cgroup, or with its directory on their command line."""
     out = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -70,23 +69,33 @@ def _processes(node_dir: str) -> list[str]:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "/t9k-node-" in cgroups or node_dir in cmdline:
+        if f"/{cgroup}" in cgroups or node_dir in cmdline:
             out.append(f"{pid} {cmdline[:120]}")
     return sorted(out)
 
 
-def snapshot(node_dir: str | os.PathLike) -> dict[str, Any]:
-    """The host's state that the node of ``node_dir`` touches (root needed for iptables)."""
+def snapshot(node_dir: str | os.PathLike, cgroup: str, veth: str, private: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The host's state that the node of ``node_dir`` (cgroup ``cgroup``, host link ``veth``)
+    touches: its own mounts, links, cgroups and processes (another node started meanwhile does
+    not count), and the machine-wide iptables rules, network namespaces, kernel settings and fixed
+    paths. ``private``: the paths the node covers with a tmpfs of its own. Root needed (iptables)."""
     run = lambda *c: subprocess.run(c, capture_output=True, text=True, check=False).stdout  # noqa: E731
+    ours = (str(node_dir), *private)
     return {
-        "mounts": sorted(line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()),
-        "links": sorted(line.split(":")[1].strip().split("@")[0] for line in run("ip", "-o", "link").splitlines()),
+        "mounts": sorted(
+            m for m in (line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines())
+            if m.startswith(ours) or "containerd" in m or "kubelet" in m
+        ),
+        "links": sorted(
+            name for name in (line.split(":")[1].strip().split("@")[0] for line in run("ip", "-o", "link").splitlines())
+            if name.startswith(veth) or name == "cni0"
+        ),
         "netns": sorted(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else None,
         "iptables": [line for line in run("iptables-save").splitlines() if not line.startswith(("#", ":"))],
-        "cgroups": _cgroups(),
+        "cgroups": [c for c in _cgroups() if c.endswith("/" + cgroup) or "kubepods" in c],
         "sysctls": _sysctls(),
         "paths": {p: os.path.lexists(p) for p in FIXED_PATHS},
-        "processes": _processes(str(node_dir)),
+        "processes": _processes(str(node_dir), cgroup),
     }
 
 

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from . import hoststate
-from .conftest import REPO, Node, NodeError
+from .conftest import PRIVATE_PATHS, REPO, Node, NodeError
 
 
 def test_up_refuses_without_root_in_one_line(tmp_path) -> None:
@@ -31,7 +31,7 @@ def test_down_leaves_the_machine_as_it_was(node) -> None:
     """Runs last (conftest orders it): no process, mount, cgroup, link, network namespace, iptables
     rule, fixed path or kernel setting of the node is left after down."""
     node.down()
-    after = hoststate.snapshot(node.dir)
+    after = hoststate.snapshot(node.dir, node.cgroup, node.veth, PRIVATE_PATHS)
     diff = hoststate.differences(node.host_before, after)
     assert not diff, "\n".join(diff)
     # down is idempotent: a second call finds nothing to do.
