@@ -44,8 +44,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "t9k-jobs" / "images"
-#: buildah's run state (locks, mount counts): a tmpfs on most machines, so a reboot clears it.
-RUNROOT = Path("/run/t9k-jobs-images/buildah")
+#: buildah's run state (locks, mount counts), one per cache: /run is a tmpfs on most machines,
+#: so a reboot clears it, as it clears the mounts it counts.
+RUNROOT = Path("/run/t9k-jobs-images") / hashlib.sha256(str(CACHE).encode()).hexdigest()[:12]
 LAYER_TAR = "application/vnd.oci.image.layer.v1.tar"
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 CONFIG = "application/vnd.oci.image.config.v1+json"
@@ -753,6 +754,35 @@ def buildah_cleanup(log: Log) -> None:
     unmount_all(RUNROOT, log)
 
 
+def prune_storage(log: Log) -> None:
+    """Drop the layer-cache images no tagged image builds on (earlier versions of an image).
+
+    buildah --layers keeps one untagged image per build step. Those on the layer chain of a
+    tagged image are the cache of its next build; the others (and their layers: a torch layer is
+    6 GB) are removed. Reads containers/storage's own index files (overlay-images/images.json,
+    overlay-layers/layers.json).
+    """
+    root = CACHE / "buildah" / "storage"
+    try:
+        images = json.loads((root / "overlay-images" / "images.json").read_text())
+        layers = json.loads((root / "overlay-layers" / "layers.json").read_text())
+    except (OSError, ValueError) as e:
+        log.write(f"prune: cannot read the storage index: {e}")
+        return
+    parent = {layer["id"]: layer.get("parent") for layer in layers}
+    keep: set[str] = set()
+    for image in images:
+        if image.get("names"):
+            layer = image.get("layer")
+            while layer and layer not in keep:
+                keep.add(layer)
+                layer = parent.get(layer)
+    stale = [image["id"] for image in images if not image.get("names") and image.get("layer") not in keep]
+    if stale:
+        log.write(f"prune: {len(stale)} stale layer-cache images")
+        run("buildah rmi (stale cache)", buildah("rmi", *stale), log, check=False)
+
+
 def image_id(ref: str, log: Log) -> str | None:
     code, out = run(
         "buildah inspect",
@@ -979,6 +1009,7 @@ def build_with_buildah(dockerfile: str, ignorefile: str | None, extra_args: list
                     log,
                 )
                 oci_archive(layout, image.ref, out)
+            prune_storage(log)
             say(
                 f"{image.name}: exported in {time.monotonic() - t:.1f}s (buildah push {t_push:.1f}s, archive "
                 f"{time.monotonic() - t - t_push:.1f}s)"
