@@ -289,7 +289,12 @@ def test_dockerfile_runs_the_operator_as_the_deployments_user() -> None:
     uid = DEPLOYMENT["spec"]["template"]["spec"]["securityContext"]["runAsUser"]
     assert f"USER {uid}:" in text
     assert 'ENTRYPOINT ["t9k-jobs"]' in text and 'CMD ["operator"]' in text
-    assert "FROM python:3.11-slim" in text
+    # The base is an argument (tools/images builds FROM a base made here); python:3.11-slim by default.
+    assert "ARG BASE=python:3.11-slim" in text
+    assert [line for line in text.splitlines() if line.startswith("FROM ")] == [
+        "FROM ${BASE} AS build",
+        "FROM ${BASE}",
+    ]
 
 
 # --------------------------------------------------------------------------- install (fake client)
