@@ -122,13 +122,9 @@ def make_cgroup(name: str) -> None:
             for knob in ("cpuset.cpus", "cpuset.mems"):
                 if (path / knob).exists() and not (path / knob).read_text().strip():
                     (path / knob).write_text((path.parent / knob).read_text())
-        if h == CGROUP_FS:  # v2: let the children use the controllers
+        if h == CGROUP_FS:  # v2: let the node's children (system, kubepods) use the controllers
             ctrl = (h / "cgroup.controllers").read_text().split()
-            for sub in (h / name,):
-                try:
-                    (sub / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in ctrl))
-                except OSError:
-                    pass
+            _write(h / name / "cgroup.subtree_control", " ".join(f"+{c}" for c in ctrl))
 
 
 def join_cgroup(name: str):
@@ -310,7 +306,7 @@ class Node:
             .splitlines()[-1]
         )
         other = _registered()
-        if other and other != str(self.dir) and Node(other)._live():
+        if other and Node(other)._live():
             raise NodeError(f"a node already runs from {other}; stop it with: tools/node/down.sh {other}")
         if self._load():
             self.down()  # a stale node of this DIR (crashed, never taken down)
