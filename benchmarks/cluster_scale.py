@@ -23,39 +23,45 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import fcntl
 import json
-import math
 import os
 import platform
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools" / "controlplane"))
 from controlplane import ControlPlane
+from operators import (  # shared with real_node.py
+    KF_JOBS,
+    T9K_JOBS,
+    OperatorRun,
+    build,
+    kf_phase,
+    kubeflow_operator,
+    num,
+    pytorchjob_crd,
+    start_training_operator,
+    t9k_operator,
+    t9k_phase,
+    until,
+)
 
-from t9k_jobs.cluster.client import NAMESPACES, PODS, SECRETS, SERVICES, KubeClient, Resource
+from t9k_jobs.cluster.client import NAMESPACES, PODS, SERVICES, KubeClient, Resource
 from t9k_jobs.cluster.informer import Informer
 
 NS = "bench"
 REPLICAS = 4
 OUTCOME = "bench.t9k-jobs.dev/outcome"
-T9K_JOBS = Resource("batch.tensorstack.dev", "v1beta1", "pytorchtrainingjobs", "PyTorchTrainingJob")
-KF_JOBS = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 NODES = 100
 APISERVER_ARGS = [  # the control plane itself must not be the limit (kwokctl's DisableQPSLimits)
     "--max-requests-inflight=0",
@@ -65,13 +71,6 @@ APISERVER_ARGS = [  # the control plane itself must not be the limit (kwokctl's 
 
 
 # --------------------------------------------------------------------------- the simulated cluster
-
-
-def build(script: str) -> Path:
-    out = subprocess.run(
-        ["bash", str(ROOT / "tools" / "controlplane" / script)], stdout=subprocess.PIPE, text=True, check=True
-    )
-    return Path(out.stdout.strip().splitlines()[-1])
 
 
 def outcome_stage(outcome: str, phase: str, exit_code: int, reason: str) -> str:
@@ -218,169 +217,15 @@ class Cluster:
         self.cp.stop()
 
 
-async def until(pred, timeout: float, what: str, interval: float = 0.2) -> None:
-    end = time.monotonic() + timeout
-    while True:
-        result = pred()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > end:
-            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-        await asyncio.sleep(interval)
-
-
 # --------------------------------------------------------------------------- the operators
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class OperatorRun:
-    """One operator process; samples its RSS and reads its metrics."""
-
-    def __init__(self, name: str, argv: list[str], metrics_url: str, ready_url: str, log: Path):
-        self.name = name
-        self.argv = argv
-        self.metrics_url = metrics_url
-        self.ready_url = ready_url
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.peak_rss = 0
-        self._sampler: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        out = open(self.log, "wb")  # noqa: SIM115 - the child keeps it open
-        self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        self._sampler = asyncio.get_running_loop().create_task(self._sample())
-
-    async def _sample(self) -> None:
-        assert self.proc is not None
-        while self.proc.poll() is None:
-            try:
-                for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        self.peak_rss = max(self.peak_rss, int(line.split()[1]) * 1024)
-            except OSError:
-                return
-            await asyncio.sleep(0.25)
-
-    def rss(self) -> int:
-        """Resident set size now, in bytes (0 once the process is gone)."""
-        assert self.proc is not None
-        try:
-            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return 0
-
-    def cpu_seconds(self) -> float:
-        assert self.proc is not None
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def requests_by_method(self) -> dict[str, float]:
-        text = urllib.request.urlopen(self.metrics_url, timeout=10).read().decode()
-        verb_to_method = {
-            "get": "GET", "list": "GET", "watch": "GET", "create": "POST",
-            "update": "PUT", "patch": "PATCH", "delete": "DELETE",
-        }  # fmt: skip
-        out: dict[str, float] = {}
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                if s.name != "rest_client_requests_total":
-                    continue
-                method = s.labels.get("method") or verb_to_method.get(s.labels.get("verb", ""), "?")
-                out[method] = out.get(method, 0.0) + s.value
-        return out
-
-    async def wait_ready(self, url: str, timeout: float = 120) -> None:
-        def ok() -> bool:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited {self.proc.returncode}; see {self.log}")
-            try:
-                return urllib.request.urlopen(url, timeout=2).status == 200
-            except OSError:
-                return False
-
-        await until(ok, timeout, f"{self.name} ready")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self._sampler is not None:
-            self._sampler.cancel()
-
-
 def ours(cluster: Cluster, qps: float | None, burst: int | None, workers: int | None) -> OperatorRun:
-    port = free_port()
-    argv = [sys.executable, "-m", "t9k_jobs.cli", "operator", "--kubeconfig", str(cluster.cp.kubeconfig),
-            "--no-leader-elect", "--metrics-bind-address", f"127.0.0.1:{port}", "--log-level", "WARNING"]  # fmt: skip
-    if qps is not None:
-        argv += ["--kube-api-qps", str(qps), "--kube-api-burst", str(burst)]
-    if workers is not None:
-        argv += ["--workers", str(workers)]
-    base = f"http://127.0.0.1:{port}"
-    return OperatorRun("t9k-jobs", argv, f"{base}/metrics", f"{base}/readyz", cluster.dir / "t9k-jobs.log")
+    return t9k_operator(cluster.cp.kubeconfig, cluster.dir, qps, burst, workers)
 
 
 def theirs(cluster: Cluster, qps: float | None, burst: int | None, workers: int | None) -> OperatorRun:
-    port, probe, webhook = free_port(), free_port(), free_port()
-    argv = [str(cluster.peers / "bin" / "training-operator.v1"), f"--kubeconfig={cluster.cp.kubeconfig}",
-            "--enable-scheme=pytorchjob", f"--metrics-bind-address=127.0.0.1:{port}",
-            f"--health-probe-bind-address=127.0.0.1:{probe}", f"--webhook-server-port={webhook}",
-            "--leader-elect=false", "--gang-scheduler-name="]  # fmt: skip
-    if qps is not None:
-        argv += [f"--kube-api-qps={int(qps)}", f"--kube-api-burst={burst}"]
-    if workers is not None:
-        argv += [f"--controller-threads={workers}"]
-    return OperatorRun(
-        "training-operator",
-        argv,
-        f"http://127.0.0.1:{port}/metrics",
-        f"http://127.0.0.1:{probe}/readyz",
-        cluster.dir / "training-operator.log",
-    )
-
-
-# The training operator's certificate rotator waits for its files in this fixed directory
-# (pkg/cert of v1.9.3) before it serves the webhook; out of cluster nothing mounts them there,
-# so the benchmark copies them from the Secret the rotator fills. One fixed directory per host:
-# CERT_LOCK keeps two benchmark processes from running the training operator at the same time.
-CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
-CERT_LOCK = Path("/tmp/k8s-webhook-server.lock")
-
-
-async def training_operator_prerequisites(client: KubeClient) -> None:
-    """Namespace ``kubeflow`` and the (empty) webhook Secret its certificate rotator fills."""
-    await client.create(NAMESPACES, None, {"metadata": {"name": "kubeflow"}})
-    await client.create(
-        SECRETS, "kubeflow", {"metadata": {"name": "training-operator-webhook-cert", "namespace": "kubeflow"}}
-    )
-
-
-async def copy_webhook_certs(client: KubeClient, dest: Path) -> None:
-    """The rotator writes the serving cert into the Secret; the operator reads it from ``dest``."""
-    while True:
-        data = (await client.get(SECRETS, "kubeflow", "training-operator-webhook-cert")).get("data") or {}
-        if "tls.crt" in data and "tls.key" in data:
-            dest.mkdir(parents=True, exist_ok=True)
-            for k in ("tls.crt", "tls.key"):
-                (dest / k).write_bytes(base64.b64decode(data[k]))
-            return
-        await asyncio.sleep(0.2)
+    return kubeflow_operator(cluster.cp.kubeconfig, cluster.dir, cluster.peers, qps, burst, workers)
 
 
 PROFILE_DIR: Path | None = None
@@ -497,25 +342,6 @@ def pod_projection(obj: dict[str, Any]) -> tuple[str, str]:
     return obj["metadata"].get("uid", ""), (obj.get("status") or {}).get("phase") or "Pending"
 
 
-def t9k_phase(obj: dict[str, Any]) -> str:
-    return (obj.get("status") or {}).get("phase") or ""
-
-
-def kf_phase(obj: dict[str, Any]) -> str:
-    """Kubeflow reports conditions; the newest true one among Running/Succeeded/Failed is the phase."""
-    phase = ""
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("status") == "True" and c.get("type") in (
-            "Created",
-            "Running",
-            "Succeeded",
-            "Failed",
-            "Restarting",
-        ):
-            phase = c["type"]
-    return phase
-
-
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -568,12 +394,7 @@ async def run_operator(
     if system == "t9k-jobs":
         crds = [ROOT / "deploy" / "crds"]
     else:
-        # The published file carries an empty top-level status that server-side apply refuses.
-        crd = yaml.safe_load((peers / "crds" / "kubeflow.org_pytorchjobs.yaml").read_text())
-        crd.pop("status", None)
-        work.mkdir(parents=True, exist_ok=True)
-        (work / "pytorchjobs-crd.yaml").write_text(yaml.safe_dump(crd))
-        crds = [work / "pytorchjobs-crd.yaml"]
+        crds = [pytorchjob_crd(peers, work)]
     cluster = Cluster(work, bin_dir, peers, crds)
     cluster.start()
     op: OperatorRun | None = None
@@ -601,13 +422,8 @@ async def run_operator(
                 out = PROFILE_DIR / f"t9k-jobs-{n}-{limits}.collapsed"
                 tasks.append(asyncio.create_task(_profile(op, out)))
         else:
-            await training_operator_prerequisites(client)
-            lock = open(CERT_LOCK, "w")  # noqa: SIM115, ASYNC230 - held until this run ends
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            shutil.rmtree(CERT_DIR, ignore_errors=True)  # stale files would let it start too early
             op = theirs(cluster, qps, burst, workers)
-            op.start()
-            await asyncio.wait_for(copy_webhook_certs(client, CERT_DIR), 120)
+            lock = await start_training_operator(client, op)
         await op.wait_ready(op.ready_url)
 
         make = t9k_job if system == "t9k-jobs" else kf_job
@@ -766,11 +582,6 @@ def table(results: list[Result]) -> str:
             f"{num(r.peak_rss_mib, 0)} | {num(r.cpu_s, 1)} | {req} | {ratio_theirs} | {ratio_p99} | {ratio_ceiling} |"
         )
     return "\n".join(lines)
-
-
-def num(x: float, digits: int = 2) -> str:
-    """``x`` with ``digits`` decimals; a dash for what a run does not measure (NaN)."""
-    return "–" if math.isnan(x) else f"{x:.{digits}f}"
 
 
 def main() -> int:
