@@ -259,3 +259,45 @@ def test_render_json_output(tmp_path: Path) -> None:
     listing = json.loads(result.stdout)
     assert listing["kind"] == "List"
     assert [i["kind"] for i in listing["items"]].count("Pod") == 2
+
+
+COLOSSALAI = """\
+kind: ColossalAIJob
+metadata:
+  name: cai
+spec:
+  launcher: {{image: example/colossalai:1}}
+  worker:
+    replicas: 2
+    command: {command}
+    template:
+      spec:
+        containers:
+          - name: worker
+            image: example/colossalai:1
+"""
+
+
+@pytest.mark.parametrize("command", ['["python", "train.py"]', '["/usr/bin/python3", "train.py"]', '["torchrun", "t.py"]'])
+def test_colossalai_command_must_start_with_the_script(tmp_path: Path, command: str) -> None:
+    """`colossalai run` starts the script with python itself: `python train.py` would run
+    `python python train.py`, fail, and still end Succeeded (the launcher exits 0)."""
+    path = write(tmp_path, "cai.yaml", API + COLOSSALAI.format(command=command))
+    result = cli("validate", str(path))
+    assert_clean_error(result, "spec.worker.command", "give the training script first")
+    assert cli("validate", str(write(tmp_path, "ok.yaml", API + COLOSSALAI.format(command='["train.py"]')))).returncode == 0
+
+
+def test_older_colossalai_form_accepts_extra_args_and_restart_policy_objects(tmp_path: Path) -> None:
+    """That form's API reference has `torchConfig.extraArgs` and `replicaSpecs[].restartPolicy` as
+    `{policy, limit}`: both are accepted; the extra args reach `colossalai run`'s torchrun."""
+    legacy = yaml.safe_load((Path(__file__).parents[1] / "render" / "manifests" / "colossalai-legacy.yaml").read_text())
+    legacy["spec"]["torchConfig"]["extraArgs"] = ["--max_restarts", "0"]
+    for spec in legacy["spec"]["replicaSpecs"]:
+        spec["restartPolicy"] = {"policy": "OnFailure", "limit": 3}
+    path = tmp_path / "legacy.yaml"
+    path.write_text(yaml.safe_dump(legacy))
+    assert cli("validate", str(path)).returncode == 0, cli("validate", str(path)).stderr
+    rendered = cli("render", str(path))
+    assert rendered.returncode == 0, rendered.stderr
+    assert "--extra_launch_args=max_restarts=0" in rendered.stdout

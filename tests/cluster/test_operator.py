@@ -517,3 +517,45 @@ def test_each_kind_runs_and_ends(
         assert expected_event in kube.wait_for(lambda: reasons(kube, namespace, name) & {expected_event})
     else:
         assert kube.wait_for(lambda: [e for e in events(kube, namespace, name) if e["type"] == "Warning"])
+
+
+def test_two_kinds_with_one_name_say_the_names_are_taken(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """A PyTorchTrainingJob and a DeepSpeedJob named alike want the pod and Service
+    ``<name>-worker-0``: the second one says whose they are (condition and Warning) instead of
+    waiting in silence, and creates them once the first job and its children are gone."""
+    ns = namespace
+    create(kube, pytorch("same", ns, workers=1))
+    wait_pods(kube, ns, "same", 2, operator)
+    ds = manifest("deepspeed-legacy.yaml", ns)
+    ds["metadata"]["name"] = "same"
+    create(kube, ds)
+    init = kube.wait_for(
+        lambda: (c := condition(status(kube, ns, "DeepSpeedJob", "same"), "Initialized"))
+        and c.get("reason") == "ChildConflict" and c,
+        timeout=30,
+        what="the DeepSpeedJob's ChildConflict condition",
+    )
+    assert "Pod same-worker-0 belongs to PyTorchTrainingJob/same" in init["message"], init
+    assert "Service same-worker-0 belongs to PyTorchTrainingJob/same" in init["message"], init
+    warnings = [
+        e for e in kube.list(core_path(ns, "events"))
+        if e["involvedObject"]["kind"] == "DeepSpeedJob" and e["reason"] == "ChildConflict"
+    ]
+    assert warnings and warnings[0]["type"] == "Warning", warnings
+    assert status(kube, ns, "DeepSpeedJob", "same")["phase"] == "Pending"
+    # The PyTorchTrainingJob keeps its pods; once it is gone, the DeepSpeedJob gets its own.
+    owner_kind = lambda p: p["metadata"]["ownerReferences"][0]["kind"]  # noqa: E731
+    assert {owner_kind(p) for p in pods(kube, ns, "same").values()} == {"PyTorchTrainingJob"}
+    kube.delete(job_path(ns, "PyTorchTrainingJob", "same"), propagation="Background")
+    kube.wait_for(
+        lambda: (p := pods(kube, ns, "same")) and {owner_kind(x) for x in p.values()} == {"DeepSpeedJob"}
+        and "same-worker-0" in p,
+        timeout=120,
+        what="the DeepSpeedJob's own pods once the names are free",
+    )
+    kube.wait_for(
+        lambda: (c := condition(status(kube, ns, "DeepSpeedJob", "same"), "Initialized"))
+        and c.get("reason") != "ChildConflict",
+        timeout=60,
+        what="the conflict condition to clear",
+    )

@@ -396,6 +396,7 @@ def test_preserve_unknown_fields_only_where_the_models_say_so() -> None:
         ("ColossalAIJob", "spec.launcher.env[]"),
         ("ColossalAIJob", "spec.launcher.resources"),
         ("ColossalAIJob", "spec.runPolicy.cleanUpWorkers"),
+        ("ColossalAIJob", "spec.replicaSpecs[].restartPolicy"),  # a name or {policy, limit}: the older form
     }
     assert open_paths == expected
 

@@ -404,7 +404,8 @@ def test_deepspeed_hostfile_and_env_file() -> None:
 
 def test_deepspeed_worker0_launches_and_others_run_sshd() -> None:
     """§4.2/§4.3: worker-0 runs ``deepspeed --hostfile=/t9k/hostfile --launcher=pdsh <run.python>``
-    after sshd; the other workers run ``/usr/sbin/sshd -D``."""
+    after sshd; the other workers run ``/usr/sbin/sshd -D`` (with ``-e``: its log in the pod's),
+    after installing the keys where StrictModes accepts them."""
     objects = render_manifest("deepspeed-gpt")
     job = job_of("deepspeed-gpt")
     run_python = job.spec.config.run.python
@@ -412,26 +413,31 @@ def test_deepspeed_worker0_launches_and_others_run_sshd() -> None:
     w0 = ctr(one(objects, "Pod", "llm-350m-worker-0"), "worker")
     text = script(w0)
     assert w0["args"] == []
-    assert text.startswith("/usr/sbin/sshd")
-    assert "deepspeed --hostfile=/t9k/hostfile --launcher=pdsh" in text
+    assert text.startswith("install -d -m 700 /root/.ssh")
+    assert "{ /usr/sbin/sshd -D -e -o AuthorizedKeysFile=/root/.ssh/authorized_keys & }" in text
+    assert "t9k_wait_sshd llm-350m-worker-0 llm-350m-worker-1 llm-350m-worker-2" in text
+    assert "t9k_run deepspeed --hostfile=/t9k/hostfile --launcher=pdsh" in text
     launch = shlex.split(text[text.index("deepspeed --hostfile") :])
     assert launch == ["deepspeed", "--hostfile=/t9k/hostfile", "--launcher=pdsh", *run_python]
     assert "--no_local_rank" not in launch  # localRank: true
     for i in (1, 2):
         c = ctr(one(objects, "Pod", f"llm-350m-worker-{i}"), "worker")
-        assert c["command"] == ["/usr/sbin/sshd", "-D"]
+        assert c["command"][:2] == ["/bin/sh", "-c"]
+        assert script(c).endswith("&& exec /usr/sbin/sshd -D -e -o AuthorizedKeysFile=/root/.ssh/authorized_keys")
         assert c["args"] == []
 
 
 def test_deepspeed_reserved_paths_are_mounted_on_every_worker() -> None:
-    """§1.2/§4.2: /root/.ssh (the key Secret), /t9k/hostfile, /root/.deepspeed_env."""
+    """§1.2/§4.2: the key Secret (copied into /root/.ssh), /t9k/hostfile, /root/.deepspeed_env."""
     objects = render_manifest("deepspeed-gpt")
     secret = one(objects, "Secret", "llm-350m-ssh")
     assert secret["stringData"] == FAKE_KEYS
     for pod in of_kind(objects, "Pod"):
         c = ctr(pod, "worker")
         m = mounts(c)
-        assert volume(pod, m["/root/.ssh"]["name"])["secret"]["secretName"] == "llm-350m-ssh"
+        assert volume(pod, m["/t9k/ssh"]["name"])["secret"]["secretName"] == "llm-350m-ssh"
+        assert "/root/.ssh" not in m  # a Secret volume's modes fail sshd's StrictModes
+        assert "install -m 600 \"$f\" /root/.ssh/" in script(c)
         cm_volume = volume(pod, m["/t9k/hostfile"]["name"])["configMap"]["name"]
         assert cm_volume == "llm-350m-launch"
         assert m["/t9k/hostfile"]["subPath"] == "hostfile"
@@ -456,18 +462,22 @@ def test_deepspeed_legacy_spellings() -> None:
     assert cm["data"]["deepspeed_env"] == "PYTHONUNBUFFERED=1\n"
     # The container is not named `worker`: container 0 is the training container (§4.2).
     text = script(ctr(one(objects, "Pod", "ds-legacy-worker-0"), "trainer"))
-    assert text.endswith("deepspeed --hostfile=/t9k/hostfile --launcher=pdsh train.py --epochs 3")
-    assert ctr(one(objects, "Pod", "ds-legacy-worker-1"), "trainer")["command"] == ["/usr/sbin/sshd", "-D"]
+    assert text.endswith("t9k_run deepspeed --hostfile=/t9k/hostfile --launcher=pdsh train.py --epochs 3")
+    assert script(ctr(one(objects, "Pod", "ds-legacy-worker-1"), "trainer")).endswith(
+        "exec /usr/sbin/sshd -D -e -o AuthorizedKeysFile=/root/.ssh/authorized_keys"
+    )
 
 
 def test_deepspeed_debug_default_is_sshd() -> None:
-    """§1.5/§4.8: DeepSpeedJob's debug default is `/usr/sbin/sshd -D`, on worker-0 too."""
+    """§1.5/§4.8: DeepSpeedJob's debug default is `/usr/sbin/sshd -D`, on worker-0 too (with the
+    keys installed and /run/sshd made, so that it serves in a stock image)."""
     job = job_of("deepspeed-legacy")
     data = job.model_dump(by_alias=True, exclude_none=True, mode="json")
     data["spec"]["runMode"] = {"debug": {"enabled": True}}
     for pod in of_kind(render(parse_job(data), keygen=dict), "Pod"):
         c = ctr(pod, "trainer")
-        assert c["command"] == ["/usr/sbin/sshd", "-D"] and c["args"] == []
+        assert script(c).endswith("exec /usr/sbin/sshd -D -e -o AuthorizedKeysFile=/root/.ssh/authorized_keys")
+        assert "mkdir -p -m 755 /run/sshd" in script(c) and c["args"] == []
 
 
 # --------------------------------------------------------------------------- ColossalAIJob (§5)
@@ -490,22 +500,25 @@ def test_colossalai_launcher_runs_colossalai_run() -> None:
     assert launch[-3:] == ["train_opt.py", "--plugin=gemini", "--synthetic=True"]
     assert not any(a.startswith("--extra_launch_args") for a in launch)  # torchArgs: []
     assert c["args"] == []
-    assert mounts(c)["/root/.ssh"]["name"] == "t9k-ssh"
+    assert mounts(c)["/t9k/ssh"]["name"] == "t9k-ssh"
     assert volume(pod, "t9k-ssh")["secret"]["secretName"] == "cai-opt-ssh"
+    assert text.startswith("install -d -m 700 /root/.ssh")  # the client key, where ssh looks
+    assert "t9k_wait_sshd cai-opt-worker-0 cai-opt-worker-1 cai-opt-worker-2 cai-opt-worker-3" in text
+    assert " ssh " not in text  # colossalai speaks ssh itself: the wait needs no ssh client
     hostfile = one(objects, "ConfigMap", "cai-opt-launch")["data"]["hostfile"]
     assert hostfile.splitlines() == [f"cai-opt-worker-{i}" for i in range(4)]
 
 
 def test_colossalai_workers_run_sshd_with_keys() -> None:
     """§5.2: workers run ``<sshdPath> -D`` (default /usr/sbin/sshd), their command ignored;
-    keys mounted at authMountPath (default /root/.ssh)."""
+    keys installed at authMountPath (default /root/.ssh) from the Secret."""
     objects = render_manifest("colossalai-workers")
     for i in range(4):
         pod = one(objects, "Pod", f"cai-opt-worker-{i}")
         c = ctr(pod, "worker")
-        assert c["command"] == ["/usr/sbin/sshd", "-D"]
+        assert script(c).endswith("exec /usr/sbin/sshd -D -e -o AuthorizedKeysFile=/root/.ssh/authorized_keys")
         assert c["args"] == []
-        assert volume(pod, mounts(c)["/root/.ssh"]["name"])["secret"]["secretName"] == "cai-opt-ssh"
+        assert volume(pod, mounts(c)["/t9k/ssh"]["name"])["secret"]["secretName"] == "cai-opt-ssh"
         assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert one(objects, "Secret", "cai-opt-ssh")["stringData"] == FAKE_KEYS
 
@@ -525,11 +538,13 @@ def test_colossalai_legacy_form() -> None:
     launch = shlex.split(script(launcher)[script(launcher).index("colossalai run") :])
     assert "--nproc_per_node=2" in launch
     assert launch[-3:] == ["vit_train.py", "--config", "vit.py"]
-    assert "/home/trainer/.ssh" in mounts(launcher)
+    assert script(launcher).startswith("install -d -m 700 /home/trainer/.ssh")
     for i in range(2):
         c = ctr(one(objects, "Pod", f"cai-legacy-worker-{i}"), "worker")
-        assert c["command"] == ["/usr/local/sbin/sshd", "-D"]
-        assert "/home/trainer/.ssh" in mounts(c) and "/root/.ssh" not in mounts(c)
+        assert script(c).endswith(
+            "exec /usr/local/sbin/sshd -D -e -o AuthorizedKeysFile=/home/trainer/.ssh/authorized_keys"
+        )
+        assert "install -d -m 700 /home/trainer/.ssh" in script(c) and "/root/.ssh" not in script(c)
 
 
 def test_colossalai_scheduler_keeps_launcher_out_of_the_pod_group() -> None:

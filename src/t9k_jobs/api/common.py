@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 
 GROUP = "batch.tensorstack.dev"
+#: Annotation on a child whose content is made when it is created (an ssh Secret's key pair).
+ANNOTATION_GENERATE = f"{GROUP}/generate"
 VERSION = "v1beta1"
 API_VERSION = f"{GROUP}/{VERSION}"
 

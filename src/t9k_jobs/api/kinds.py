@@ -10,6 +10,8 @@ into the current one.
 
 from __future__ import annotations
 
+import re
+
 import shlex
 from typing import Annotated, Any, ClassVar, Literal, Union
 
@@ -324,12 +326,29 @@ class ColossalAILauncher(Model):
     resources: dict[str, Any] | None = None
 
 
+#: Programs that ``colossalai run`` would be handed as the "script": it starts the script with
+#: ``python`` itself, so ``["python", "train.py"]`` runs ``python python train.py``, which fails while
+#: the launcher still exits 0 (the job would end Succeeded with nothing trained).
+_LAUNCHERS_NOT_SCRIPTS = re.compile(r"^(python[0-9.]*|torchrun|colossalai|deepspeed|(ba|da)?sh|env)$")
+
+
 class ColossalAIWorker(Model):
     replicas: Annotated[int, Field(ge=0)] = 1
     proc_per_worker: Annotated[int, Field(ge=1)] = 1
     command: Annotated[list[str], Field(min_length=1)]
     torch_args: list[str] = Field(default_factory=list)
     template: PodTemplate
+
+    @field_validator("command")
+    @classmethod
+    def _script_first(cls, value: list[str]) -> list[str]:
+        program = value[0].strip().rsplit("/", 1)[-1]
+        if _LAUNCHERS_NOT_SCRIPTS.match(program):
+            raise ValueError(
+                f"command[0] is {value[0]!r}: give the training script first (e.g. [\"train.py\", ...]); "
+                "colossalai run starts it with python itself"
+            )
+        return value
 
     @field_validator("template", mode="before")
     @classmethod
@@ -365,19 +384,29 @@ class ColossalAIRunPolicy(Model):
 
 
 class ColossalAITorchConfig(Model):
-    """The older ColossalAIJob form's ``spec.torchConfig``."""
+    """The older ColossalAIJob form's ``spec.torchConfig``: ``procPerWorker``, the ``script`` (or
+    ``command``) every worker runs, and ``torchArgs``/``extraArgs``: torchrun options that
+    ``colossalai run`` passes on (``--extra_launch_args``), the two lists joined."""
 
     proc_per_worker: Annotated[int, Field(ge=1)] = 1
     script: list[str] | None = None
     command: list[str] | None = None
     torch_args: list[str] = Field(default_factory=list)
+    extra_args: list[str] = Field(default_factory=list)
 
 
 class ColossalAIReplicaSpec(ReplicaSpecBase):
-    """The older ColossalAIJob form's ``spec.replicaSpecs[]``, type launcher or worker."""
+    """The older ColossalAIJob form's ``spec.replicaSpecs[]``, type launcher or worker.
+
+    ``restartPolicy`` is accepted as a policy name or as ``{policy, limit}`` (that form's API
+    reference) and has no effect: ColossalAIJob never restarts a replica, since a restarted pod
+    would not rejoin the training (T9k docs, reference §5.4)."""
 
     type: Literal["launcher", "worker"]  # type: ignore[assignment]
-    restart_policy: str | None = None
+    restart_policy: Annotated[
+        Union[RestartPolicyName, GenericRestartPolicy, None],
+        Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}),
+    ] = None
 
 
 class ColossalAIJobSpec(Model):
@@ -408,7 +437,7 @@ class ColossalAIJobSpec(Model):
             "replicas": worker.get("replicas", 1),
             "procPerWorker": torch.get("procPerWorker", 1),
             "command": torch.get("script") or torch.get("command") or [],
-            "torchArgs": torch.get("torchArgs", []),
+            "torchArgs": [*(torch.get("torchArgs") or []), *(torch.get("extraArgs") or [])],
             "template": worker.get("template"),
         }
         return out

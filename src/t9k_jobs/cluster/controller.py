@@ -171,6 +171,8 @@ class Controller:
         self.job_informers: dict[str, list[Informer[dict[str, Any]]]] = {}
         self.child_informers: list[Informer[Child]] = []
         self._children: dict[str, dict[tuple[str, str], Child]] = {}  # job key -> (kind, name) -> child
+        # job key -> (kind, name) -> who holds that name: children this job cannot create
+        self._conflicts: dict[str, dict[tuple[str, str], str]] = {}
         self._written: dict[str, dict[str, Any]] = {}  # job key -> the job as our last status write left it
         self._parsed: dict[str, tuple[str, Job]] = {}  # job key -> (resourceVersion, job)
         self._invalid: dict[str, str] = {}  # job key -> resourceVersion reported invalid
@@ -363,13 +365,14 @@ class Controller:
             if kind not in self.optional_kinds:
                 # Not served by this cluster: never planned as missing (a Warning says so once).
                 others.add((kind, job.name))
-        return Observed(pods=pods, others=frozenset(others))
+        return Observed(pods=pods, others=frozenset(others), conflicts=dict(self._conflicts.get(key, {})))
 
     async def reconcile_key(self, key: str) -> str:
         """One pass for ``key``; returns the result label (success, skipped, requeue_after, invalid)."""
         raw = self.job_object(key)
         if raw is None:
             self.expectations.forget(key)
+            self._conflicts.pop(key, None)
             return "skipped"
         meta = raw["metadata"]
         if meta.get("deletionTimestamp"):
@@ -380,6 +383,7 @@ class Controller:
         job = self._parse(key, raw, rv)
         if job is None:
             return "invalid"
+        await self._recheck_conflicts(key, job)
         observed = self.observe(key, meta.get("uid"), job)
         plan = reconcile(job, observed, time.time())
         errors = await self._carry_out(key, job, raw, plan)
@@ -502,7 +506,8 @@ class Controller:
             self.expectations.observed_create(key, f"{kind}/{name}")
             metrics.API_ERRORS.labels(verb="create", reason=exc.reason).inc()
             if exc.status == 409:
-                # Exists already (our cache is behind, or someone else's object has the name).
+                # Exists already: our cache is behind (fine), or the name is someone else's.
+                await self._check_conflict(key, job, res, kind, name)
                 return
             if namespace_terminating(exc):
                 # The namespace is being deleted, and the job with it: every later create would be
@@ -523,6 +528,46 @@ class Controller:
             metrics.PODS_CREATED.labels(kind=job.kind).inc()
         else:
             metrics.CHILDREN_CREATED.labels(kind=kind).inc()
+
+    async def _check_conflict(self, key: str, job: Job, res: Resource, kind: str, name: str) -> None:
+        """After a 409 on create: whether ``kind/name`` is controlled by another object. If so it
+        is remembered as a conflict (the engine stops asking for it and says why) and the job is
+        looked at again at once; :meth:`_recheck_conflicts` forgets it when the name is free."""
+        holder = await self._holder(res, job, name)
+        if holder is None:
+            return
+        self._conflicts.setdefault(key, {})[(kind, name)] = holder
+        self.queue.add(key)
+
+    async def _holder(self, res: Resource, job: Job, name: str) -> str | None:
+        """Who controls ``name`` of ``res`` in the job's namespace, when it is not this job:
+        ``Kind/name`` of its controller, or ``no controller``; None when it is this job's or gone."""
+        try:
+            obj = await self.client.get(res, job.namespace, name)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        uid = job.metadata.uid
+        for ref in obj.get("metadata", {}).get("ownerReferences") or []:
+            if ref.get("controller"):
+                return None if ref.get("uid") == uid else f"{ref.get('kind')}/{ref.get('name')}"
+        return "an object with no controller"
+
+    async def _recheck_conflicts(self, key: str, job: Job) -> None:
+        """Forget the conflicts of ``key`` whose names are free again (deleted, or now this job's)."""
+        held = self._conflicts.get(key)
+        if not held:
+            return
+        for kind, name in list(held):
+            res = CORE_CHILDREN.get(kind) or OPTIONAL_CHILDREN[kind]
+            holder = await self._holder(res, job, name)
+            if holder is None:
+                del held[(kind, name)]
+            else:
+                held[(kind, name)] = holder
+        if not held:
+            del self._conflicts[key]
 
     async def _delete(self, key: str, job: Job, d: Any) -> None:
         res = CORE_CHILDREN.get(d.kind) or OPTIONAL_CHILDREN[d.kind]

@@ -6,7 +6,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from ..frameworks.base import ANNOTATION_GENERATE
+from ..api.common import ANNOTATION_GENERATE
 from ..sshkeys import generate_ssh_keypair
 from .reconcile import build_pod, children, parse_time, reconcile, rfc3339
 from .types import (

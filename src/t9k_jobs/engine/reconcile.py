@@ -44,6 +44,7 @@ from ..frameworks.base import base_pod, container, pod_group, replica_service, t
 from .types import Addressing, ClusterAddressing, ContainerState, Delete, Event, Observed, ObservedPod, Plan
 
 ACTIVE = frozenset({"Creating", "Pending", "Running", "Unknown"})
+CONFLICT_RECHECK = 30.0  # seconds between looks at a child name held by someone else
 UNFINISHED_GRACE = 5.0  # seconds a finished job's running replicas get to end by themselves (cleanUpPolicy Unfinished)
 #: Terminated reasons that say no more than the exit code (the kubelet's: 0 Completed, else Error);
 #: failure messages and restart events leave them out.
@@ -166,8 +167,12 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
 
     p.owned = children(job, addressing)
     for obj in p.owned:
-        if (obj["kind"], obj["metadata"]["name"]) not in observed.others:
+        key = (obj["kind"], obj["metadata"]["name"])
+        if key not in observed.others and key not in observed.conflicts:
             p.plan.create.append(obj)
+    if observed.conflicts:
+        # Names held by objects this job does not control: look again later, they may go away.
+        p.plan.requeue_after = CONFLICT_RECHECK
 
     if old.phase in TERMINAL_PHASES:
         _clean_up(p)
@@ -187,7 +192,7 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
             _refresh_replicas(p)
             _end(p, Outcome(False, msg, reason="DeadlineExceeded"))
             return p.plan
-        p.plan.requeue_after = ends - now
+        p.plan.requeue_after = min(ends - now, p.plan.requeue_after or ends - now)
 
     if job.run_mode.pause_enabled:
         for pod in observed.pods.values():
@@ -209,7 +214,8 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
 
     _apply_restarts(p)
     for g, i in p.creates:
-        p.plan.create.append(build_pod(job, g, i, ctx))
+        if ("Pod", g.pod_name(job.name, i)) not in observed.conflicts:
+            p.plan.create.append(build_pod(job, g, i, ctx))
     _report_waiting(p)
     _finish_status(p, _active_phase(p), None)
     if deadline and status.start_time and p.plan.requeue_after is None:
@@ -618,12 +624,26 @@ def _finish_status(p: _Pass, phase: str, outcome: Outcome | None) -> None:
             p.event("Normal", phase, f"{p.job.kind} {p.job.name} is {phase.lower()}")
     s.phase = phase  # type: ignore[assignment]
     s.conditions = _conditions(p, phase, outcome)
+    now_init, before = s.condition("Initialized"), p.old.condition("Initialized")
+    if now_init is not None and now_init.reason == "ChildConflict" and (
+        before is None or (before.reason, before.message) != (now_init.reason, now_init.message)
+    ):
+        p.event("Warning", "ChildConflict", now_init.message)
 
 
 def _pod_made(p: _Pass, rs: ReplicaStatus) -> bool:
     """A replica reported Creating has its pod: it exists and is not the one being replaced."""
     pod = p.observed.pods.get(rs.name)
     return pod is not None and pod.uid != rs.uid and not pod.deleting
+
+
+def _conflict_message(p: _Pass) -> str:
+    """Names the children this job cannot create because someone else holds their names ('' if none)."""
+    held = sorted(p.observed.conflicts.items())
+    if not held:
+        return ""
+    names = "; ".join(f"{kind} {name} belongs to {holder}" for (kind, name), holder in held)
+    return f"cannot create what the job needs, the names are taken: {names}"
 
 
 def _conditions(p: _Pass, phase: str, outcome: Outcome | None) -> list[Condition]:
@@ -640,14 +660,18 @@ def _conditions(p: _Pass, phase: str, outcome: Outcome | None) -> list[Condition
     )
     failures = [f for f in p.finals.values() if not f.succeeded]
     rows: list[tuple[str, bool, str, str]] = []
-    rows.append(
-        (
-            "Initialized",
-            initialized,
-            "-",
-            "The job has been initialized successfully." if initialized else "The job is being initialized.",
+    conflicts = _conflict_message(p)
+    if conflicts and not initialized:
+        rows.append(("Initialized", False, "ChildConflict", conflicts))
+    else:
+        rows.append(
+            (
+                "Initialized",
+                initialized,
+                "-",
+                "The job has been initialized successfully." if initialized else "The job is being initialized.",
+            )
         )
-    )
     if terminal:
         assert outcome is not None
         reason = "Succeeded" if outcome.succeeded else "Failed"

@@ -9,9 +9,22 @@ the plan; neither decides behaviour.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
+from ..addressing import Addressing, ClusterAddressing, replica_name
 from ..api.common import JobStatus
+
+__all__ = [
+    "Addressing",
+    "ClusterAddressing",
+    "ContainerState",
+    "Delete",
+    "Event",
+    "Observed",
+    "ObservedPod",
+    "Plan",
+    "replica_name",
+]
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 
@@ -102,10 +115,17 @@ class ObservedPod:
 
 @dataclass(frozen=True)
 class Observed:
-    """What exists now: the job's pods by name, and its other children as ``(kind, name)``."""
+    """What exists now: the job's pods by name, and its other children as ``(kind, name)``.
+
+    ``conflicts``: ``(kind, name)`` of children the job needs whose name is taken by an object
+    that this job does not control, mapped to who holds it (``"DeepSpeedJob/train"``, ``"no
+    controller"``); a PyTorchTrainingJob and a DeepSpeedJob of one name in one namespace want the
+    same pod, Service and ConfigMap names. The engine does not plan them and says so.
+    """
 
     pods: dict[str, ObservedPod] = field(default_factory=dict)
     others: frozenset[tuple[str, str]] = frozenset()
+    conflicts: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -153,33 +173,3 @@ class Plan:
             and not self.delete
             and self.requeue_after is None
         )
-
-
-class Addressing(Protocol):
-    """How replicas reach each other: host names and port numbers.
-
-    On a cluster a replica's host is its per-replica Service name and a named port is the
-    declared port. The local runtime maps every host to this machine and gives each
-    replica its own ports so replicas never collide.
-    """
-
-    def host(self, job_name: str, replica_type: str, index: int) -> str: ...
-
-    def port(self, job_name: str, replica_type: str, index: int, name: str, declared: int) -> int: ...
-
-
-class ClusterAddressing:
-    """Addressing inside a Kubernetes cluster: ``<job>-<type>-<index>`` Services, declared ports."""
-
-    def host(self, job_name: str, replica_type: str, index: int) -> str:
-        return replica_name(job_name, replica_type, index)
-
-    def port(self, job_name: str, replica_type: str, index: int, name: str, declared: int) -> int:
-        return declared
-
-
-def replica_name(job_name: str, replica_type: str, index: int | None) -> str:
-    """Pod and Service name of a replica: ``<job>-<type>-<index>``, or ``<job>-<type>`` without index."""
-    if index is None:
-        return f"{job_name}-{replica_type}"
-    return f"{job_name}-{replica_type}-{index}"

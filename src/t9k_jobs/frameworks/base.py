@@ -14,9 +14,9 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..api.common import GROUP
+from ..api.common import ANNOTATION_GENERATE, GROUP
 from ..api.kinds import JobBase
-from ..engine.types import Addressing, replica_name
+from ..addressing import Addressing, replica_name
 
 TENSORSTACK = "tensorstack.dev"
 LABEL_OWNER_KIND = "tensorstack.dev/owner-kind"
@@ -28,7 +28,6 @@ LABEL_GROUP_NAME = "scheduler.tensorstack.dev/group-name"
 LABEL_QUEUE = "scheduler.tensorstack.dev/queue"
 LABEL_REPLICA_TYPE = f"{GROUP}/replica-type"
 LABEL_REPLICA_INDEX = f"{GROUP}/replica-index"
-ANNOTATION_GENERATE = f"{GROUP}/generate"
 T9K_SCHEDULER_NAME = "t9k-scheduler"
 DEFAULT_DEBUG_COMMAND: tuple[str, ...] = ("sleep", "inf")
 

@@ -28,8 +28,14 @@ DEEPSPEED_SSHD = "/usr/sbin/sshd"
 HOSTFILE_PATH = "/t9k/hostfile"
 DEEPSPEED_ENV_PATH = "/root/.deepspeed_env"
 DEEPSPEED_SSH_PATH = "/root/.ssh"
+#: Where the key Secret is mounted, read-only. A Secret volume's directory is world-writable and its
+#: files are symlinks, which OpenSSH's default ``StrictModes yes`` refuses; the pod copies the files
+#: into the ssh directory (``/root/.ssh``, or ColossalAIJob's ``authMountPath``) with 0700/0600.
+SSH_SECRET_PATH = "/t9k/ssh"
 #: Port of the torch.distributed master that ``colossalai run`` starts on worker-0.
 COLOSSALAI_MASTER_PORT = 29500
+#: How long a launcher waits for the workers' sshd (seconds) before it fails.
+SSHD_WAIT_SECONDS = 600
 
 
 def ssh_secret_name(job: JobBase) -> str:
@@ -60,24 +66,112 @@ def _mount(pod: dict[str, Any], c: dict[str, Any], volume: dict[str, Any], mount
     c.setdefault("volumeMounts", []).extend(mounts)
 
 
-def mount_ssh(job: JobBase, pod: dict[str, Any], c: dict[str, Any], path: str) -> None:
-    """Mount the ssh Secret at ``path`` (private key, public key, authorized_keys, ssh config)."""
+def mount_ssh(job: JobBase, pod: dict[str, Any], c: dict[str, Any]) -> None:
+    """Mount the ssh Secret (private key, public key, authorized_keys, client config) read-only at
+    :data:`SSH_SECRET_PATH`; :func:`install_keys` copies it where ssh and sshd look."""
     _mount(
         pod,
         c,
         {"name": "t9k-ssh", "secret": {"secretName": ssh_secret_name(job), "defaultMode": 0o600}},
-        [{"name": "t9k-ssh", "mountPath": path, "readOnly": True}],
+        [{"name": "t9k-ssh", "mountPath": SSH_SECRET_PATH, "readOnly": True}],
     )
 
 
-def _wait_for_sshd(hosts: list[str], port: int = SSH_PORT) -> str:
-    """Shell that waits until sshd answers on every host (up to 10 minutes each)."""
-    quoted = " ".join(shlex.quote(h) for h in hosts)
-    return (
-        f"for h in {quoted}; do n=0; until ssh -o BatchMode=yes -o ConnectTimeout=2 -p {port} \"$h\" true"
-        " 2>/dev/null; do n=$((n+1)); [ $n -ge 300 ] && echo \"sshd on $h not reachable\" >&2 && exit 1;"
-        " sleep 2; done; done"
+def install_keys(auth: str) -> str:
+    """Shell that copies the key Secret into the ssh directory ``auth`` with the modes OpenSSH's
+    ``StrictModes`` wants (directory 0700, files 0600, owned by the user). Fails with the reason."""
+    a = shlex.quote(auth)
+    return f'install -d -m 700 {a} && for f in {SSH_SECRET_PATH}/*; do install -m 600 "$f" {a}/ || exit 1; done'
+
+
+def sshd_argv(sshd: str, auth: str, foreground: bool = True) -> list[str]:
+    """sshd in the foreground (``-D``) logging to stderr (``-e``, so ``kubectl logs`` shows who
+    connected and why a key was refused), with the job's ``authorized_keys`` wherever ``auth`` is."""
+    return [sshd, *(["-D"] if foreground else []), "-e", "-o", f"AuthorizedKeysFile={auth}/authorized_keys"]
+
+
+#: Shell that readies a stock image for sshd: the privilege-separation directory (Debian's sshd
+#: exits 255 without ``/run/sshd``) and host keys when the image has none.
+SSHD_PRELUDE = "mkdir -p -m 755 /run/sshd && { ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1 || ssh-keygen -A >&2; }"
+
+
+def sshd_worker_command(sshd: str, auth: str) -> list[str]:
+    """A worker that only serves ssh: keys installed, sshd as the container's main process (it
+    ends on SIGTERM, and its exit code is the container's)."""
+    script = f"{install_keys(auth)} && {SSHD_PRELUDE} && exec {shlex.join(sshd_argv(sshd, auth))}"
+    return ["/bin/sh", "-c", script]
+
+
+#: Shell functions ``t9k_bg CMD...`` (run CMD as a child, pass SIGTERM/SIGINT on to it, return its
+#: exit code) and ``t9k_run CMD...`` (the same, then exit with that code). A shell that is PID 1 of a
+#: container ignores SIGTERM and runs its traps only after the foreground command ends, so every
+#: stop used to wait out the grace period; a child in the background gets the signal at once.
+RUN_FUNCTION = (
+    "t9k_bg() { t9k_child=; t9k_stop=; "
+    'trap \'t9k_stop=1; [ -n "$t9k_child" ] && kill -TERM "$t9k_child" 2>/dev/null\' TERM INT; '
+    '"$@" & t9k_child=$!; [ -n "$t9k_stop" ] && kill -TERM "$t9k_child" 2>/dev/null; '
+    'wait "$t9k_child"; t9k_code=$?; '
+    'while kill -0 "$t9k_child" 2>/dev/null; do wait "$t9k_child"; t9k_code=$?; done; '
+    "trap 'exit 143' TERM INT; return \"$t9k_code\"; }; "
+    't9k_run() { t9k_bg "$@"; exit $?; }'
+)
+
+#: Shell function ``t9k_wait_sshd HOST...`` for launchers that have an ssh client (DeepSpeed's pdsh
+#: needs one): until ``ssh HOST true`` works. A refused key fails at once with ssh's own words;
+#: an unreachable sshd (not started yet, its name not in DNS yet) is retried for
+#: :data:`SSHD_WAIT_SECONDS`, then fails with the last error.
+WAIT_SSH_FUNCTION = (
+    "t9k_wait_sshd() { for h in \"$@\"; do n=0; "
+    'until out=$(ssh -o BatchMode=yes -o ConnectTimeout=2 "$h" true 2>&1); do '
+    'case "$out" in *"Permission denied"*|*"Host key verification failed"*|*"Too many authentication failures"*) '
+    'echo "t9k-jobs: sshd on $h refused the job\'s key: $out" >&2; exit 1;; esac; '
+    f'n=$((n+1)); if [ "$n" -ge {SSHD_WAIT_SECONDS // 2} ]; then '
+    f'echo "t9k-jobs: sshd on $h not reachable after {SSHD_WAIT_SECONDS} s: $out" >&2; exit 1; fi; '
+    "sleep 2; done; done; }"
+)
+
+_WAIT_BANNER_PY = f"""import socket, sys, time
+for host in sys.argv[1:]:
+    end, last = time.monotonic() + {SSHD_WAIT_SECONDS}, ""
+    while True:
+        try:
+            with socket.create_connection((host, {SSH_PORT}), timeout=2) as s:
+                s.settimeout(5)
+                if s.recv(64).startswith(b"SSH-"):
+                    break
+                last = "it did not answer as sshd"
+        except OSError as exc:
+            last = str(exc)
+        if time.monotonic() > end:
+            sys.exit(f"t9k-jobs: sshd on {{host}} not reachable after {SSHD_WAIT_SECONDS} s: {{last}}")
+        time.sleep(2)
+"""
+
+#: Shell function ``t9k_wait_sshd HOST...`` for launchers without an ssh client (``colossalai run``
+#: speaks ssh itself): until each host's sshd answers with its banner, with Python, which the
+#: launcher image has. A refused key then shows in the launcher's own error.
+WAIT_BANNER_FUNCTION = (
+    't9k_wait_sshd() { "$(command -v python3 || command -v python)" -c '
+    + shlex.quote(_WAIT_BANNER_PY)
+    + ' "$@"; }'
+)
+
+
+def launcher_script(prelude: str, wait_function: str, hosts: list[str], launch: list[str]) -> list[str]:
+    """The launcher's command: ``prelude`` (keys, sshd), then wait for every host's sshd, then
+    ``launch``, both as children (:data:`RUN_FUNCTION`): a stop while waiting ends the wait at
+    once (exit 143), a stop while training reaches the launcher."""
+    script = "; ".join(
+        [
+            f"{prelude} || exit 1",
+            "trap 'exit 143' TERM INT",
+            wait_function,
+            RUN_FUNCTION,
+            "t9k_bg t9k_wait_sshd " + " ".join(shlex.quote(h) for h in hosts) + " || exit $?",
+            "t9k_run " + shlex.join(launch),
+        ]
     )
+    return ["/bin/sh", "-c", script]
 
 
 class DeepSpeedFramework(Framework):
@@ -98,7 +192,8 @@ class DeepSpeedFramework(Framework):
                 restart_policy=worker.restart_policy,
                 backoff_limit=job.spec.run_policy.backoff_limit,
                 training_container=training_container(worker.template, ("worker",)),
-                debug_command=(DEEPSPEED_SSHD, "-D"),
+                # T9k's debug default, `/usr/sbin/sshd -D`, made to work in a stock image (keys, /run/sshd).
+                debug_command=tuple(sshd_worker_command(DEEPSPEED_SSHD, DEEPSPEED_SSH_PATH)),
                 service_ports=SSH_SERVICE_PORTS,
             )
         ]
@@ -158,10 +253,15 @@ class DeepSpeedFramework(Framework):
     def decorate(
         self, job: JobBase, group: ReplicaGroup, index: int, pod: dict[str, Any], ctx: BuildContext
     ) -> None:
-        """Mount keys, hostfile and env file; worker-0 launches ``deepspeed``, the others run sshd."""
+        """Mount keys, hostfile and env file; worker-0 launches ``deepspeed``, the others run sshd.
+
+        worker-0: keys installed, sshd in the background (its log on the container's stderr),
+        wait for every worker's sshd, then ``deepspeed`` (or ``sh -c customCommand``) as a child
+        whose exit code is the container's and which gets the container's SIGTERM.
+        """
         assert isinstance(job, DeepSpeedJob)
         c = container(pod, group.training_container)
-        mount_ssh(job, pod, c, DEEPSPEED_SSH_PATH)
+        mount_ssh(job, pod, c)
         _mount(
             pod,
             c,
@@ -171,18 +271,18 @@ class DeepSpeedFramework(Framework):
                 {"name": "t9k-launch", "mountPath": DEEPSPEED_ENV_PATH, "subPath": "deepspeed_env", "readOnly": True},
             ],
         )
+        c["args"] = []
         if index != 0:
-            c["command"] = [DEEPSPEED_SSHD, "-D"]
-            c["args"] = []
+            c["command"] = sshd_worker_command(DEEPSPEED_SSHD, DEEPSPEED_SSH_PATH)
             return
         hosts = [ctx.addressing.host(job.name, "worker", i) for i in range(group.replicas)]
-        if job.spec.config.custom_command:
-            launch = job.spec.config.custom_command
-        else:
-            launch = "exec " + shlex.join(self.launch_command(job))
-        script = f"{DEEPSPEED_SSHD} && {_wait_for_sshd(hosts)} && {launch}"
-        c["command"] = ["/bin/sh", "-c", script]
-        c["args"] = []
+        custom = job.spec.config.custom_command
+        launch = ["/bin/sh", "-c", custom] if custom else self.launch_command(job)
+        prelude = (
+            f"{install_keys(DEEPSPEED_SSH_PATH)} && {SSHD_PRELUDE} && "
+            f"{{ {shlex.join(sshd_argv(DEEPSPEED_SSHD, DEEPSPEED_SSH_PATH))} & }}"
+        )
+        c["command"] = launcher_script(prelude, WAIT_SSH_FUNCTION, hosts, launch)
 
 
 class ColossalAIFramework(Framework):
@@ -267,13 +367,15 @@ class ColossalAIFramework(Framework):
     def decorate(
         self, job: JobBase, group: ReplicaGroup, index: int, pod: dict[str, Any], ctx: BuildContext
     ) -> None:
-        """Workers run ``<sshdPath> -D``; the launcher waits for them and runs ``colossalai run``."""
+        """Workers serve ssh (:func:`sshd_worker_command`); the launcher installs the client key,
+        waits for every worker's sshd and runs ``colossalai run`` as a child."""
         assert isinstance(job, ColossalAIJob) and job.spec.worker is not None
         c = container(pod, group.training_container)
-        mount_ssh(job, pod, c, job.spec.ssh.mount_path)
+        mount_ssh(job, pod, c)
+        auth = job.spec.ssh.mount_path
+        c["args"] = []
         if group.type == "worker":
-            c["command"] = [job.spec.ssh.sshd_path, "-D"]
-            c["args"] = []
+            c["command"] = sshd_worker_command(job.spec.ssh.sshd_path, auth)
             return
         _mount(
             pod,
@@ -283,9 +385,7 @@ class ColossalAIFramework(Framework):
         )
         hosts = [ctx.addressing.host(job.name, "worker", i) for i in range(job.spec.worker.replicas)]
         add_env(c, {"MASTER_ADDR": hosts[0] if hosts else "", "MASTER_PORT": str(COLOSSALAI_MASTER_PORT)})
-        script = f"{_wait_for_sshd(hosts)} && exec {shlex.join(self.launch_command(job, ctx))}"
-        c["command"] = ["/bin/sh", "-c", script]
-        c["args"] = []
+        c["command"] = launcher_script(install_keys(auth), WAIT_BANNER_FUNCTION, hosts, self.launch_command(job, ctx))
 
 
 def _launch_args(torch_args: list[str]) -> list[str]:
