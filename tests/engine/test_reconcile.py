@@ -585,8 +585,20 @@ def test_colossalai_never_restarts_anything():
     plan2 = sim.step()
     assert created_pods(plan) == created_pods(plan2) == []
     assert deleted_pods(plan) == deleted_pods(plan2) == []
-    assert sim.status.phase == "Running"
     assert sim.status.backoff_count == 0
+    # Every worker has ended while the launcher waits: nothing can train any more.
+    assert sim.status.phase == "Failed"
+    assert "every worker ended before the launcher" in sim.condition("Failed").message
+
+
+def test_colossalai_one_dead_worker_leaves_the_decision_to_the_launcher():
+    sim = started(colossalai(2, name="cai"))
+    sim.fail("cai-worker-0", 255)
+    sim.step()
+    assert sim.status.phase == "Running"
+    sim.fail("cai-launcher", 1)
+    sim.step()
+    assert sim.status.phase == "Failed" and "cai-launcher failed with exit code 1" in sim.condition("Failed").message
 
 
 def test_colossalai_launcher_deleted_externally_fails_the_job():

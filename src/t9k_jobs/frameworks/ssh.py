@@ -14,7 +14,9 @@ from ..api.kinds import ColossalAIJob, DeepSpeedJob, JobBase
 from .base import (
     ANNOTATION_GENERATE,
     BuildContext,
+    Final,
     Framework,
+    Outcome,
     ReplicaGroup,
     add_env,
     child_meta,
@@ -339,6 +341,22 @@ class ColossalAIFramework(Framework):
 
     def master(self, job: JobBase, groups: list[ReplicaGroup]) -> tuple[str, int] | None:
         return ("launcher", 0)
+
+    def outcome(
+        self, job: JobBase, groups: list[ReplicaGroup], finals: dict[tuple[str, int], Final]
+    ) -> Outcome | None:
+        """The launcher decides (T9k docs, reference §5.3), but when every worker has ended while
+        the launcher still runs, nothing can train any more (workers are never restarted, §5.4):
+        the job fails at once instead of showing Running while the launcher waits on dead sshds."""
+        decided = super().outcome(job, groups, finals)
+        if decided is not None:
+            return decided
+        workers = next(g for g in groups if g.type == "worker")
+        ended = [finals.get(("worker", i)) for i in range(workers.replicas)]
+        if workers.replicas and all(f is not None for f in ended):
+            why = "; ".join(f.describe() for f in ended if f is not None)
+            return Outcome(False, f"{job.kind} {job.name} has failed: every worker ended before the launcher ({why})")
+        return None
 
     def hostfile(self, job: ColossalAIJob, ctx: BuildContext) -> str:
         count = job.spec.worker.replicas  # type: ignore[union-attr]
