@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Run train.py under ColossalAI's real launcher, `colossalai run`, on this machine.
+# Run train_colossalai.py under ColossalAI's real launcher, `colossalai run`, on this machine.
 #
-#   bash launch_here.sh local [train.py args]  no hostfile: torchrun here with WORKERS processes
-#   bash launch_here.sh ssh   [train.py args]  an sshd per worker, each on its own loopback address
+#   bash launch_here.sh local [train_colossalai.py args]  no hostfile: torchrun here with WORKERS processes
+#   bash launch_here.sh ssh   [train_colossalai.py args]  an sshd per worker, each on its own loopback address
 #                                              (127.0.1.1, 127.0.1.2, ...); `colossalai run
 #                                              --hostfile` reaches them with fabric (paramiko)
 #
@@ -60,11 +60,11 @@ cd "$here"
 
 if [ "$mode" = local ]; then
     # Without --hostfile/--host, colossalai run runs torchrun on this host itself (no ssh).
-    run colossalai run --nproc_per_node="$workers" --master_port="$master_port" train.py "$@"
+    run colossalai run --nproc_per_node="$workers" --master_port="$master_port" train_colossalai.py "$@"
     exit 0
 fi
 
-[ "$mode" = ssh ] || { echo "usage: $0 local|ssh [train.py args]" >&2; exit 2; }
+[ "$mode" = ssh ] || { echo "usage: $0 local|ssh [train_colossalai.py args]" >&2; exit 2; }
 # paramiko finds its key and ssh config under $HOME/.ssh (Python's expanduser reads $HOME).
 home="$tmp/home"
 mkdir -p -m 700 "$home/.ssh" "$tmp/sshd"
@@ -99,4 +99,4 @@ done
 # --ssh-port (with a hyphen) is one port for every host; the ranks run in this folder (the
 # launcher's working directory) with the launcher's environment, PATH included.
 run env HOME="$home" colossalai run --nproc_per_node=1 --hostfile="$tmp/hostfile" --ssh-port="$ssh_port" \
-    --master_addr=127.0.1.1 --master_port="$master_port" train.py "$@"
+    --master_addr=127.0.1.1 --master_port="$master_port" train_colossalai.py "$@"

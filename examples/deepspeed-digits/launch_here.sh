@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Run train.py under DeepSpeed's real launcher with WORKERS workers (default 2) on this machine.
+# Run train_deepspeed.py under DeepSpeed's real launcher with WORKERS workers (default 2) on this machine.
 #
-#   bash launch_here.sh nossh [train.py args]   one `deepspeed --no_ssh --node_rank=i` per worker
-#   bash launch_here.sh ssh   [train.py args]   an sshd per worker on 127.0.0.1 (own port each);
+#   bash launch_here.sh nossh [train_deepspeed.py args]   one `deepspeed --no_ssh --node_rank=i` per worker
+#   bash launch_here.sh ssh   [train_deepspeed.py args]   an sshd per worker on 127.0.0.1 (own port each);
 #                                               worker-0's `deepspeed --launcher=pdsh` reaches them
 #
 # Needs `deepspeed` on PATH (the python that runs it runs the ranks). ssh mode also needs root,
@@ -65,18 +65,18 @@ if [ "$mode" = nossh ]; then
     export "$marker"
     for ((i = 1; i < workers; i++)); do
         deepspeed --hostfile="$tmp/hostfile" --no_ssh --node_rank=$i --master_addr=127.0.0.1 \
-            --master_port="$master_port" train.py "$@" >"$tmp/worker-$i.log" 2>&1 &
+            --master_port="$master_port" train_deepspeed.py "$@" >"$tmp/worker-$i.log" 2>&1 &
         pids+=($!)
     done
     code=0
     run deepspeed --hostfile="$tmp/hostfile" --no_ssh --node_rank=0 --master_addr=127.0.0.1 \
-        --master_port="$master_port" train.py "$@" || code=$?
+        --master_port="$master_port" train_deepspeed.py "$@" || code=$?
     for p in "${pids[@]:0:workers-1}"; do wait "$p" || echo "a worker's launcher exited $?" >&2; done
     pids=()
     exit "$code" # worker-0 decides, as in a DeepSpeedJob
 fi
 
-[ "$mode" = ssh ] || { echo "usage: $0 nossh|ssh [train.py args]" >&2; exit 2; }
+[ "$mode" = ssh ] || { echo "usage: $0 nossh|ssh [train_deepspeed.py args]" >&2; exit 2; }
 mkdir -p -m 700 "$tmp/ssh"
 ssh-keygen -q -t ed25519 -N '' -C t9k-launch -f "$tmp/ssh/id_ed25519"
 ssh-keygen -q -t ed25519 -N '' -C host -f "$tmp/ssh/host_key"
@@ -117,4 +117,4 @@ printf 'DS_ACCELERATOR=cpu\nOMP_NUM_THREADS=1\n%s\n' "$marker" >"$tmp/deepspeed_
 # `ssh worker-0 hostname -I` master lookup do not, hence --no_ssh_check and --master_addr.
 run env "$marker" DS_ENV_FILE="$tmp/deepspeed_env" PDSH_SSH_ARGS_APPEND="-F $tmp/ssh/config" \
     deepspeed --hostfile="$tmp/hostfile" --launcher=pdsh --no_ssh_check --master_addr=127.0.0.1 \
-    --master_port="$master_port" train.py "$@"
+    --master_port="$master_port" train_deepspeed.py "$@"

@@ -278,14 +278,18 @@ spec:
 """
 
 
-@pytest.mark.parametrize("command", ['["python", "train.py"]', '["/usr/bin/python3", "train.py"]', '["torchrun", "t.py"]'])
+@pytest.mark.parametrize(
+    "command", ['["python", "train.py"]', '["/usr/bin/python3", "train.py"]', '["torchrun", "t.py"]', '["run.sh"]']
+)
 def test_colossalai_command_must_start_with_the_script(tmp_path: Path, command: str) -> None:
-    """`colossalai run` starts the script with python itself: `python train.py` would run
-    `python python train.py`, fail, and still end Succeeded (the launcher exits 0)."""
+    """`colossalai run` takes a .py script or -m module and starts it itself; given anything else
+    it prints a usage error and exits 0, so the job would end Succeeded with nothing trained."""
     path = write(tmp_path, "cai.yaml", API + COLOSSALAI.format(command=command))
     result = cli("validate", str(path))
-    assert_clean_error(result, "spec.worker.command", "give the training script first")
-    assert cli("validate", str(write(tmp_path, "ok.yaml", API + COLOSSALAI.format(command='["train.py"]')))).returncode == 0
+    assert_clean_error(result, "spec.worker.command", "give the training script (a .py file) or -m")
+    for good in ('["train.py"]', '["-m", "pkg.train", "--epochs", "3"]'):
+        ok = cli("validate", str(write(tmp_path, "ok.yaml", API + COLOSSALAI.format(command=good))))
+        assert ok.returncode == 0, ok.stderr
 
 
 def test_older_colossalai_form_accepts_extra_args_and_restart_policy_objects(tmp_path: Path) -> None:

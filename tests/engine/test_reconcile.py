@@ -563,7 +563,7 @@ def test_deepspeed_worker0_runs_deepspeed_and_others_sshd():
     sim = Sim(deepspeed(2, name="ds"))
     sim.step()
     assert "deepspeed --hostfile=/t9k/hostfile" in " ".join(sim.container("ds-worker-0", "worker")["command"])
-    assert sim.container("ds-worker-1", "worker")["command"][-1].endswith("exec /usr/sbin/sshd -D -e -o AuthorizedKeysFile=/root/.ssh/authorized_keys")
+    assert sim.container("ds-worker-1", "worker")["command"][-1].count("/usr/sbin/sshd -D -e -o AuthorizedKeysFile=/root/.ssh/authorized_keys & t9k_sshd=$!") == 1
 
 
 def test_colossalai_launcher_decides():
@@ -612,7 +612,7 @@ def test_colossalai_launcher_deleted_externally_fails_the_job():
 def test_colossalai_workers_run_sshd_and_launcher_runs_colossalai():
     sim = Sim(colossalai(2, name="cai"))
     sim.step()
-    assert sim.container("cai-worker-1", "worker")["command"][-1].endswith("exec /usr/sbin/sshd -D -e -o AuthorizedKeysFile=/root/.ssh/authorized_keys")
+    assert sim.container("cai-worker-1", "worker")["command"][-1].count("/usr/sbin/sshd -D -e -o AuthorizedKeysFile=/root/.ssh/authorized_keys & t9k_sshd=$!") == 1
     assert "colossalai run" in " ".join(sim.container("cai-launcher", "launcher")["command"])
 
 
@@ -714,7 +714,10 @@ def test_debug_deepspeed_default_is_sshd():
     sim = Sim(deepspeed(2, name="ds", runMode={"debug": {"enabled": True}}))
     sim.step()
     for n in ("ds-worker-0", "ds-worker-1"):
-        assert sim.container(n, "worker")["command"][-1].endswith("exec /usr/sbin/sshd -D -e -o AuthorizedKeysFile=/root/.ssh/authorized_keys")
+        # Debug mode: sshd is the main process, with no watch that would end the worker.
+        assert sim.container(n, "worker")["command"][-1].endswith(
+            "exec /usr/sbin/sshd -D -e -o AuthorizedKeysFile=/root/.ssh/authorized_keys"
+        )
         assert sim.container(n, "worker")["args"] == []
 
 

@@ -59,3 +59,69 @@ def test_a_failed_prelude_runs_nothing_after_it() -> None:
     argv = launcher_script("true", WAIT_BANNER_FUNCTION, [], ["/bin/sh", "-c", "echo custom; exit 3"])
     out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     assert out.returncode == 3 and "custom" in out.stdout
+
+
+def test_deepspeed_env_file_carries_values_the_remote_shell_gets_back(tmp_path) -> None:
+    """worker-0 writes DeepSpeed's env file from its own environment. deepspeed 0.19 exports each
+    line on the remote command line as ``NAME=VALUE``, wrapping VALUE in double quotes when it has
+    a character outside ``[\\w@%+=:,./-]`` (docs/launchers.md); what the remote shell gets must be
+    the value itself. A value with a newline cannot be carried and is left out, with a warning."""
+    import os
+    import re
+
+    from t9k_jobs.frameworks.ssh import ENV_FILE_COMMAND
+
+    values = {"PLAIN": "abc", "SPACE": "a b", "DOLLAR": "$HOME/x", "TICK": "`id`", "QUOTE": 'say "hi"',
+              "BACKSLASH": "c:\\dir", "EMPTY": ""}
+    path = tmp_path / "deepspeed_env"
+    argv = ["python3", *ENV_FILE_COMMAND[1:3], str(path), *values, "MULTI", "UNSET"]
+    out = subprocess.run(argv, env={**os.environ, **values, "MULTI": "a\nb"}, capture_output=True, text=True)
+    assert out.returncode == 0 and "MULTI holds a newline" in out.stderr, out.stderr
+    exports = []
+    for line in path.read_text().splitlines():
+        name, value = line.split("=", 1)
+        quoted = value if re.fullmatch(r"[\w@%+=:,./-]*", value) else f'"{value}"'
+        exports.append(f"export {name}={quoted}")
+    printed = subprocess.run(
+        ["/bin/sh", "-c", "; ".join(exports) + "; " + "; ".join(f'printf "%s\\0" "${n}"' for n in values)],
+        capture_output=True, text=True, env={"HOME": "/nowhere"},
+    ).stdout.split("\0")[:-1]
+    assert dict(zip(values, printed)) == values
+    assert "MULTI" not in path.read_text() and "UNSET" not in path.read_text()
+
+
+SERVER = """import socket, sys, time
+s = socket.create_server(("127.0.0.1", 0)); print(s.getsockname()[1], flush=True)
+conns = []
+while True:
+    c, _ = s.accept(); conns.append(c)
+"""
+
+
+def test_a_worker_ends_once_its_launcher_has_closed_its_sessions() -> None:
+    """Sessions open for `busy` seconds, then none for `idle` seconds: the worker is done (exit 0).
+    A probe that comes and goes at once does not count as the launcher's use."""
+    import os
+    import socket
+
+    from t9k_jobs.frameworks.ssh import worker_watch
+
+    server = subprocess.Popen(["python3", "-c", SERVER], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline())
+        watch = subprocess.Popen(
+            ["/bin/sh", "-c", f"t9k_sshd={server.pid}; {worker_watch(port, busy=2, idle=3)}"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ},
+        )
+        socket.create_connection(("127.0.0.1", port)).close()  # a probe
+        time.sleep(4)
+        assert watch.poll() is None, "a probe alone must not end the worker"
+        session = socket.create_connection(("127.0.0.1", port))
+        time.sleep(6)  # the session spans several of the watch's one-second looks, even on a loaded machine
+        assert watch.poll() is None, "a worker in use must not end"
+        session.close()
+        assert watch.wait(timeout=60) == 0
+        assert "this worker is done" in watch.stderr.read()
+        assert server.wait(timeout=10) is not None  # the server (sshd) was stopped
+    finally:
+        server.kill()

@@ -395,11 +395,13 @@ def test_pytorch_elastic_replicas_split_by_weight() -> None:
 
 
 def test_deepspeed_hostfile_and_env_file() -> None:
-    """§4.3: hostfile ``<worker> slots=<slotsPerWorker>``; env file ``NAME=VALUE`` per container env."""
+    """§4.3: hostfile ``<worker> slots=<slotsPerWorker>``; the env file ``NAME=VALUE`` per
+    container env var, written by worker-0 from its own environment (valueFrom resolved)."""
     objects = render_manifest("deepspeed-gpt")
     cm = one(objects, "ConfigMap", "llm-350m-launch")
-    assert cm["data"]["hostfile"].splitlines() == [f"llm-350m-worker-{i} slots=2" for i in range(3)]
-    assert cm["data"]["deepspeed_env"].splitlines() == ["CUDA_DEVICE_MAX_CONNECTIONS=1", "NCCL_DEBUG=WARN"]
+    assert cm["data"] == {"hostfile": "".join(f"llm-350m-worker-{i} slots=2\n" for i in range(3))}
+    text = script(ctr(one(objects, "Pod", "llm-350m-worker-0"), "worker"))
+    assert "/root/.deepspeed_env CUDA_DEVICE_MAX_CONNECTIONS NCCL_DEBUG" in text
 
 
 def test_deepspeed_worker0_launches_and_others_run_sshd() -> None:
@@ -423,7 +425,8 @@ def test_deepspeed_worker0_launches_and_others_run_sshd() -> None:
     for i in (1, 2):
         c = ctr(one(objects, "Pod", f"llm-350m-worker-{i}"), "worker")
         assert c["command"][:2] == ["/bin/sh", "-c"]
-        assert script(c).endswith("&& exec /usr/sbin/sshd -D -e -o AuthorizedKeysFile=/root/.ssh/authorized_keys")
+        assert "/usr/sbin/sshd -D -e -o AuthorizedKeysFile=/root/.ssh/authorized_keys & t9k_sshd=$!" in script(c)
+        assert "this worker is done" in script(c)  # it ends once its launcher is done with it
         assert c["args"] == []
 
 
@@ -441,7 +444,7 @@ def test_deepspeed_reserved_paths_are_mounted_on_every_worker() -> None:
         cm_volume = volume(pod, m["/t9k/hostfile"]["name"])["configMap"]["name"]
         assert cm_volume == "llm-350m-launch"
         assert m["/t9k/hostfile"]["subPath"] == "hostfile"
-        assert m["/root/.deepspeed_env"]["subPath"] == "deepspeed_env"
+        assert "/root/.deepspeed_env" not in m  # worker-0 writes it
         # The user's own mounts, capabilities and env stay.
         assert {"/t9k/mnt", "/dev/shm"} <= set(m)
         assert c["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
@@ -459,13 +462,11 @@ def test_deepspeed_legacy_spellings() -> None:
     assert names(objects, "Pod") == ["ds-legacy-worker-0", "ds-legacy-worker-1"]
     cm = one(objects, "ConfigMap", "ds-legacy-launch")
     assert cm["data"]["hostfile"] == "ds-legacy-worker-0 slots=4\nds-legacy-worker-1 slots=4\n"
-    assert cm["data"]["deepspeed_env"] == "PYTHONUNBUFFERED=1\n"
+    assert script(ctr(one(objects, "Pod", "ds-legacy-worker-0"), "trainer")).count("/root/.deepspeed_env PYTHONUNBUFFERED") == 1
     # The container is not named `worker`: container 0 is the training container (§4.2).
     text = script(ctr(one(objects, "Pod", "ds-legacy-worker-0"), "trainer"))
     assert text.endswith("t9k_run deepspeed --hostfile=/t9k/hostfile --launcher=pdsh train.py --epochs 3")
-    assert script(ctr(one(objects, "Pod", "ds-legacy-worker-1"), "trainer")).endswith(
-        "exec /usr/sbin/sshd -D -e -o AuthorizedKeysFile=/root/.ssh/authorized_keys"
-    )
+    assert script(ctr(one(objects, "Pod", "ds-legacy-worker-1"), "trainer")).count("/usr/sbin/sshd -D -e -o AuthorizedKeysFile=/root/.ssh/authorized_keys & t9k_sshd=$!") == 1
 
 
 def test_deepspeed_debug_default_is_sshd() -> None:
@@ -516,7 +517,7 @@ def test_colossalai_workers_run_sshd_with_keys() -> None:
     for i in range(4):
         pod = one(objects, "Pod", f"cai-opt-worker-{i}")
         c = ctr(pod, "worker")
-        assert script(c).endswith("exec /usr/sbin/sshd -D -e -o AuthorizedKeysFile=/root/.ssh/authorized_keys")
+        assert script(c).count("/usr/sbin/sshd -D -e -o AuthorizedKeysFile=/root/.ssh/authorized_keys & t9k_sshd=$!") == 1
         assert c["args"] == []
         assert volume(pod, mounts(c)["/t9k/ssh"]["name"])["secret"]["secretName"] == "cai-opt-ssh"
         assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
@@ -541,9 +542,7 @@ def test_colossalai_legacy_form() -> None:
     assert script(launcher).startswith("install -d -m 700 /home/trainer/.ssh")
     for i in range(2):
         c = ctr(one(objects, "Pod", f"cai-legacy-worker-{i}"), "worker")
-        assert script(c).endswith(
-            "exec /usr/local/sbin/sshd -D -e -o AuthorizedKeysFile=/home/trainer/.ssh/authorized_keys"
-        )
+        assert script(c).count("/usr/local/sbin/sshd -D -e -o AuthorizedKeysFile=/home/trainer/.ssh/authorized_keys & t9k_sshd=$!") == 1
         assert "install -d -m 700 /home/trainer/.ssh" in script(c) and "/root/.ssh" not in script(c)
 
 

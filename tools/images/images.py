@@ -1032,12 +1032,16 @@ def operator_key(b: Builder) -> str:
     )
 
 
-TRAINING_FILES = [
-    "images/training/Dockerfile",
-    "images/training/Dockerfile.dockerignore",
-    "examples/pytorch-ddp/train.py",
-    "examples/generic-exchange/exchange.py",
-]
+def training_files() -> list[str]:
+    """What goes into the training image: its Dockerfile, its ignore file, and every file the
+    ignore file lets into the build context (its ``!path`` lines), so the key follows the COPY."""
+    ignore = "images/training/Dockerfile.dockerignore"
+    allowed = [
+        line[1:].strip()
+        for line in (REPO / ignore).read_text().splitlines()
+        if line.startswith("!") and line[1:].strip()
+    ]
+    return ["images/training/Dockerfile", ignore, *allowed]
 
 
 def training_key(b: Builder) -> str:
@@ -1046,7 +1050,7 @@ def training_key(b: Builder) -> str:
         .add("recipe", "training-1")
         .add("ref", IMAGES["training"].ref)
         .add("base", b.key("base"))
-        .files(TRAINING_FILES)
+        .files(training_files())
         .hex()
     )
 

@@ -10,7 +10,6 @@ into the current one.
 
 from __future__ import annotations
 
-import re
 
 import shlex
 from typing import Annotated, Any, ClassVar, Literal, Union
@@ -326,12 +325,6 @@ class ColossalAILauncher(Model):
     resources: dict[str, Any] | None = None
 
 
-#: Programs that ``colossalai run`` would be handed as the "script": it starts the script with
-#: ``python`` itself, so ``["python", "train.py"]`` runs ``python python train.py``, which fails while
-#: the launcher still exits 0 (the job would end Succeeded with nothing trained).
-_LAUNCHERS_NOT_SCRIPTS = re.compile(r"^(python[0-9.]*|torchrun|colossalai|deepspeed|(ba|da)?sh|env)$")
-
-
 class ColossalAIWorker(Model):
     replicas: Annotated[int, Field(ge=0)] = 1
     proc_per_worker: Annotated[int, Field(ge=1)] = 1
@@ -342,13 +335,16 @@ class ColossalAIWorker(Model):
     @field_validator("command")
     @classmethod
     def _script_first(cls, value: list[str]) -> list[str]:
-        program = value[0].strip().rsplit("/", 1)[-1]
-        if _LAUNCHERS_NOT_SCRIPTS.match(program):
-            raise ValueError(
-                f"command[0] is {value[0]!r}: give the training script first (e.g. [\"train.py\", ...]); "
-                "colossalai run starts it with python itself"
-            )
-        return value
+        """``colossalai run`` (0.5) takes a ``.py`` script or ``-m module`` and starts it with torchrun
+        itself; anything else (``python train.py``, ``run.sh``) is a usage error after which it
+        exits 0, and the job would end Succeeded with nothing trained."""
+        first = value[0].strip()
+        if first.endswith(".py") or (first == "-m" and len(value) > 1):
+            return value
+        raise ValueError(
+            f"command[0] is {value[0]!r}: give the training script (a .py file) or -m and a module "
+            '(e.g. ["train.py", "--epochs", "3"]); colossalai run starts it with python itself'
+        )
 
     @field_validator("template", mode="before")
     @classmethod

@@ -97,11 +97,47 @@ def sshd_argv(sshd: str, auth: str, foreground: bool = True) -> list[str]:
 SSHD_PRELUDE = "mkdir -p -m 755 /run/sshd && { ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1 || ssh-keygen -A >&2; }"
 
 
-def sshd_worker_command(sshd: str, auth: str) -> list[str]:
-    """A worker that only serves ssh: keys installed, sshd as the container's main process (it
-    ends on SIGTERM, and its exit code is the container's)."""
-    script = f"{install_keys(auth)} && {SSHD_PRELUDE} && exec {shlex.join(sshd_argv(sshd, auth))}"
+#: Seconds of ssh sessions that mark a worker as used by its launcher, and seconds without any
+#: session after which such a worker has served its launcher and ends (exit 0).
+WORKER_BUSY_SECONDS, WORKER_IDLE_SECONDS = 10, 20
+
+
+def sshd_worker_command(sshd: str, auth: str, port: int = SSH_PORT, watch: bool = True) -> list[str]:
+    """A worker that only serves ssh to its launcher: keys installed, sshd logging to the pod's
+    log, and a watch that ends the worker (exit 0) once the launcher is done with it: after
+    ssh sessions for :data:`WORKER_BUSY_SECONDS` (the launcher's ranks run in them; its sshd
+    probes last a moment), :data:`WORKER_IDLE_SECONDS` without any. So a finished job's workers
+    free their GPUs by themselves and keep their pods and logs, whatever the clean-up policy
+    (docs/decisions.md). SIGTERM stops sshd and the worker; if sshd itself fails, the worker
+    fails with its exit code. Sessions are counted from ``/proc/net/tcp{,6}`` (state 01 on the
+    local port): POSIX sh only, nothing the image might lack. Without ``watch`` (debug mode:
+    a user logs in and out at will) sshd is the container's main process and nothing ends it."""
+    prepare = f"{install_keys(auth)} && {SSHD_PRELUDE}"
+    if not watch:
+        return ["/bin/sh", "-c", f"{prepare} && exec {shlex.join(sshd_argv(sshd, auth))}"]
+    script = "; ".join([f"{prepare} || exit 1", f"{shlex.join(sshd_argv(sshd, auth))} & t9k_sshd=$!", worker_watch(port)])
     return ["/bin/sh", "-c", script]
+
+
+def worker_watch(port: int, busy: int = WORKER_BUSY_SECONDS, idle: int = WORKER_IDLE_SECONDS) -> str:
+    """Shell that watches the server ``$t9k_sshd`` listening on ``port`` (see
+    :func:`sshd_worker_command`): exits 0 once sessions were open ``busy`` seconds and then none
+    for ``idle`` seconds, 143 on SIGTERM (after stopping the server), else the server's code."""
+    return "; ".join(
+        [
+            "trap 'kill -TERM $t9k_sshd 2>/dev/null; wait $t9k_sshd; exit 143' TERM INT",
+            "t9k_sessions() { n=0; for f in /proc/net/tcp /proc/net/tcp6; do [ -r $f ] || continue; "
+            f'while read -r _ l _ st _; do case "$l $st" in *:{port:04X}\\ 01) n=$((n+1));; esac; done < $f; '
+            "done; echo $n; }",
+            "busy=0; quiet=0",
+            "while kill -0 $t9k_sshd 2>/dev/null; do "
+            'if [ "$(t9k_sessions)" -gt 0 ]; then busy=$((busy+1)); quiet=0; else quiet=$((quiet+1)); fi; '
+            f"if [ $busy -ge {busy} ] && [ $quiet -ge {idle} ]; then "
+            'echo "t9k-jobs: the launcher has closed its sessions; this worker is done" >&2; '
+            "kill -TERM $t9k_sshd; wait $t9k_sshd; exit 0; fi; sleep 1; done",
+            "wait $t9k_sshd",
+        ]
+    )
 
 
 #: Shell functions ``t9k_bg CMD...`` (run CMD as a child, pass SIGTERM/SIGINT on to it, return its
@@ -159,6 +195,30 @@ WAIT_BANNER_FUNCTION = (
 )
 
 
+_WRITE_ENV_FILE_PY = f"""import os, sys
+lines = []
+for name in sys.argv[2:]:
+    value = os.environ.get(name)
+    if value is None:
+        continue
+    if "\\n" in value:
+        print(f"t9k-jobs: {{name}} holds a newline; DeepSpeed's env file has one NAME=VALUE a line,"
+              " so the other workers do not get it", file=sys.stderr)
+        continue
+    lines.append(name + "=" + "".join("\\\\" + c if c in '\\\\$`"' else c for c in value) + "\\n")
+with open(sys.argv[1], "w") as f:
+    f.write("".join(lines))
+"""
+
+#: argv prefix (the names follow) that writes DeepSpeed's env file, ``/root/.deepspeed_env``, on
+#: worker-0 from the container's own environment, so ``valueFrom`` variables arrive resolved. The
+#: launcher puts a value with characters outside ``[\w@%+=:,./-]`` in double quotes on the remote
+#: command line (deepspeed 0.19), so backslash, ``$``, backquote and ``"`` are escaped with a
+#: backslash; a value with a newline cannot be written in that file (one ``NAME=VALUE`` a line)
+#: and is left out, with a line on stderr.
+ENV_FILE_COMMAND = ("python3", "-c", _WRITE_ENV_FILE_PY, DEEPSPEED_ENV_PATH)
+
+
 def launcher_script(prelude: str, wait_function: str, hosts: list[str], launch: list[str]) -> list[str]:
     """The launcher's command: ``prelude`` (keys, sshd), then wait for every host's sshd, then
     ``launch``, both as children (:data:`RUN_FUNCTION`): a stop while waiting ends the wait at
@@ -195,7 +255,7 @@ class DeepSpeedFramework(Framework):
                 backoff_limit=job.spec.run_policy.backoff_limit,
                 training_container=training_container(worker.template, ("worker",)),
                 # T9k's debug default, `/usr/sbin/sshd -D`, made to work in a stock image (keys, /run/sshd).
-                debug_command=tuple(sshd_worker_command(DEEPSPEED_SSHD, DEEPSPEED_SSH_PATH)),
+                debug_command=tuple(sshd_worker_command(DEEPSPEED_SSHD, DEEPSPEED_SSH_PATH, watch=False)),
                 service_ports=SSH_SERVICE_PORTS,
             )
         ]
@@ -219,19 +279,19 @@ class DeepSpeedFramework(Framework):
         slots = job.spec.config.slots
         return "".join(f"{ctx.addressing.host(job.name, 'worker', i)} slots={slots}\n" for i in range(count))
 
-    def env_file(self, job: DeepSpeedJob) -> str:
-        """``/root/.deepspeed_env``: ``NAME=VALUE`` per literal env var of the training container."""
+    def env_names(self, job: DeepSpeedJob) -> list[str]:
+        """Names of the training container's env vars (literal and ``valueFrom``) that the
+        launcher passes to every worker's ranks; none with ``disableCustomEnv`` (reference §4.1)."""
         if job.spec.disable_custom_env:
-            return ""
+            return []
         template = job.spec.worker.template
         name = training_container(template, ("worker",))
         c = next(c for c in template["spec"]["containers"] if c.get("name") == name)
-        lines = [f"{e['name']}={e['value']}\n" for e in c.get("env") or [] if isinstance(e.get("value"), str)]
-        return "".join(lines)
+        return [e["name"] for e in c.get("env") or [] if isinstance(e, dict) and e.get("name")]
 
     def extra_children(self, job: JobBase, groups: list[ReplicaGroup], ctx: BuildContext) -> list[dict[str, Any]]:
         assert isinstance(job, DeepSpeedJob)
-        return launch_children(job, {"hostfile": self.hostfile(job, ctx), "deepspeed_env": self.env_file(job)})
+        return launch_children(job, {"hostfile": self.hostfile(job, ctx)})
 
     def launch_command(self, job: DeepSpeedJob) -> list[str]:
         """The ``deepspeed`` command worker-0 runs (reference §4.3)."""
@@ -268,10 +328,7 @@ class DeepSpeedFramework(Framework):
             pod,
             c,
             {"name": "t9k-launch", "configMap": {"name": config_map_name(job)}},
-            [
-                {"name": "t9k-launch", "mountPath": HOSTFILE_PATH, "subPath": "hostfile", "readOnly": True},
-                {"name": "t9k-launch", "mountPath": DEEPSPEED_ENV_PATH, "subPath": "deepspeed_env", "readOnly": True},
-            ],
+            [{"name": "t9k-launch", "mountPath": HOSTFILE_PATH, "subPath": "hostfile", "readOnly": True}],
         )
         c["args"] = []
         if index != 0:
@@ -282,7 +339,8 @@ class DeepSpeedFramework(Framework):
         launch = ["/bin/sh", "-c", custom] if custom else self.launch_command(job)
         prelude = (
             f"{install_keys(DEEPSPEED_SSH_PATH)} && {SSHD_PRELUDE} && "
-            f"{{ {shlex.join(sshd_argv(DEEPSPEED_SSHD, DEEPSPEED_SSH_PATH))} & }}"
+            f"{{ {shlex.join(sshd_argv(DEEPSPEED_SSHD, DEEPSPEED_SSH_PATH))} & }} && "
+            + shlex.join([*ENV_FILE_COMMAND, *self.env_names(job)])
         )
         c["command"] = launcher_script(prelude, WAIT_SSH_FUNCTION, hosts, launch)
 

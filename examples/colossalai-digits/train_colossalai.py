@@ -11,14 +11,14 @@ Ways to launch it (run from this folder):
 * ``colossalai run`` over ssh, one process on each host of a hostfile (one host a line)::
 
       colossalai run --nproc_per_node=1 --hostfile=hostfile \\
-          --master_addr=<first host> --master_port=29800 train.py
+          --master_addr=<first host> --master_port=29800 train_colossalai.py
 
 * ``colossalai run`` on this host only (no hostfile: it runs torchrun here, without ssh)::
 
-      colossalai run --nproc_per_node=2 --master_port=29800 train.py
+      colossalai run --nproc_per_node=2 --master_port=29800 train_colossalai.py
 
 * With torchrun (what ``colossalai run`` runs on each host), or as a single process:
-  ``python train.py``.
+  ``python train_colossalai.py``.
 
 Rank 0 prints one line per epoch and ``final test_accuracy X``; with ``--output PATH`` it
 also writes the metrics as JSON. The exit status is non-zero when training fails, or when
@@ -188,5 +188,5 @@ if __name__ == "__main__":
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter finalization: gloo's threads can abort the process there after
-    # destroy_process_group() (see examples/pytorch-ddp/train.py).
+    # destroy_process_group() (see examples/pytorch-ddp/train_colossalai.py).
     os._exit(code)

@@ -12,15 +12,15 @@ Ways to launch it (the folder holds ds_config.json; run from this folder):
 * Under the DeepSpeed launcher over ssh, e.g. two workers with one slot each::
 
       deepspeed --hostfile=hostfile --launcher=pdsh --master_addr=127.0.0.1 \\
-          --master_port=29700 train.py
+          --master_port=29700 train_deepspeed.py
 
 * Without ssh, one launcher per worker (``--node_rank`` 0 and 1)::
 
       deepspeed --hostfile=hostfile --no_ssh --node_rank=0 --master_addr=127.0.0.1 \\
-          --master_port=29700 train.py
+          --master_port=29700 train_deepspeed.py
 
 * As plain processes: ``MASTER_ADDR=127.0.0.1 MASTER_PORT=29700 WORLD_SIZE=2 RANK=<r>
-  LOCAL_RANK=0 python train.py``; or as a single process: ``python train.py``.
+  LOCAL_RANK=0 python train_deepspeed.py``; or as a single process: ``python train_deepspeed.py``.
 
 Rank 0 prints one line per epoch and ``final test_accuracy X``; with ``--output PATH`` it
 also writes the metrics as JSON. The exit status is non-zero when training fails, or when
@@ -219,5 +219,5 @@ if __name__ == "__main__":
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter finalization: gloo's threads can abort the process there after
-    # destroy_process_group() (see examples/pytorch-ddp/train.py).
+    # destroy_process_group() (see examples/pytorch-ddp/train_deepspeed.py).
     os._exit(code)
