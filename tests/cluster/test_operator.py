@@ -545,7 +545,9 @@ def test_two_kinds_with_one_name_say_the_names_are_taken(kube: Kube, namespace: 
     assert status(kube, ns, "DeepSpeedJob", "same")["phase"] == "Pending"
     # The PyTorchTrainingJob keeps its pods; once it is gone, the DeepSpeedJob gets its own.
     owner_kind = lambda p: p["metadata"]["ownerReferences"][0]["kind"]  # noqa: E731
-    assert {owner_kind(p) for p in pods(kube, ns, "same").values()} == {"PyTorchTrainingJob"}
+    live = pods(kube, ns, "same")
+    assert owner_kind(live["same-worker-0"]) == owner_kind(live["same-master-0"]) == "PyTorchTrainingJob"
+    assert owner_kind(live["same-worker-1"]) == "DeepSpeedJob"  # a free name is the DeepSpeedJob's
     kube.delete(job_path(ns, "PyTorchTrainingJob", "same"), propagation="Background")
     kube.wait_for(
         lambda: (p := pods(kube, ns, "same")) and {owner_kind(x) for x in p.values()} == {"DeepSpeedJob"}

@@ -1,0 +1,70 @@
+"""DeepSpeedJob and ColossalAIJob in real pods: real sshd in the workers of a stock image (OpenSSH's
+defaults, StrictModes on), the real launchers (deepspeed over pdsh, colossalai run over paramiko)."""
+
+from __future__ import annotations
+
+import re
+
+from ..cluster.kube import Kube, job_path, pod_path
+from .conftest import TRAINING_IMAGE, wait_phase
+from .test_examples import apply_example, replicas
+from .test_lifecycle import condition, create
+
+
+def final_accuracy(text: str) -> float:
+    found = re.search(r"final test_accuracy ([\d.]+)", text)
+    assert found, text[-3000:]
+    return float(found.group(1))
+
+
+def test_deepspeed_example_trains_over_ssh(node, kube: Kube, kubectl, namespace: str) -> None:
+    """ZeRO over 2 workers: worker-0's deepspeed reaches both sshds with the job's key (refused
+    before the keys were copied out of the Secret volume), trains to >= 0.90; worker-1, which only
+    served ssh, then ends by itself and keeps its log."""
+    job = apply_example(kubectl, "deepspeed-digits", namespace)
+    name = job["metadata"]["name"]
+    path = job_path(namespace, "DeepSpeedJob", name)
+    done = wait_phase(kube, path, ("Succeeded", "Failed"), timeout=900)
+    launcher = kubectl("logs", "-n", namespace, f"{name}-worker-0").stdout
+    assert done["status"]["phase"] == "Succeeded", (done["status"], launcher[-3000:])
+    assert final_accuracy(launcher) >= 0.90
+    Kube.wait_for(lambda: replicas(kube.get(path))[f"{name}-worker-1"]["phase"] == "Succeeded", timeout=120,
+                  what="worker-1 to end by itself once the launcher is done")
+    worker = kubectl("logs", "-n", namespace, f"{name}-worker-1").stdout
+    assert "Accepted publickey for root" in worker and "this worker is done" in worker, worker
+
+
+def test_colossalai_example_trains_over_ssh(node, kube: Kube, kubectl, namespace: str) -> None:
+    """The launcher's colossalai run reaches both workers' sshd (paramiko), the Booster trains to >= 0.90."""
+    job = apply_example(kubectl, "colossalai-digits", namespace)
+    name = job["metadata"]["name"]
+    done = wait_phase(kube, job_path(namespace, "ColossalAIJob", name), ("Succeeded", "Failed"), timeout=900)
+    launcher = kubectl("logs", "-n", namespace, f"{name}-launcher").stdout
+    assert done["status"]["phase"] == "Succeeded", (done["status"], launcher[-3000:])
+    assert final_accuracy(launcher) >= 0.90
+
+
+def test_one_worker_deepspeed_job(node, kube: Kube, kubectl, namespace: str) -> None:
+    """worker-0 alone: deepspeed reaches its own sshd over the job's Service name."""
+    job = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "DeepSpeedJob", "metadata": {"name": "solo"},
+           "spec": {"config": {"slotsPerWorker": 1, "run": {"python": ["train_deepspeed.py", "--epochs", "2"]}},
+                    "worker": {"replicas": 1, "template": {"spec": {"containers": [
+                        {"name": "worker", "image": TRAINING_IMAGE,
+                         "env": [{"name": "DS_ACCELERATOR", "value": "cpu"}, {"name": "OMP_NUM_THREADS", "value": "1"}]}]}}}}}
+    done = wait_phase(kube, create(kube, namespace, job), ("Succeeded", "Failed"), timeout=600)
+    logs = kubectl("logs", "-n", namespace, "solo-worker-0").stdout
+    assert done["status"]["phase"] == "Succeeded", (done["status"], logs[-3000:])
+    assert "final test_accuracy" in logs
+
+
+def test_colossalai_job_whose_launcher_fails(node, kube: Kube, kubectl, namespace: str) -> None:
+    """A script that does not exist: torchrun fails on the workers, colossalai run exits 1, the job
+    fails with the launcher's exit code."""
+    job = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "ColossalAIJob", "metadata": {"name": "broken"},
+           "spec": {"launcher": {"image": TRAINING_IMAGE},
+                    "worker": {"replicas": 1, "command": ["no_such_script.py"],
+                               "template": {"spec": {"containers": [{"name": "worker", "image": TRAINING_IMAGE}]}}}}}
+    done = wait_phase(kube, create(kube, namespace, job), ("Succeeded", "Failed"), timeout=600)
+    assert done["status"]["phase"] == "Failed", done["status"]
+    assert "broken-launcher failed with exit code 1" in condition(done, "Failed")["message"], done["status"]
+    assert kube.exists(pod_path(namespace, "broken-launcher"))
