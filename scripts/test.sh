@@ -13,7 +13,7 @@ args=()
 for arg in "$@"; do
   if [ "$arg" = "--no-node" ]; then node=0; else args+=("$arg"); fi
 done
-bin="$(bash "$root/scripts/bootstrap.sh" examples,test)"
+bin="$(bash "$root/scripts/bootstrap.sh" examples,test,launchers)"
 cd "$root"
 # The cluster tests (tests/cluster) run a real kube-apiserver built from Go modules, and the
 # benchmark's smoke test kwok and Kubeflow's training operator; build them (and cache them) now so

@@ -17,19 +17,33 @@ class Addressing(Protocol):
     replica its own ports so replicas never collide.
     """
 
+    #: True for the local runtime (replicas are processes on this machine, not pods).
+    local: bool
+
     def host(self, job_name: str, replica_type: str, index: int) -> str: ...
 
     def port(self, job_name: str, replica_type: str, index: int, name: str, declared: int) -> int: ...
 
+    def child_file(self, kind: str, name: str, key: str) -> str | None:
+        """Where a replica reads ``key`` of the child ``kind``/``name`` (a ConfigMap, a Secret) as a
+        file: ``None`` on a cluster (the pod mounts it where its framework says), a path in the
+        run directory locally."""
+        ...
+
 
 class ClusterAddressing:
     """Addressing inside a Kubernetes cluster: ``<job>-<type>-<index>`` Services, declared ports."""
+
+    local = False
 
     def host(self, job_name: str, replica_type: str, index: int) -> str:
         return replica_name(job_name, replica_type, index)
 
     def port(self, job_name: str, replica_type: str, index: int, name: str, declared: int) -> int:
         return declared
+
+    def child_file(self, kind: str, name: str, key: str) -> str | None:
+        return None
 
 
 def replica_name(job_name: str, replica_type: str, index: int | None) -> str:

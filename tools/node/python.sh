@@ -9,4 +9,4 @@ for cand in "${T9K_JOBS_CACHE:-$HOME/.cache/t9k-jobs}"/venv-3.*/bin/python; do
     exit 0
   fi
 done
-echo "$(bash "$root/scripts/bootstrap.sh" examples,test)/python"
+echo "$(bash "$root/scripts/bootstrap.sh" examples,test,launchers)/python"

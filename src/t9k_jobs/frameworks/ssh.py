@@ -36,6 +36,8 @@ DEEPSPEED_SSH_PATH = "/root/.ssh"
 SSH_SECRET_PATH = "/t9k/ssh"
 #: Port of the torch.distributed master that ``colossalai run`` starts on worker-0.
 COLOSSALAI_MASTER_PORT = 29500
+#: deepspeed's default torch.distributed port (a local run gives worker-0 a free one instead).
+DEEPSPEED_MASTER_PORT = 29500
 #: How long a launcher waits for the workers' sshd (seconds) before it fails.
 SSHD_WAIT_SECONDS = 600
 
@@ -274,9 +276,13 @@ class DeepSpeedFramework(Framework):
         return super().pod_group_min_member(job, groups)
 
     def hostfile(self, job: DeepSpeedJob, ctx: BuildContext) -> str:
-        """DeepSpeed hostfile: ``<worker host> slots=<slotsPerWorker>`` per worker."""
+        """DeepSpeed hostfile: ``<worker host> slots=<slotsPerWorker>`` per worker. Locally every
+        host is this machine, so the lines name the workers (``worker-<i>``): with ``--no_ssh`` the
+        names are only the nodes' keys, and deepspeed refuses a host twice."""
         count = self.groups(job)[0].replicas
         slots = job.spec.config.slots
+        if ctx.addressing.local:
+            return "".join(f"worker-{i} slots={slots}\n" for i in range(count))
         return "".join(f"{ctx.addressing.host(job.name, 'worker', i)} slots={slots}\n" for i in range(count))
 
     def env_names(self, job: DeepSpeedJob) -> list[str]:
@@ -295,8 +301,29 @@ class DeepSpeedFramework(Framework):
 
     def launch_command(self, job: DeepSpeedJob) -> list[str]:
         """The ``deepspeed`` command worker-0 runs (reference §4.3)."""
+        return self._launch(job, [f"--hostfile={HOSTFILE_PATH}", "--launcher=pdsh"])
+
+    def local_launch_command(self, job: DeepSpeedJob, index: int, ctx: BuildContext) -> list[str]:
+        """What worker ``index`` runs in a local run: deepspeed's own launcher in its no-ssh mode,
+        once per worker (``--no_ssh --node_rank=<index>``), all with the run's hostfile and worker-0
+        as the master: no sshd, no root, and each worker's ranks stay in its process group. The
+        launcher reads no env file in this mode; each worker has the container's env itself."""
+        hostfile = ctx.addressing.child_file("ConfigMap", config_map_name(job), "hostfile")
+        master_port = ctx.addressing.port(job.name, "worker", 0, "deepspeed", DEEPSPEED_MASTER_PORT)
+        return self._launch(
+            job,
+            [
+                f"--hostfile={hostfile}",
+                "--no_ssh",
+                f"--node_rank={index}",
+                f"--master_addr={ctx.addressing.host(job.name, 'worker', 0)}",
+                f"--master_port={master_port}",
+            ],
+        )
+
+    def _launch(self, job: DeepSpeedJob, transport: list[str]) -> list[str]:
         config = job.spec.config
-        cmd = ["deepspeed", f"--hostfile={HOSTFILE_PATH}", "--launcher=pdsh"]
+        cmd = ["deepspeed", *transport]
         if not config.local_rank:
             cmd.append("--no_local_rank")
         if config.autotune != "none":
@@ -323,6 +350,9 @@ class DeepSpeedFramework(Framework):
         """
         assert isinstance(job, DeepSpeedJob)
         c = container(pod, group.training_container)
+        if ctx.addressing.local:
+            c["command"], c["args"] = self.local_launch_command(job, index, ctx), []
+            return
         mount_ssh(job, pod, c)
         _mount(
             pod,

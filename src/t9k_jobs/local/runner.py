@@ -9,7 +9,9 @@ resume, elastic ``expectedReplicas``), the plan asks to look again, or half a se
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime as dt
+import os
 import shutil
 import signal
 import socket
@@ -20,6 +22,7 @@ from typing import Any
 import yaml
 
 from ..api import Job, ManifestError, load_manifest
+from ..api.kinds import ColossalAIJob, DeepSpeedJob
 from ..api.common import TERMINAL_PHASES
 from ..engine import Observed, Plan, materialize, reconcile
 from ..render import to_yaml
@@ -30,28 +33,29 @@ EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
 EXIT_CANNOT_RUN = 2
 EXIT_INTERRUPTED = 130
-
-_NEEDS = {
-    "DeepSpeedJob": (
-        ["deepspeed", "pdsh", "sshd"],
-        "pip install deepspeed, and apt-get install pdsh openssh-server",
-    ),
-    "ColossalAIJob": (
-        ["colossalai", "sshd"],
-        "pip install colossalai, and apt-get install openssh-server",
-    ),
-}
-
+#: Seconds a finished job's replicas that still run get to end by themselves before the run stops them.
+END_GRACE = 5.0
+#: Environment variable set on every process of a local run: the run directory.
+RUN_ENV = "T9K_JOBS_RUN_DIR"
 
 class LocalAddressing:
     """Every replica's host is this machine; every (replica, port name) gets its own free port.
 
     Ports are picked once, by binding port 0 on the loopback interface, and kept for the
-    whole run so a restarted replica listens where its peers expect it.
+    whole run so a restarted replica listens where its peers expect it. ConfigMaps and Secrets
+    the job owns are files under ``<run dir>/children/<kind>/<name>/<key>``
+    (:func:`write_child_files`).
     """
 
-    def __init__(self) -> None:
+    local = True
+
+    def __init__(self, run_dir: Path | None = None) -> None:
         self._ports: dict[tuple[str, str, int, str], int] = {}
+        self.run_dir = run_dir
+
+    def child_file(self, kind: str, name: str, key: str) -> str | None:
+        base = self.run_dir or Path.cwd()
+        return str(base / "children" / kind.lower() / name / key)
 
     def host(self, job_name: str, replica_type: str, index: int) -> str:
         return "127.0.0.1"
@@ -74,22 +78,53 @@ def _free_port(taken: set[int]) -> int:
 
 
 def cannot_run_reason(job: Job) -> str | None:
-    """Why this machine cannot run ``job`` locally, or ``None`` when it can."""
-    need = _NEEDS.get(job.kind)
-    if need is None:
+    """Why this machine cannot run ``job`` locally (one line, with what to do), or ``None``.
+
+    DeepSpeedJob runs with deepspeed's launcher in its no-ssh mode, one per worker (it needs the
+    ``deepspeed`` package); its ``customCommand`` and debug mode assume the cluster's sshd in
+    every worker and are not run here. ColossalAIJob's launcher only reaches workers over ssh.
+    """
+    if isinstance(job, DeepSpeedJob):
+        if job.spec.config.custom_command:
+            return (
+                "DeepSpeedJob spec.config.customCommand is not run locally: it assumes sshd in every worker, "
+                "which a local run does not start; use spec.config.run, or run the job on a cluster"
+            )
+        if job.run_mode.debug_enabled:
+            return "DeepSpeedJob debug mode runs sshd in the workers for you to log in: use a cluster for it"
+        if shutil.which("deepspeed", path=base_environment().get("PATH")) is None:
+            return (
+                "DeepSpeedJob runs its workers with deepspeed's launcher, which is not installed here: "
+                "pip install deepspeed==0.19.8 into the environment t9k-jobs runs in "
+                "(bash scripts/bootstrap.sh examples,test,launchers does)"
+            )
         return None
-    tools, how = need
-    missing = [t for t in tools if shutil.which(t) is None and not Path(f"/usr/sbin/{t}").exists()]
-    if missing:
+    if isinstance(job, ColossalAIJob):
         return (
-            f"{job.kind} runs its replicas through an ssh launcher; this machine lacks {', '.join(missing)}. "
-            f"Install them ({how}), or use `t9k-jobs render` to see what the operator would create."
+            "ColossalAIJob does not run locally yet: colossalai run reaches its workers only over ssh; "
+            "run it on a cluster (docs/cluster.md has a node on this machine), or see what the operator "
+            "would create with t9k-jobs render"
         )
-    return (
-        f"{job.kind} cannot run locally yet: its launcher reaches workers over ssh with keys mounted at "
-        "fixed paths, which a local run does not provide. Use `t9k-jobs render` to see what the operator "
-        "would create."
-    )
+    return None
+
+
+def write_child_files(addressing: LocalAddressing, obj: dict[str, Any]) -> None:
+    """Write a ConfigMap's or Secret's keys where :meth:`LocalAddressing.child_file` says, as a
+    pod would see them mounted: directories 0700, a Secret's files 0600."""
+    kind = obj.get("kind")
+    if kind not in ("ConfigMap", "Secret"):
+        return
+    name = obj["metadata"]["name"]
+    data: dict[str, bytes] = {k: str(v).encode() for k, v in (obj.get("data") or {}).items()} if kind == "ConfigMap" else {}
+    if kind == "Secret":
+        data = {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
+        data.update({k: str(v).encode() for k, v in (obj.get("stringData") or {}).items()})
+    for key, value in data.items():
+        path = Path(addressing.child_file(kind, name, key) or "")
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if kind == "Secret" else 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(value)
 
 
 def default_run_dir(job: Job) -> Path:
@@ -125,15 +160,18 @@ class LocalRunner:
         self.run_dir = run_dir
         self.display = display
         self.watch = watch
-        self.addressing = LocalAddressing()
+        self.addressing = LocalAddressing(run_dir.resolve())
         self.pods: dict[str, LocalPod] = {}
         self.others: set[tuple[str, str]] = set()
         self.objects: list[dict[str, Any]] = []
-        self.base_env = base_environment()
+        # Every process of the run carries its run directory: how a sweep (and a user) tells this
+        # run's processes, the ranks its launchers start included, from anything else.
+        self.base_env = {**base_environment(), RUN_ENV: str(run_dir.resolve())}
         self.wake = asyncio.Event()
         self.stop_signal: int | None = None
         self.mtime = self._mtime()
         self.deletions: set[asyncio.Task[None]] = set()
+        self.finished_at: float | None = None
         self.job_log = open(run_dir / "job.log", "a", encoding="utf-8")  # noqa: SIM115 - closed in run()
         self.events_log = open(run_dir / "events.log", "a", encoding="utf-8")  # noqa: SIM115
 
@@ -184,7 +222,7 @@ class LocalRunner:
             plan = reconcile(self.job, self._observe(), time.time(), self.addressing)
             self._apply(plan)
             if plan.finished and not self.deletions and self.job.status is not None:
-                if self.job.status.phase in TERMINAL_PHASES:
+                if self.job.status.phase in TERMINAL_PHASES and not self._ending_together():
                     return EXIT_SUCCEEDED if self.job.status.phase == "Succeeded" else EXIT_FAILED
             self.wake.clear()
             timeout = 0.5 if plan.requeue_after is None else max(0.01, min(0.5, plan.requeue_after))
@@ -192,6 +230,15 @@ class LocalRunner:
                 await asyncio.wait_for(self.wake.wait(), timeout=timeout)
             except asyncio.TimeoutError:
                 pass
+
+    def _ending_together(self) -> bool:
+        """Whether to wait a moment before leaving: replicas still running when the job ended get
+        :data:`END_GRACE` seconds to end by themselves (ranks of one job end together, a moment
+        apart), so that their status shows how they ended rather than being stopped."""
+        if self.finished_at is None:
+            self.finished_at = time.monotonic()
+        running = any(not p.observe().terminal for p in self.pods.values() if not p.deleting)
+        return running and time.monotonic() - self.finished_at < END_GRACE
 
     def _observe(self) -> Observed:
         return Observed(
@@ -207,7 +254,9 @@ class LocalRunner:
                 self._start_pod(obj)
             else:
                 self.others.add((kind, name))
-                self.objects.append(materialize(obj))
+                made = materialize(obj)
+                self.objects.append(made)
+                write_child_files(self.addressing, made)
                 made_objects = True
         if made_objects:
             (self.run_dir / "objects.yaml").write_text(to_yaml(self.objects), encoding="utf-8")

@@ -1,0 +1,123 @@
+"""DeepSpeedJob run locally with deepspeed's real launcher (no-ssh mode, one per worker), and the
+kinds or modes a local run refuses, each with one line that says why and what to do instead."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import REPO
+
+pytestmark = pytest.mark.e2e
+
+
+def test_deepspeed_example_trains_with_zero_over_two_workers(start) -> None:
+    """examples/deepspeed-digits: ZeRO stage 2 over 2 workers on CPU, test accuracy >= 0.90; both
+    workers end by themselves (the one that did not decide is not stopped as unfinished)."""
+    run = start(REPO / "examples" / "deepspeed-digits" / "job.yaml", "--quiet")
+    assert run.finish(600) == 0, run.output
+    status = run.status()
+    assert status["phase"] == "Succeeded"
+    phases = {r["name"]: r["phase"] for t in status["tasks"] for r in t["replicas"]}
+    assert phases == {"digits-deepspeed-worker-0": "Succeeded", "digits-deepspeed-worker-1": "Succeeded"}
+    log = (run.run_dir / "digits-deepspeed-worker-0.worker.log").read_text()
+    assert "ZeRO stage 2" in log, log[-2000:]
+    final = float(re.search(r"final test_accuracy ([\d.]+)", log).group(1))
+    assert final >= 0.90, log[-2000:]
+    assert "rank 1 of 2 joined" in (run.run_dir / "digits-deepspeed-worker-1.worker.log").read_text()
+    # The launcher's hostfile is a file of the run, as a pod would see the ConfigMap.
+    assert (run.run_dir / "children" / "configmap" / "digits-deepspeed-launch" / "hostfile").read_text() == (
+        "worker-0 slots=1\nworker-1 slots=1\n"
+    )
+    secret = run.run_dir / "children" / "secret" / "digits-deepspeed-ssh" / "id_ed25519"
+    assert secret.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_stopped_deepspeed_run_leaves_no_process(start) -> None:
+    """Ctrl-C while the ranks train: every process of every worker (launcher, launch.py, ranks) ends."""
+    run = start(REPO / "examples" / "deepspeed-digits" / "job.yaml", "--quiet")
+    run.wait_for(lambda s: s.get("phase") == "Running", timeout=120)
+    marker = f"T9K_JOBS_RUN_DIR={run.run_dir.resolve()}".encode()
+
+    def ours() -> list[int]:
+        """Processes carrying this run's marker, wherever they were reparented."""
+        found = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    if marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                        found.append(int(pid))
+                except OSError:
+                    pass
+        return found
+
+    def ranks() -> list[int]:
+        out = []
+        for pid in ours():
+            try:
+                if b"--local_rank=" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    out.append(pid)
+            except OSError:
+                pass
+        return out
+
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and len(ranks()) < 2:
+        time.sleep(0.2)
+    assert len(ranks()) == 2 and len(ours()) >= 6, "2 runners, 2 launch.py and 2 ranks carry the run's marker"
+    run.signal(signal.SIGINT)
+    assert run.finish(60) == 130, run.output
+    left = [p for p in _children(run.proc.pid)]
+    assert not left and not ours(), (left, ours())
+
+
+def _children(root: int) -> list[int]:
+    """Every live descendant of ``root`` (by parent pid)."""
+    parents: dict[int, int] = {}
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                parents[int(pid)] = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parents.items() if pp == p]
+        out += kids
+        todo += kids
+    return out
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        ({"config": {"customCommand": "deepspeed train.py"}}, "customCommand is not run locally"),
+        ({"runMode": {"debug": {"enabled": True}}}, "debug mode runs sshd"),
+    ],
+)
+def test_what_a_local_deepspeed_run_refuses(tmp_path: Path, change: dict, needle: str) -> None:
+    job = yaml.safe_load((REPO / "examples" / "deepspeed-digits" / "job.yaml").read_text())
+    for key, value in change.items():
+        job["spec"].setdefault(key, {}).update(value)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    out = subprocess.run([sys.executable, "-m", "t9k_jobs.cli", "run", str(path), "--run-dir", str(tmp_path / "r")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and needle in out.stderr + out.stdout, out
+    assert "Traceback" not in out.stderr
+
+
+def test_colossalai_says_it_needs_a_cluster(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "t9k_jobs.cli", "run", str(REPO / "examples" / "colossalai-digits" / "job.yaml"),
+                          "--run-dir", str(tmp_path / "r")], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "ColossalAIJob does not run locally yet" in out.stderr + out.stdout, out
+    assert "apt-get install" not in out.stderr + out.stdout  # no advice that would not help
