@@ -211,19 +211,43 @@ def test_sigint_and_sigterm_leave_no_process_behind(start, tmp_path: Path) -> No
         assert [p for p in pids if alive(p)] == []
 
 
-def test_deepspeedjob_without_launcher_says_what_to_install(start) -> None:
+def test_deepspeedjob_whose_script_is_missing_fails_with_the_launchers_code(start) -> None:
+    """DeepSpeedJob runs locally (deepspeed's no-ssh launcher per worker): a missing script makes
+    worker-0's launcher fail, and the job with it."""
     manifest = job(
         "DeepSpeedJob",
         "ds",
         {
-            "config": {"run": {"python": ["train.py"]}},
+            "config": {"run": {"python": ["no_such_script.py"]}},
+            "runPolicy": {"backoffLimit": 0},
             "worker": {"replicas": 2, "template": {"spec": {"containers": [{"name": "worker", "image": "x"}]}}},
         },
     )
     run = start(manifest)
-    assert run.finish(30) == 2
-    assert "deepspeed" in run.output and "Install" in run.output
+    assert run.finish(300) == 1, run.output
+    assert run.status()["phase"] == "Failed"
+    assert "ds-worker-0 failed with exit code" in run.output
     assert "Traceback" not in run.output
+
+
+def test_deepspeedjob_without_deepspeed_says_what_to_install(monkeypatch) -> None:
+    from t9k_jobs.api import parse_job
+    from t9k_jobs.local import runner
+
+    monkeypatch.setattr(runner, "base_environment", lambda: {"PATH": "/nonexistent"})
+    ds = parse_job(
+        {
+            "apiVersion": "batch.tensorstack.dev/v1beta1",
+            "kind": "DeepSpeedJob",
+            "metadata": {"name": "ds"},
+            "spec": {
+                "config": {"run": {"python": ["train.py"]}},
+                "worker": {"replicas": 1, "template": {"spec": {"containers": [{"name": "worker", "image": "x"}]}}},
+            },
+        }
+    )
+    reason = runner.cannot_run_reason(ds)
+    assert reason is not None and "pip install deepspeed==0.19.8" in reason
 
 
 def test_generic_exchange_example(start) -> None:

@@ -267,16 +267,22 @@ class LocalPod:
     # ----------------------------------------------------------------- stopping
 
     async def terminate(self) -> None:
-        """SIGTERM every process group of the pod, SIGKILL after the grace period."""
+        """SIGTERM every process group of the pod and every descendant of its processes (a
+        launcher's ranks may run in sessions of their own, e.g. under an sshd worker), SIGKILL
+        what is left after the grace period."""
         self.deleting = True
         self.on_change()
         groups = self.pids()
+        tree = descendants(groups)
         _signal_groups(groups, signal.SIGTERM)
+        _signal_each(tree, signal.SIGTERM)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.grace_seconds
-        while self.pids() and loop.time() < deadline:
+        while (self.pids() or any(_alive(p) for p in tree)) and loop.time() < deadline:
             await asyncio.sleep(0.05)
+        tree += descendants(groups)
         _signal_groups(groups, signal.SIGKILL)
+        _signal_each(tree, signal.SIGKILL)
         # Reap: the wait tasks finish once the processes are gone.
         if self.task is not None:
             try:
@@ -293,6 +299,62 @@ def _container_state(c: LocalContainer, initializing: bool) -> ContainerState:
     if c.proc is not None:
         return ContainerState(c.name, "Running")
     return ContainerState(c.name, "Waiting", None, "PodInitializing" if initializing else "ContainerCreating")
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process, from /proc."""
+    out: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                out[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def descendants(roots: list[int]) -> list[int]:
+    """Every live descendant of ``roots`` (by parent pid), whatever session or group it is in."""
+    parents = _parents()
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    out: list[int] = []
+    todo = list(roots)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def marked(name: str, value: str) -> list[int]:
+    """Processes whose environment holds ``name=value`` (a run's marker), wherever they are now."""
+    entry = f"{name}={value}".encode()
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                if entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                    out.append(int(pid))
+            except OSError:
+                pass
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _signal_each(pids: list[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _signal_groups(pids: list[int], sig: signal.Signals) -> None:

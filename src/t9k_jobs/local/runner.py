@@ -27,7 +27,7 @@ from ..api.common import TERMINAL_PHASES
 from ..engine import Observed, Plan, materialize, reconcile
 from ..render import to_yaml
 from .display import Display
-from .processes import LocalPod, base_environment
+from .processes import LocalPod, base_environment, marked
 
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
@@ -326,6 +326,13 @@ class LocalRunner:
         for pod in self.pods.values():
             if pod.task is not None and not pod.task.done():
                 pod.task.cancel()
+        # Whatever still carries the run's marker was started by a replica and escaped its tree
+        # (reparented when its parent ended): it goes with the run.
+        for pid in marked(RUN_ENV, self.base_env[RUN_ENV]):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 __all__ = ["LocalAddressing", "LocalRunner", "cannot_run_reason", "run_job"]
