@@ -32,6 +32,15 @@ if [ ! -f "$stamp" ] || ! installed_here; then
   echo "installing t9k-jobs[$extras] into $venv (first run downloads torch; later runs reuse it)" >&2
   # DS_BUILD_OPS=0: deepspeed (the launchers extra) builds without its CUDA ops.
   DS_BUILD_OPS=0 "$venv/bin/python" -m pip install -q -e "$root[$extras]" >&2
+  case ",$extras," in
+    *,launchers,*)
+      # ColossalAI's launcher and Booster on the project's torch: colossalai's own metadata pins
+      # torch<=2.5.1 and more, so it goes in without its pins, with what it imports (docs/launchers.md).
+      "$venv/bin/python" -m pip install -q --no-deps colossalai==0.5.0 galore-torch==1.0 >&2
+      "$venv/bin/python" -m pip install -q click fabric psutil einops tqdm safetensors bitsandbytes \
+        "peft==0.13.2" "transformers==4.51.3" >&2
+      ;;
+  esac
   # An install for one checkout invalidates the stamps of every other one.
   rm -f "$venv"/.installed-* && touch "$stamp"
 fi

@@ -30,6 +30,12 @@ class Addressing(Protocol):
         run directory locally."""
         ...
 
+    def own_address(self, job_name: str, replica_type: str, index: int) -> str:
+        """An IPv4 address that is this replica's alone, for servers that must tell replicas
+        apart by address (an sshd per worker): its Service name's address on a cluster, a
+        loopback address of its own locally."""
+        ...
+
 
 class ClusterAddressing:
     """Addressing inside a Kubernetes cluster: ``<job>-<type>-<index>`` Services, declared ports."""
@@ -44,6 +50,9 @@ class ClusterAddressing:
 
     def child_file(self, kind: str, name: str, key: str) -> str | None:
         return None
+
+    def own_address(self, job_name: str, replica_type: str, index: int) -> str:
+        return self.host(job_name, replica_type, index)
 
 
 def replica_name(job_name: str, replica_type: str, index: int | None) -> str:

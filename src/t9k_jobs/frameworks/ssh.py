@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import shlex
+from pathlib import Path
 from typing import Any
 
 from ..api.kinds import ColossalAIJob, DeepSpeedJob, JobBase
@@ -172,10 +173,11 @@ WAIT_SSH_FUNCTION = (
 
 _WAIT_BANNER_PY = f"""import socket, sys, time
 for host in sys.argv[1:]:
+    host, _, port = host.partition(":")
     end, last = time.monotonic() + {SSHD_WAIT_SECONDS}, ""
     while True:
         try:
-            with socket.create_connection((host, {SSH_PORT}), timeout=2) as s:
+            with socket.create_connection((host, int(port or {SSH_PORT})), timeout=2) as s:
                 s.settimeout(5)
                 if s.recv(64).startswith(b"SSH-"):
                     break
@@ -447,25 +449,36 @@ class ColossalAIFramework(Framework):
         return None
 
     def hostfile(self, job: ColossalAIJob, ctx: BuildContext) -> str:
+        """One worker host a line. Locally each worker's sshd has a loopback address of its own:
+        colossalai runs a host that resolves to this machine's own address locally, without ssh."""
         count = job.spec.worker.replicas  # type: ignore[union-attr]
-        return "".join(f"{ctx.addressing.host(job.name, 'worker', i)}\n" for i in range(count))
+        host = ctx.addressing.own_address if ctx.addressing.local else ctx.addressing.host
+        return "".join(f"{host(job.name, 'worker', i)}\n" for i in range(count))
 
     def extra_children(self, job: JobBase, groups: list[ReplicaGroup], ctx: BuildContext) -> list[dict[str, Any]]:
         assert isinstance(job, ColossalAIJob)
         return launch_children(job, {"hostfile": self.hostfile(job, ctx)})
 
     def launch_command(self, job: ColossalAIJob, ctx: BuildContext) -> list[str]:
-        """``colossalai run`` over the workers' hostfile (reference §5.2)."""
+        """``colossalai run`` over the workers' hostfile (reference §5.2). Locally the hostfile is
+        a file of the run, the workers' sshd listen on their own loopback addresses on one port
+        (``--ssh-port``), and the master port is a free one."""
         worker = job.spec.worker
         assert worker is not None
-        cmd = [
-            "colossalai",
-            "run",
-            f"--nproc_per_node={worker.proc_per_worker}",
-            f"--hostfile={HOSTFILE_PATH}",
-            f"--master_addr={ctx.addressing.host(job.name, 'worker', 0)}",
-            f"--master_port={COLOSSALAI_MASTER_PORT}",
-        ]
+        if ctx.addressing.local:
+            where = [
+                f"--hostfile={ctx.addressing.child_file('ConfigMap', config_map_name(job), 'hostfile')}",
+                f"--ssh-port={self.local_ssh_port(job, ctx)}",
+                f"--master_addr={ctx.addressing.own_address(job.name, 'worker', 0)}",
+                f"--master_port={ctx.addressing.port(job.name, 'worker', 0, 'colossalai', COLOSSALAI_MASTER_PORT)}",
+            ]
+        else:
+            where = [
+                f"--hostfile={HOSTFILE_PATH}",
+                f"--master_addr={ctx.addressing.host(job.name, 'worker', 0)}",
+                f"--master_port={COLOSSALAI_MASTER_PORT}",
+            ]
+        cmd = ["colossalai", "run", f"--nproc_per_node={worker.proc_per_worker}", *where]
         if worker.torch_args:
             cmd.append("--extra_launch_args=" + ",".join(_launch_args(worker.torch_args)))
         return cmd + list(worker.command)
@@ -477,6 +490,9 @@ class ColossalAIFramework(Framework):
         waits for every worker's sshd and runs ``colossalai run`` as a child."""
         assert isinstance(job, ColossalAIJob) and job.spec.worker is not None
         c = container(pod, group.training_container)
+        if ctx.addressing.local:
+            self._decorate_local(job, group, index, c, ctx)
+            return
         mount_ssh(job, pod, c)
         auth = job.spec.ssh.mount_path
         c["args"] = []
@@ -492,6 +508,40 @@ class ColossalAIFramework(Framework):
         hosts = [ctx.addressing.host(job.name, "worker", i) for i in range(job.spec.worker.replicas)]
         add_env(c, {"MASTER_ADDR": hosts[0] if hosts else "", "MASTER_PORT": str(COLOSSALAI_MASTER_PORT)})
         c["command"] = launcher_script(install_keys(auth), WAIT_BANNER_FUNCTION, hosts, self.launch_command(job, ctx))
+
+
+    def local_ssh_port(self, job: ColossalAIJob, ctx: BuildContext) -> int:
+        """The one port every worker's sshd listens on in a local run (``colossalai run --ssh-port``)."""
+        return ctx.addressing.port(job.name, "worker", 0, "ssh", SSH_PORT)
+
+    def _decorate_local(
+        self, job: ColossalAIJob, group: ReplicaGroup, index: int, c: dict[str, Any], ctx: BuildContext
+    ) -> None:
+        """A local run: each worker is a real sshd of its own (the sshd of ``ssh.sshdPath``) on its
+        own loopback address, with the job's key pair as its host key and ``authorized_keys``
+        from the run directory and no system configuration (``-f /dev/null``); the launcher runs
+        ``colossalai run`` with ``HOME`` in the run directory, where paramiko finds the key."""
+        key = ctx.addressing.child_file("Secret", ssh_secret_name(job), "id_ed25519")
+        keys = str(Path(key or "").parent)
+        c["args"] = []
+        if group.type == "worker":
+            c["command"] = [
+                job.spec.ssh.sshd_path, "-D", "-e", "-f", "/dev/null",
+                "-p", str(self.local_ssh_port(job, ctx)),
+                "-o", f"ListenAddress={ctx.addressing.own_address(job.name, 'worker', index)}",
+                "-h", f"{keys}/id_ed25519",
+                "-o", f"AuthorizedKeysFile={keys}/authorized_keys",
+                "-o", "StrictModes=no",  # the run directory's modes are the user's
+                "-o", "PidFile=none",
+            ]  # fmt: skip
+            return
+        port = self.local_ssh_port(job, ctx)
+        workers = [f"{ctx.addressing.own_address(job.name, 'worker', i)}:{port}" for i in range(job.spec.worker.replicas)]
+        prelude = (
+            f'mkdir -p -m 700 "$HOME/.ssh" && for f in {shlex.quote(keys)}/*; do install -m 600 "$f" "$HOME/.ssh/" || exit 1; done'
+        )
+        add_env(c, {"HOME": str(Path(keys).parents[2] / "home")})  # <run dir>/home
+        c["command"] = launcher_script(prelude, WAIT_BANNER_FUNCTION, workers, self.launch_command(job, ctx))
 
 
 def _launch_args(torch_args: list[str]) -> list[str]:

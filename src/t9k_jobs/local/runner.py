@@ -12,6 +12,7 @@ import asyncio
 import base64
 import datetime as dt
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -52,10 +53,20 @@ class LocalAddressing:
     def __init__(self, run_dir: Path | None = None) -> None:
         self._ports: dict[tuple[str, str, int, str], int] = {}
         self.run_dir = run_dir
+        self._addresses: dict[tuple[str, str, int], str] = {}
+        self._net = f"127.{secrets.randbelow(200) + 20}.{secrets.randbelow(250) + 1}"
 
     def child_file(self, kind: str, name: str, key: str) -> str | None:
         base = self.run_dir or Path.cwd()
         return str(base / "children" / kind.lower() / name / key)
+
+    def own_address(self, job_name: str, replica_type: str, index: int) -> str:
+        """``127.<a>.<b>.<n>``: the whole of 127/8 reaches this machine, so every replica that asks
+        gets an address of its own; ``<a>.<b>`` are random per run, so two runs never share one."""
+        key = (job_name, replica_type, index)
+        if key not in self._addresses:
+            self._addresses[key] = f"{self._net}.{len(self._addresses) + 1}"
+        return self._addresses[key]
 
     def host(self, job_name: str, replica_type: str, index: int) -> str:
         return "127.0.0.1"
@@ -82,7 +93,9 @@ def cannot_run_reason(job: Job) -> str | None:
 
     DeepSpeedJob runs with deepspeed's launcher in its no-ssh mode, one per worker (it needs the
     ``deepspeed`` package); its ``customCommand`` and debug mode assume the cluster's sshd in
-    every worker and are not run here. ColossalAIJob's launcher only reaches workers over ssh.
+    every worker and are not run here. ColossalAIJob's launcher reaches workers only over ssh:
+    each worker is a real sshd (OpenSSH's server must be installed) and the launcher needs
+    ``colossalai``.
     """
     if isinstance(job, DeepSpeedJob):
         if job.spec.config.custom_command:
@@ -100,11 +113,24 @@ def cannot_run_reason(job: Job) -> str | None:
             )
         return None
     if isinstance(job, ColossalAIJob):
-        return (
-            "ColossalAIJob does not run locally yet: colossalai run reaches its workers only over ssh; "
-            "run it on a cluster (docs/cluster.md has a node on this machine), or see what the operator "
-            "would create with t9k-jobs render"
-        )
+        if job.run_mode.debug_enabled:
+            return None
+        sshd = job.spec.ssh.sshd_path
+        if not os.access(sshd, os.X_OK):
+            return (
+                f"ColossalAIJob runs each worker as a real sshd (colossalai run reaches workers only over ssh), "
+                f"and {sshd} (spec.ssh.sshdPath) is not here: install OpenSSH's server (Debian: apt-get install "
+                "openssh-server), or run the job on a cluster"
+            )
+        if shutil.which("colossalai", path=base_environment().get("PATH")) is None:
+            return (
+                "ColossalAIJob's launcher, colossalai, is not installed here: see docs/launchers.md "
+                "(pip install --no-deps colossalai==0.5.0 and the packages its launcher imports)"
+            )
+        if os.geteuid() == 0 and not os.path.isdir("/run/sshd"):
+            # sshd run as root needs its privilege-separation directory (Debian's ssh service makes it at boot).
+            os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+        return None
     return None
 
 
