@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Run train_deepspeed.py under DeepSpeed's real launcher with WORKERS workers (default 2) on this machine.
 #
-#   bash launch_here.sh nossh [train_deepspeed.py args]   one `deepspeed --no_ssh --node_rank=i` per worker
-#   bash launch_here.sh ssh   [train_deepspeed.py args]   an sshd per worker on 127.0.0.1 (own port each);
+#   bash tools/launchers/deepspeed.sh nossh [train_deepspeed.py args]   one `deepspeed --no_ssh --node_rank=i` per worker
+#   bash tools/launchers/deepspeed.sh ssh   [train_deepspeed.py args]   an sshd per worker on 127.0.0.1 (own port each);
 #                                               worker-0's `deepspeed --launcher=pdsh` reaches them
 #
 # Needs `deepspeed` on PATH (the python that runs it runs the ranks). ssh mode also needs root,
@@ -14,7 +14,7 @@ set -euo pipefail
 mode=${1:-nossh}
 shift || true
 workers=${WORKERS:-2}
-here=$(cd "$(dirname "$0")" && pwd)
+here=$(cd "$(dirname "$0")/../../examples/deepspeed-digits" && pwd)
 tmp=$(mktemp -d /tmp/ds-launch.XXXXXX)
 marker="T9K_LAUNCH_ID=$tmp"
 pids=()

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Run train_colossalai.py under ColossalAI's real launcher, `colossalai run`, on this machine.
 #
-#   bash launch_here.sh local [train_colossalai.py args]  no hostfile: torchrun here with WORKERS processes
-#   bash launch_here.sh ssh   [train_colossalai.py args]  an sshd per worker, each on its own loopback address
+#   bash tools/launchers/colossalai.sh local [train_colossalai.py args]  no hostfile: torchrun here with WORKERS processes
+#   bash tools/launchers/colossalai.sh ssh   [train_colossalai.py args]  an sshd per worker, each on its own loopback address
 #                                              (127.0.1.1, 127.0.1.2, ...); `colossalai run
 #                                              --hostfile` reaches them with fabric (paramiko)
 #
@@ -15,7 +15,7 @@ set -euo pipefail
 mode=${1:-local}
 shift || true
 workers=${WORKERS:-2}
-here=$(cd "$(dirname "$0")" && pwd)
+here=$(cd "$(dirname "$0")/../../examples/colossalai-digits" && pwd)
 tmp=$(mktemp -d /tmp/cai-launch.XXXXXX)
 marker_name=T9K_LAUNCH_ID
 marker="$marker_name=$tmp"
