@@ -24,6 +24,12 @@ for build in build.sh build-peers.sh; do
     exit 1
   fi
 done
+if [ "$(id -u)" = 0 ] && [ ! -x /usr/sbin/sshd ]; then
+  # Local ColossalAIJob runs (tests/local) run each worker as a real sshd: OpenSSH's server.
+  echo "installing openssh-server for the local ColossalAIJob tests" >&2
+  apt-get update -q >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server openssh-client >&2
+fi
 if [ "$node" = 1 ] && [ "$(id -u)" = 0 ]; then
   # The node tests (tests/node): Debian packages, kubelet, kube-proxy and CoreDNS, and the images
   # (pause, the operator from the Dockerfile, the training image with torch): all cached. Without

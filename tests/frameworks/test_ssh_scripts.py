@@ -125,3 +125,59 @@ def test_a_worker_ends_once_its_launcher_has_closed_its_sessions() -> None:
         assert server.wait(timeout=10) is not None  # the server (sshd) was stopped
     finally:
         server.kill()
+
+
+def test_a_refused_key_fails_the_wait_at_once_with_sshs_words(tmp_path) -> None:
+    """A real sshd that does not know the client's key: the launcher's wait ends at once with ssh's
+    own "Permission denied", instead of reading "sshd not reachable" after 10 minutes (the old loop
+    sent ssh's errors to /dev/null and retried everything)."""
+    import os
+    import socket
+
+    from t9k_jobs.frameworks.ssh import WAIT_SSH_FUNCTION
+    from t9k_jobs.sshkeys import generate_ssh_keypair
+
+    if not os.access("/usr/sbin/sshd", os.X_OK):
+        raise AssertionError("this test needs OpenSSH's server (/usr/sbin/sshd): scripts/test.sh installs it as root")
+    server_keys, other_keys = generate_ssh_keypair(), generate_ssh_keypair()
+    files = {"host": server_keys["id_ed25519"], "auth": server_keys["authorized_keys"], "client": other_keys["id_ed25519"]}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+        (tmp_path / name).chmod(0o600)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sshd = subprocess.Popen(
+        ["/usr/sbin/sshd", "-D", "-e", "-f", "/dev/null", "-p", str(port), "-o", "ListenAddress=127.0.0.1",
+         "-h", str(tmp_path / "host"), "-o", f"AuthorizedKeysFile={tmp_path / 'auth'}", "-o", "StrictModes=no",
+         "-o", "PidFile=none"],
+        stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        # ssh reads ~/.ssh/config of the passwd home, not $HOME: a wrapper first on PATH gives it ours.
+        (tmp_path / "config").write_text(
+            f"Host worker\n  HostName 127.0.0.1\n  Port {port}\n  IdentityFile {tmp_path / 'client'}\n"
+            "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n"
+        )
+        (tmp_path / "bin").mkdir()
+        (tmp_path / "bin" / "ssh").write_text(f'#!/bin/sh\nexec /usr/bin/ssh -F {tmp_path / "config"} "$@"\n')
+        (tmp_path / "bin" / "ssh").chmod(0o755)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until sshd listens
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        started = time.monotonic()
+        out = subprocess.run(
+            ["/bin/sh", "-c", f"{WAIT_SSH_FUNCTION}; t9k_wait_sshd worker"],
+            env={**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"},
+            capture_output=True, text=True, timeout=120,
+        )
+        assert out.returncode == 1, out
+        assert "refused the job's key" in out.stderr and "Permission denied" in out.stderr, out.stderr
+        assert time.monotonic() - started < 30  # ssh's own timeouts, not the 10-minute retry
+    finally:
+        sshd.kill()
+        sshd.wait()

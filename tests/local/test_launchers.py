@@ -46,28 +46,8 @@ def test_a_stopped_deepspeed_run_leaves_no_process(start) -> None:
     run = start(REPO / "examples" / "deepspeed-digits" / "job.yaml", "--quiet")
     run.wait_for(lambda s: s.get("phase") == "Running", timeout=120)
     marker = f"T9K_JOBS_RUN_DIR={run.run_dir.resolve()}".encode()
-
-    def ours() -> list[int]:
-        """Processes carrying this run's marker, wherever they were reparented."""
-        found = []
-        for pid in os.listdir("/proc"):
-            if pid.isdigit():
-                try:
-                    if marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
-                        found.append(int(pid))
-                except OSError:
-                    pass
-        return found
-
-    def ranks() -> list[int]:
-        out = []
-        for pid in ours():
-            try:
-                if b"--local_rank=" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    out.append(pid)
-            except OSError:
-                pass
-        return out
+    ours = lambda pattern=b"": carrying(marker, pattern)  # noqa: E731
+    ranks = lambda: ours(b"--local_rank=")  # noqa: E731
 
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and len(ranks()) < 2:
@@ -77,6 +57,22 @@ def test_a_stopped_deepspeed_run_leaves_no_process(start) -> None:
     assert run.finish(60) == 130, run.output
     left = [p for p in _children(run.proc.pid)]
     assert not left and not ours(), (left, ours())
+
+
+def carrying(marker: bytes, pattern: bytes = b"") -> list[int]:
+    """Processes whose environment holds ``marker`` (``NAME=value``) and whose command line holds
+    ``pattern``, wherever they were reparented (read from /proc, independently of the runtime)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") and (
+                    pattern in Path(f"/proc/{pid}/cmdline").read_bytes()
+                ):
+                    found.append(int(pid))
+            except OSError:
+                pass
+    return found
 
 
 def _children(root: int) -> list[int]:
@@ -133,19 +129,7 @@ def test_a_stopped_colossalai_run_leaves_no_process(start) -> None:
     of the run ends them too."""
     run = start(REPO / "examples" / "colossalai-digits" / "job.yaml", "--quiet")
     marker = f"T9K_JOBS_RUN_DIR={run.run_dir.resolve()}".encode()
-
-    def ours(pattern: bytes = b"") -> list[int]:
-        found = []
-        for pid in os.listdir("/proc"):
-            if pid.isdigit():
-                try:
-                    if marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") and (
-                        pattern in Path(f"/proc/{pid}/cmdline").read_bytes()
-                    ):
-                        found.append(int(pid))
-                except OSError:
-                    pass
-        return found
+    ours = lambda pattern=b"": carrying(marker, pattern)  # noqa: E731
 
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and len(ours(b"train_colossalai.py")) < 3:  # torchrun per worker + ranks
