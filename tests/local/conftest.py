@@ -115,3 +115,19 @@ def job(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 def template(command: list[str], **container: Any) -> dict[str, Any]:
     return {"spec": {"containers": [{"name": "pytorch", "image": "local", "command": command, **container}]}}
+
+
+def carrying(marker: bytes, pattern: bytes = b"") -> list[int]:
+    """Processes whose environment holds ``marker`` (``NAME=value``) and whose command line holds
+    ``pattern``, wherever they were reparented (read from /proc, independently of the runtime)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") and (
+                    pattern in Path(f"/proc/{pid}/cmdline").read_bytes()
+                ):
+                    found.append(int(pid))
+            except OSError:
+                pass
+    return found

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import REPO
+from .conftest import REPO, carrying
 
 pytestmark = pytest.mark.e2e
 
@@ -57,22 +57,6 @@ def test_a_stopped_deepspeed_run_leaves_no_process(start) -> None:
     assert run.finish(60) == 130, run.output
     left = [p for p in _children(run.proc.pid)]
     assert not left and not ours(), (left, ours())
-
-
-def carrying(marker: bytes, pattern: bytes = b"") -> list[int]:
-    """Processes whose environment holds ``marker`` (``NAME=value``) and whose command line holds
-    ``pattern``, wherever they were reparented (read from /proc, independently of the runtime)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                if marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") and (
-                    pattern in Path(f"/proc/{pid}/cmdline").read_bytes()
-                ):
-                    found.append(int(pid))
-            except OSError:
-                pass
-    return found
 
 
 def _children(root: int) -> list[int]:

@@ -287,6 +287,7 @@ def _wait_lines(path: Path, n: int, timeout: float = 20) -> list[int]:
 
 
 def _pids_of(run, status) -> list[int]:
-    """Process ids of the running replicas, read from /proc (children of the t9k-jobs process)."""
+    """Process ids of the running replicas, read from /proc: children of the t9k-jobs process that
+    are containers (they carry T9K_JOBS_CONTAINER; the run's watchdog does not)."""
     children = Path(f"/proc/{run.proc.pid}/task/{run.proc.pid}/children").read_text().split()
-    return [int(c) for c in children]
+    return [int(c) for c in children if b"T9K_JOBS_CONTAINER=" in Path(f"/proc/{c}/environ").read_bytes()]

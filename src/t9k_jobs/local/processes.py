@@ -34,6 +34,13 @@ class ContainerSetupError(Exception):
     """A container that cannot start here: no command, or a missing working directory."""
 
 
+#: Set on every process of a local run: the run directory (how its processes are found, however
+#: they were reparented; a user can read it too).
+RUN_ENV = "T9K_JOBS_RUN_DIR"
+#: Set on every process of one container of a local run: ``<pod>/<container>``.
+CONTAINER_ENV = "T9K_JOBS_CONTAINER"
+
+
 def expand(text: str, env: dict[str, str]) -> str:
     """Kubernetes' ``$(VAR)`` expansion: known names replaced, ``$$`` becomes ``$``, others kept."""
 
@@ -159,13 +166,36 @@ class LocalPod:
         self.on_change()
 
     async def _wait(self, c: LocalContainer) -> None:
+        """Wait for the container's main process; then, as when a container's PID 1 ends, end
+        everything it started (its group, its descendants, whatever carries its marker: a
+        ``cmd &`` left behind, a daemon that called setsid) so that its log ends and nothing
+        outlives it."""
         if c.proc is None:
             return
-        code = await c.proc.wait()
-        if c.reader is not None:
-            await c.reader
-        c.exit_code = exit_code_of(code)
+        # Not proc.wait(): asyncio's wait also waits for the output pipe to close, which a
+        # background child holding it would delay for ever. The exit status comes first.
+        while c.proc.returncode is None:
+            await asyncio.sleep(0.05)
+        c.exit_code = exit_code_of(c.proc.returncode)
+        self.kill_leftovers(c.proc.pid, c.name)
+        try:
+            await asyncio.wait_for(c.proc.wait(), timeout=5)
+            if c.reader is not None:
+                await asyncio.wait_for(asyncio.shield(c.reader), timeout=5)
+        except asyncio.TimeoutError:  # a writer we could not kill keeps the pipe open: stop reading
+            if c.reader is not None:
+                c.reader.cancel()
         self.on_change()
+
+    def kill_leftovers(self, pid: int, container: str) -> None:
+        """SIGKILL what the container's process ``pid`` left: its process group, its descendants,
+        and every process carrying this container's marker (:data:`CONTAINER_ENV`)."""
+        _signal_groups([pid], signal.SIGKILL)
+        _signal_each(descendants([pid]), signal.SIGKILL)
+        _signal_each(marked({**self._run_marker(), CONTAINER_ENV: f"{self.name}/{container}"}), signal.SIGKILL)
+
+    def _run_marker(self) -> dict[str, str]:
+        return {k: v for k, v in self.base_env.items() if k == RUN_ENV}
 
     def _env(self, c: dict[str, Any]) -> dict[str, str]:
         """The container's environment: the base env, then its ``env`` entries in order, each
@@ -192,6 +222,7 @@ class LocalPod:
                     own[name] = meta.get("labels", {}).get(path[len("metadata.labels['") : -2], "")
         env = dict(self.base_env)
         env.update(own)
+        env[CONTAINER_ENV] = f"{self.name}/{c['name']}"
         return env
 
     def _argv(self, c: dict[str, Any], env: dict[str, str]) -> list[str]:
@@ -202,7 +233,9 @@ class LocalPod:
                 f"container {c['name']!r} has no command: the local runtime cannot use an image's "
                 "entrypoint; set command (and args) in the pod template"
             )
-        own = {k: v for k, v in env.items() if k not in self.base_env or self.base_env[k] != v}
+        own = {
+            k: v for k, v in env.items() if k != CONTAINER_ENV and (k not in self.base_env or self.base_env[k] != v)
+        }
         return [expand(x, own) for x in command + args]
 
     def _cwd(self, c: dict[str, Any]) -> Path:
@@ -328,14 +361,15 @@ def descendants(roots: list[int]) -> list[int]:
     return out
 
 
-def marked(name: str, value: str) -> list[int]:
-    """Processes whose environment holds ``name=value`` (a run's marker), wherever they are now."""
-    entry = f"{name}={value}".encode()
+def marked(markers: dict[str, str]) -> list[int]:
+    """Processes whose environment holds every ``name=value`` of ``markers`` (a run's, a
+    container's marker), wherever they are now; never this process."""
+    entries = {f"{k}={v}".encode() for k, v in markers.items()}
     out = []
     for pid in os.listdir("/proc"):
         if pid.isdigit() and int(pid) != os.getpid():
             try:
-                if entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                if entries <= set(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")):
                     out.append(int(pid))
             except OSError:
                 pass

@@ -16,6 +16,8 @@ import secrets
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from ..api.common import TERMINAL_PHASES
 from ..engine import Observed, Plan, materialize, reconcile
 from ..render import to_yaml
 from .display import Display
-from .processes import LocalPod, base_environment, marked
+from .processes import RUN_ENV, LocalPod, base_environment, marked
 
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
@@ -36,8 +38,6 @@ EXIT_CANNOT_RUN = 2
 EXIT_INTERRUPTED = 130
 #: Seconds a finished job's replicas that still run get to end by themselves before the run stops them.
 END_GRACE = 5.0
-#: Environment variable set on every process of a local run: the run directory.
-RUN_ENV = "T9K_JOBS_RUN_DIR"
 
 class LocalAddressing:
     """Every replica's host is this machine; every (replica, port name) gets its own free port.
@@ -134,6 +134,50 @@ def cannot_run_reason(job: Job) -> str | None:
     return None
 
 
+#: Signals that stop a run: Ctrl-C, a kill, a closed terminal or dropped ssh session, Ctrl-\\.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+_WATCHDOG = """import os, signal, sys, time
+runtime, marker = int(sys.argv[1]), ("T9K_JOBS_RUN_DIR=" + sys.argv[2]).encode()
+def state(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return fields[0], fields[19]
+birth = state(runtime)[1]
+while True:
+    try:
+        alive, start = state(runtime)
+        if alive == "Z" or start != birth:
+            break
+    except OSError:
+        break
+    time.sleep(0.5)
+for _ in range(10):  # the run's processes, however they were reparented, a few times over
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if marker in open(f"/proc/{pid}/environ", "rb").read().split(b"\\0"):
+                    os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+    time.sleep(0.2)
+"""
+
+
+def start_watchdog(run_marker: str) -> subprocess.Popen[bytes]:
+    """A process of its own session that outlives this one: when this process dies, however it
+    dies (SIGKILL included), it kills every process carrying the run's marker within a second.
+    The run stops it at its normal end. It carries no marker itself."""
+    env = {k: v for k, v in os.environ.items() if k != RUN_ENV}
+    return subprocess.Popen(
+        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), run_marker],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
+    )
+
+
 def write_child_files(addressing: LocalAddressing, obj: dict[str, Any]) -> None:
     """Write a ConfigMap's or Secret's keys where :meth:`LocalAddressing.child_file` says, as a
     pod would see them mounted: directories 0700, a Secret's files 0600."""
@@ -220,21 +264,41 @@ class LocalRunner:
         self.display.log(prefix, text)
 
     def _on_signal(self, signum: int) -> None:
+        """The first SIGINT/SIGTERM/SIGHUP/SIGQUIT stops every replica gracefully (SIGTERM, then
+        SIGKILL after its grace period); a second one kills them at once."""
         if self.stop_signal is None:
             self.stop_signal = signum
-            self.display.note(f"received {signal.Signals(signum).name}: stopping every replica")
+            self.display.note(
+                f"received {signal.Signals(signum).name}: stopping every replica (again to kill them at once)"
+            )
+        else:
+            self.display.note(f"received {signal.Signals(signum).name} again: killing every replica now")
+            self._kill_now()
         self.wake.set()
+
+    def _kill_now(self) -> None:
+        for pod in self.pods.values():
+            for pid in pod.pids():
+                pod.kill_leftovers(pid, "")
+        for pid in marked({RUN_ENV: self.base_env[RUN_ENV]}):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             loop.add_signal_handler(sig, self._on_signal, sig)
+        watchdog = start_watchdog(self.base_env[RUN_ENV])
         self.display.start(self.job, self.run_dir)
         try:
             return await self._loop()
         finally:
             await self._teardown()
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            watchdog.kill()
+            watchdog.wait()
+            for sig in STOP_SIGNALS:
                 loop.remove_signal_handler(sig)
             self.display.stop(self.job)
             self.job_log.close()
@@ -354,7 +418,7 @@ class LocalRunner:
                 pod.task.cancel()
         # Whatever still carries the run's marker was started by a replica and escaped its tree
         # (reparented when its parent ended): it goes with the run.
-        for pid in marked(RUN_ENV, self.base_env[RUN_ENV]):
+        for pid in marked({RUN_ENV: self.base_env[RUN_ENV]}):
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

@@ -1,0 +1,86 @@
+"""A local run holds like a kubelet under faults: however the runtime ends (SIGKILL, a closed
+terminal, Ctrl-\\), nothing of its replicas is left; when a container's main process ends,
+everything it started ends with it; a second Ctrl-C does not wait out a long grace period."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from .conftest import carrying, job, py, template
+
+pytestmark = pytest.mark.e2e
+
+# A replica that starts a daemon in a session of its own and a background child, then waits.
+FORKER = (
+    "import os, subprocess, time\n"
+    "subprocess.Popen(['setsid', 'sleep', '600'])\n"
+    "subprocess.Popen(['sleep', '601'])\n"
+    "print('started', flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+def generic(name: str, command: list[str], replicas: int = 2, **container) -> dict:
+    return job("GenericJob", name, {"replicaSpecs": [
+        {"type": "worker", "replicas": replicas, "restartPolicy": {"policy": "Never"}, "template": template(command, **container)}]})
+
+
+def marker_of(run) -> bytes:
+    return f"T9K_JOBS_RUN_DIR={run.run_dir.resolve()}".encode()
+
+
+def wait_until(predicate, timeout: float, what: str):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGKILL, -9), (signal.SIGHUP, 129), (signal.SIGQUIT, 131)])
+def test_nothing_outlives_the_runtime(start, sig: int, code: int) -> None:
+    """SIGKILL (a watchdog of its own session kills the run's processes within a second), SIGHUP
+    (a closed terminal, a dropped ssh session) and SIGQUIT (Ctrl-\\) leave no replica, no daemon a
+    replica started with setsid, no background child."""
+    run = start(generic("orphans", py(FORKER)))
+    marker = marker_of(run)
+    wait_until(lambda: len(carrying(marker, b"sleep\x0060")) >= 4, 60, "2 replicas with a daemon and a child each")
+    run.signal(sig)
+    assert run.finish(60) == code, run.output
+    wait_until(lambda: not carrying(marker), 5, "every process of the run to be gone within 5 s")
+
+
+def test_when_the_main_process_ends_everything_it_started_ends(start) -> None:
+    """As when a container's PID 1 exits: the daemon (setsid) and the background child holding
+    stdout are killed, and the replica ends at once (it used to stay Running while the child held
+    its output open)."""
+    code = "import subprocess\nsubprocess.Popen(['setsid', 'sleep', '600'])\nsubprocess.Popen(['sleep', '601'])\nprint('done', flush=True)\n"
+    run = start(generic("leaves", py(code), replicas=1))
+    assert run.finish(60) == 0, run.output
+    assert run.status()["phase"] == "Succeeded"
+    assert not carrying(marker_of(run))
+
+
+def test_a_second_ctrl_c_does_not_wait_for_the_grace_period(start) -> None:
+    """A replica that ignores SIGTERM with terminationGracePeriodSeconds 600: the first Ctrl-C
+    waits (and says so), the second kills it at once."""
+    stubborn = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\ntime.sleep(600)\n"
+    manifest = generic("stubborn", py(stubborn), replicas=1)
+    manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["terminationGracePeriodSeconds"] = 600
+    run = start(manifest)
+    run.wait_for(lambda s: s.get("aggregate", {}).get("running") == 1, timeout=60)
+    wait_until(lambda: carrying(marker_of(run), b"signal.SIG_IGN"), 30, "the replica to run")
+    run.signal(signal.SIGINT)
+    time.sleep(1)  # the graceful stop is under way (the replica ignores it)
+    assert run.proc.poll() is None and carrying(marker_of(run))
+    started = time.monotonic()
+    run.signal(signal.SIGINT)
+    assert run.finish(30) == 130, run.output
+    assert time.monotonic() - started < 15
+    assert "again to kill them at once" in run.output
+    assert not carrying(marker_of(run))
