@@ -84,3 +84,24 @@ def test_a_second_ctrl_c_does_not_wait_for_the_grace_period(start) -> None:
     assert time.monotonic() - started < 15
     assert "again to kill them at once" in run.output
     assert not carrying(marker_of(run))
+
+
+def test_a_closed_pipe_does_not_end_or_fail_the_run(tmp_path) -> None:
+    """`t9k-jobs run job.yaml | head -n 2`: once head has gone, the run goes on quietly (its logs
+    are in the run dir) and exits with the job's result, 0 here, without a traceback."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    chatty = "import time\nfor i in range(3000):\n    print('line', i, flush=True)\n"
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(generic("chatty", py(chatty), replicas=1)))
+    script = (
+        f"{sys.executable} -m t9k_jobs.cli run {path} --run-dir {tmp_path / 'run'} 2>{tmp_path / 'err'} | head -n 2; "
+        'echo "run exit ${PIPESTATUS[0]}"'
+    )
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)
+    assert "run exit 0" in out.stdout, (out.stdout, (tmp_path / "err").read_text())
+    assert "Traceback" not in (tmp_path / "err").read_text()
+    assert "line 2999" in (tmp_path / "run" / "chatty-worker-0.pytorch.log").read_text()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,21 +32,43 @@ _PHASE_STYLE = {
 }
 
 
+class _Console(Console):
+    """rich's console, but a reader that goes away (``| head``) does not end the program: stdout
+    is pointed at /dev/null and printing goes on into it (rich's own handler exits 1)."""
+
+    pipe_gone = False
+
+    def on_broken_pipe(self) -> None:
+        self.pipe_gone = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 class Display:
     """Terminal output of a local run. ``quiet`` hides the replicas' interleaved logs."""
 
     def __init__(self, quiet: bool = False, console: Console | None = None) -> None:
         self.quiet = quiet
-        self.console = console or Console(highlight=False, soft_wrap=True)
+        self.console = console or _Console(highlight=False, soft_wrap=True)
         self.err = Console(stderr=True, highlight=False, soft_wrap=True)
         self.live: Live | None = None
         self.started = time.monotonic()
         self.last_phase: str | None = None
         self.job: Job | None = None
 
+    def _print(self, *renderables: Any) -> None:
+        """Print to stdout, unless its reader has gone (``t9k-jobs run ... | head``): the run goes
+        on, its logs in the run dir, and ends with the job's exit code, without a traceback."""
+        if getattr(self.console, "pipe_gone", False):
+            if self.live is not None:
+                self.live = None
+            return
+        self.console.print(*renderables)
+
     def start(self, job: Job, run_dir: Path) -> None:
         self.job = job
-        self.console.print(f"[bold]{job.kind}/{job.name}[/bold]: running locally; logs in {escape(str(run_dir))}")
+        self._print(f"[bold]{job.kind}/{job.name}[/bold]: running locally; logs in {escape(str(run_dir))}")
         if self.console.is_terminal:
             self.live = Live(self._table(job, {}), console=self.console, refresh_per_second=4, transient=True)
             self.live.start()
@@ -54,11 +78,11 @@ class Display:
             return
         line = Text(f"[{prefix}] ", style="dim")
         line.append(text)
-        self.console.print(line)
+        self._print(line)
 
     def event(self, event: Event) -> None:
         style = "red" if event.type == "Warning" else "blue"
-        self.console.print(Text(f"event {event.reason}: {event.message}", style=style))
+        self._print(Text(f"event {event.reason}: {event.message}", style=style))
 
     def note(self, text: str) -> None:
         self.err.print(Text(f"t9k-jobs: {text}", style="yellow"))
@@ -75,7 +99,7 @@ class Display:
         if self.live is not None:
             self.live.stop()
             self.live = None
-        self.console.print(self._table(job, {}))
+        self._print(self._table(job, {}))
         phase = job.status.phase if job.status else "Pending"
         message = ""
         if job.status is not None:
@@ -83,7 +107,7 @@ class Display:
             if completed is not None and completed.status == "True":
                 message = f": {completed.message}"
         style = _PHASE_STYLE.get(phase, "")
-        self.console.print(Text(f"{job.kind}/{job.name} {phase}{message}", style=style))
+        self._print(Text(f"{job.kind}/{job.name} {phase}{message}", style=style))
 
     def _table(self, job: Job, pods: dict[str, Any]) -> Group:
         status = job.status
