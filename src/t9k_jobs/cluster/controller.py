@@ -173,6 +173,9 @@ class Controller:
         self._children: dict[str, dict[tuple[str, str], Child]] = {}  # job key -> (kind, name) -> child
         # job key -> (kind, name) -> who holds that name: children this job cannot create
         self._conflicts: dict[str, dict[tuple[str, str], str]] = {}
+        # job key -> names of its Secrets known to exist (created, or refused as existing): the
+        # operator cannot read Secrets, so this stands in for a Secret informer
+        self._secrets: dict[str, set[str]] = {}
         self._written: dict[str, dict[str, Any]] = {}  # job key -> the job as our last status write left it
         self._parsed: dict[str, tuple[str, Job]] = {}  # job key -> (resourceVersion, job)
         self._invalid: dict[str, str] = {}  # job key -> resourceVersion reported invalid
@@ -190,7 +193,10 @@ class Controller:
                 inf.add_handler(self._on_job)
                 inf.on_relist(lambda kind=kind: self._on_job_relist(kind))
                 self.job_informers.setdefault(kind, []).append(inf)
-            kinds = list(CORE_CHILDREN.values()) + [OPTIONAL_CHILDREN[k] for k in sorted(self.optional_kinds)]
+            # Not Secrets: the operator may only create them (rbac.py); it knows a job's Secret
+            # exists from that create (:attr:`_secrets`).
+            kinds = [r for r in CORE_CHILDREN.values() if r.kind != "Secret"]
+            kinds += [OPTIONAL_CHILDREN[k] for k in sorted(self.optional_kinds)]
             for res in kinds:
                 child: Informer[Child] = Informer(
                     self.client, res, namespace=ns, label_selector=CHILD_SELECTOR, transform=project_child
@@ -365,6 +371,7 @@ class Controller:
             if kind not in self.optional_kinds:
                 # Not served by this cluster: never planned as missing (a Warning says so once).
                 others.add((kind, job.name))
+        others |= {("Secret", name) for name in self._secrets.get(key, ())}
         return Observed(pods=pods, others=frozenset(others), conflicts=dict(self._conflicts.get(key, {})))
 
     async def reconcile_key(self, key: str) -> str:
@@ -373,6 +380,7 @@ class Controller:
         if raw is None:
             self.expectations.forget(key)
             self._conflicts.pop(key, None)
+            self._secrets.pop(key, None)
             return "skipped"
         meta = raw["metadata"]
         if meta.get("deletionTimestamp"):
@@ -506,6 +514,11 @@ class Controller:
             self.expectations.observed_create(key, f"{kind}/{name}")
             metrics.API_ERRORS.labels(verb="create", reason=exc.reason).inc()
             if exc.status == 409:
+                if kind == "Secret":
+                    # Ours from an earlier pass or process: Secrets cannot be read (rbac.py), so
+                    # a name taken by another object is not told apart here.
+                    self._secrets.setdefault(key, set()).add(name)
+                    return
                 # Exists already: our cache is behind (fine), or the name is someone else's.
                 await self._check_conflict(key, job, res, kind, name)
                 return
@@ -528,6 +541,9 @@ class Controller:
             metrics.PODS_CREATED.labels(kind=job.kind).inc()
         else:
             metrics.CHILDREN_CREATED.labels(kind=kind).inc()
+        if kind == "Secret":  # no informer will report it: it exists now
+            self._secrets.setdefault(key, set()).add(name)
+            self.expectations.observed_create(key, f"{kind}/{name}")
 
     async def _check_conflict(self, key: str, job: Job, res: Resource, kind: str, name: str) -> None:
         """After a 409 on create: whether ``kind/name`` is controlled by another object. If so it

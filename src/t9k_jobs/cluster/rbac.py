@@ -136,10 +136,14 @@ def cluster_role() -> dict[str, Any]:
         # watched through a label-selected informer. Pod status is written by the kubelet, not
         # by us, so no pods/status.
         _rule(PODS.group, [PODS.plural], list(_CHILD_VERBS)),
-        # Per-replica headless Services, launch ConfigMaps (hostfile) and ssh-key Secrets:
-        # created and deleted with the job, watched label-selected. RBAC cannot filter by
-        # label, so list/watch on secrets is cluster-wide; the informer asks only for ours.
-        _rule(SERVICES.group, [SERVICES.plural, CONFIGMAPS.plural, SECRETS.plural], list(_CHILD_VERBS)),
+        # Per-replica headless Services and launch ConfigMaps (hostfile): created and deleted
+        # with the job, watched label-selected.
+        _rule(SERVICES.group, [SERVICES.plural, CONFIGMAPS.plural], list(_CHILD_VERBS)),
+        # The jobs' ssh-key Secrets: created only. RBAC cannot filter by label, so any read
+        # (get, list, watch) would reach every Secret of the cluster; the operator needs none
+        # (it learns a Secret exists from its create, 201 or 409) and the garbage collector
+        # deletes them with their job.
+        _rule(SECRETS.group, [SECRETS.plural], ["create"]),
         # Events on jobs (created, restarted, succeeded, failed...): create a new one, patch
         # the count of a repeated one. The operator never reads events.
         _rule(EVENTS.group, [EVENTS.plural], ["create", "patch"]),
