@@ -305,3 +305,62 @@ def test_older_colossalai_form_accepts_extra_args_and_restart_policy_objects(tmp
     rendered = cli("render", str(path))
     assert rendered.returncode == 0, rendered.stderr
     assert "--extra_launch_args=max_restarts=0" in rendered.stdout
+
+
+GENERIC = {
+    "apiVersion": "batch.tensorstack.dev/v1beta1",
+    "kind": "GenericJob",
+    "metadata": {"name": "g"},
+    "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": {"spec": {"containers": [
+        {"name": "main", "image": "x", "command": ["python", "-c", "print(1)"]}]}}}]},
+}
+
+
+def _container_change(path: str, value: object) -> dict:
+    """GENERIC with one field of the container (or the pod spec, `spec.` prefix) set to ``value``."""
+    import copy
+
+    doc = copy.deepcopy(GENERIC)
+    pod = doc["spec"]["replicaSpecs"][0]["template"]["spec"]
+    if path.startswith("spec."):
+        pod[path[5:]] = value
+    else:
+        pod["containers"][0][path] = value
+    return doc
+
+
+@pytest.mark.parametrize(
+    "doc, needles",
+    [
+        (_container_change("env", [{"name": "A=B", "value": "1"}]), ["env[0].name", "without '='"]),
+        (_container_change("env", [{"name": "A", "valueFrom": "secret"}]), ["env[0].valueFrom", "must be a mapping"]),
+        (_container_change("env", [{"name": "A", "value": 3}]), ["env[0].value", "must be a string"]),
+        (_container_change("command", ["python", "a\x00b"]), ["command[1]", "NUL"]),
+        (_container_change("workingDir", 7), ["workingDir", "must be a path"]),
+        (_container_change("name", "../evil"), ["containers[0].name", "DNS label"]),
+        (_container_change("spec.terminationGracePeriodSeconds", -1), ["terminationGracePeriodSeconds", "non-negative integer"]),
+        (_container_change("spec.terminationGracePeriodSeconds", 1.5), ["terminationGracePeriodSeconds", "non-negative integer"]),
+    ],
+)
+def test_what_kubernetes_would_refuse_is_refused_before_running(tmp_path: Path, doc: dict, needles: list[str]) -> None:
+    """A container the runtime could not start used to leave its pod Pending for ever; these are
+    refused at validation with the field's path, as the API server would."""
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert_clean_error(cli("run", str(path), "--run-dir", str(tmp_path / "run")), *needles)
+    assert not (tmp_path / "run").exists()
+
+
+def test_duplicate_container_names_and_no_replicas_are_refused(tmp_path: Path) -> None:
+    import copy
+
+    doc = copy.deepcopy(GENERIC)
+    containers = doc["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"]
+    containers.append(dict(containers[0]))
+    path = tmp_path / "dup.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert_clean_error(cli("validate", str(path)), "containers[1].name", "used by another container")
+    doc = copy.deepcopy(GENERIC)
+    doc["spec"]["replicaSpecs"][0]["replicas"] = 0
+    path.write_text(yaml.safe_dump(doc))
+    assert_clean_error(cli("validate", str(path)), "at least one replica")

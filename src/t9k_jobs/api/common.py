@@ -193,6 +193,10 @@ def validate_pod_template(template: Any, *, required_container: str | None = Non
     containers = spec.get("containers")
     if not isinstance(containers, list) or not containers:
         raise ValueError("spec.containers: required, a non-empty list of containers")
+    grace = spec.get("terminationGracePeriodSeconds")
+    if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int) or not 0 <= grace <= MAX_INT64):
+        raise ValueError("spec.terminationGracePeriodSeconds: must be a non-negative integer (seconds)")
+    seen: set[str] = set()
     for key in ("containers", "initContainers"):
         items = spec.get(key)
         if items is None:
@@ -206,19 +210,28 @@ def validate_pod_template(template: Any, *, required_container: str | None = Non
             name = container.get("name")
             if not isinstance(name, str) or not name:
                 raise ValueError(f"{where}.name: required, a DNS label")
+            check_dns_label(name, f"{where}.name")
+            if name in seen:
+                raise ValueError(f"{where}.name: {name!r} is used by another container of the pod")
+            seen.add(name)
             for list_field in ("command", "args"):
                 value = container.get(list_field)
                 if value is not None and (
-                    not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value)
+                    not isinstance(value, list) or not all(isinstance(v, str) for v in value)
                 ):
                     raise ValueError(f"{where}.{list_field}: must be a list of strings")
+                for j, item in enumerate(value or []):
+                    if "\0" in item:
+                        raise ValueError(f"{where}.{list_field}[{j}]: must not contain a NUL character")
+            working_dir = container.get("workingDir")
+            if working_dir is not None and (not isinstance(working_dir, str) or "\0" in working_dir):
+                raise ValueError(f"{where}.workingDir: must be a path (a string)")
             env = container.get("env")
             if env is not None:
                 if not isinstance(env, list):
                     raise ValueError(f"{where}.env: must be a list of {{name, value}} entries")
                 for j, entry in enumerate(env):
-                    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-                        raise ValueError(f"{where}.env[{j}].name: required, a string")
+                    _check_env(entry, f"{where}.env[{j}]")
     if required_container is not None and not any(
         c.get("name") == required_container for c in containers
     ):
@@ -227,6 +240,25 @@ def validate_pod_template(template: Any, *, required_container: str | None = Non
             f"spec.containers: a container named {required_container!r} is required (found: {names})"
         )
     return template
+
+
+MAX_INT64 = 2**63 - 1
+_ENV_NAME = re.compile(r"^[\x21-\x3c\x3e-\x7e]+$")  # printable ASCII but '=' and space (Kubernetes 1.30+)
+
+
+def _check_env(entry: Any, where: str) -> None:
+    """One ``env`` entry as the API server validates it: a name of printable ASCII without ``=``,
+    and either a string ``value`` or a ``valueFrom`` mapping."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+        raise ValueError(f"{where}.name: required, a string")
+    if not _ENV_NAME.match(entry["name"]):
+        raise ValueError(f"{where}.name: {entry['name']!r} must be printable ASCII without '=' or spaces")
+    if "value" in entry and entry["value"] is not None and not isinstance(entry["value"], str):
+        raise ValueError(f"{where}.value: must be a string (quote numbers and booleans)")
+    if isinstance(entry.get("value"), str) and "\0" in entry["value"]:
+        raise ValueError(f"{where}.value: must not contain a NUL character")
+    if "valueFrom" in entry and not isinstance(entry["valueFrom"], dict):
+        raise ValueError(f"{where}.valueFrom: must be a mapping (fieldRef, secretKeyRef, configMapKeyRef...)")
 
 
 PodTemplate = Annotated[dict[str, Any], Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})]

@@ -131,6 +131,7 @@ class GenericJobSpec(Model):
     @model_validator(mode="after")
     def _unique_types(self) -> GenericJobSpec:
         _check_unique_types([r.type for r in self.replica_specs])
+        _check_some_replicas([r.replicas for r in self.replica_specs])
         return self
 
 
@@ -180,6 +181,8 @@ class PyTorchTrainingJobSpec(Model):
     @model_validator(mode="after")
     def _checks(self) -> PyTorchTrainingJobSpec:
         _check_unique_types([r.type for r in self.replica_specs])
+        if not self.elastic_enabled:
+            _check_some_replicas([r.replicas for r in self.replica_specs])
         if self.elastic is not None and self.elastic.is_enabled and not self.torchrun_enabled:
             raise ValueError("elastic: elastic training needs torchrunConfig.enabled: true")
         return self
@@ -286,6 +289,12 @@ class DeepSpeedJobSpec(Model):
     @property
     def elastic_enabled(self) -> bool:
         return self.elastic is not None and self.elastic.is_enabled
+
+    @model_validator(mode="after")
+    def _some_workers(self) -> DeepSpeedJobSpec:
+        if self.worker.replicas < 1 and not self.elastic_enabled:
+            raise ValueError("worker.replicas: at least 1 (worker-0 runs the deepspeed launcher)")
+        return self
 
 
 class DeepSpeedJob(JobBase):
@@ -444,6 +453,8 @@ class ColossalAIJobSpec(Model):
             raise ValueError(
                 "worker: required (or the older form: torchConfig with replicaSpecs of type worker)"
             )
+        if self.worker.replicas < 1:
+            raise ValueError("worker.replicas: at least 1 (colossalai run with no worker exits 0 having run nothing)")
         if self.replica_specs:
             types = [r.type for r in self.replica_specs]
             _check_unique_types(types)
@@ -465,6 +476,12 @@ class ColossalAIJob(JobBase):
     SHORT_NAME: ClassVar[str] = "caij"
     kind: Literal["ColossalAIJob"] = "ColossalAIJob"
     spec: ColossalAIJobSpec
+
+
+def _check_some_replicas(counts: list[int]) -> None:
+    """A job of no replica at all would wait for ever: refuse it."""
+    if not any(counts):
+        raise ValueError("replicaSpecs: every replicas is 0; a job needs at least one replica")
 
 
 def _check_unique_types(types: list[str]) -> None:
