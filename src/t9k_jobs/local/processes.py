@@ -92,6 +92,8 @@ class LocalPod:
     main: list[LocalContainer] = field(default_factory=list)
     init_failed: bool = False
     task: asyncio.Task[None] | None = None
+    #: Called with one line when the run cannot go on (its directory cannot be written).
+    on_fatal: Callable[[str], None] = lambda message: None
 
     def __post_init__(self) -> None:
         spec = self.manifest["spec"]
@@ -287,7 +289,13 @@ class LocalPod:
                 chunk = await c.proc.stdout.read(65536)
                 if not chunk:
                     break
-                log.write(chunk)
+                if log is not None:
+                    try:
+                        log.write(chunk)
+                    except OSError as exc:  # a full disk, a quota: the run cannot keep its logs
+                        self.on_fatal(f"cannot write {log.name}: {exc.strerror or exc}")
+                        log.close()
+                        log = None
                 partial += chunk
                 *lines, partial = partial.split(b"\n")
                 for line in lines:
@@ -295,7 +303,8 @@ class LocalPod:
             if partial:
                 self.sink(self.name, c.name, _display(partial))
         finally:
-            log.close()
+            if log is not None:
+                log.close()
 
     # ----------------------------------------------------------------- stopping
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import datetime as dt
 import os
 import secrets
@@ -215,10 +216,62 @@ def run_job(job: Job, manifest: Path, run_dir: Path | None = None, quiet: bool =
     if reason is not None:
         display.error(reason)
         return EXIT_CANNOT_RUN
-    run_dir = run_dir or default_run_dir(job)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir = make_run_dir(run_dir) if run_dir is not None else new_default_run_dir(job)
+    except RunDirError as exc:
+        display.error(str(exc))
+        return EXIT_CANNOT_RUN
     runner = LocalRunner(job, manifest, run_dir, display, watch)
     return asyncio.run(runner.run())
+
+
+class RunDirError(Exception):
+    """The run directory cannot be used; the message says which and why, in one line."""
+
+
+def make_run_dir(path: Path) -> Path:
+    """Create ``path`` as this run's own directory (mode 0700) and return it resolved.
+
+    It must be new, or an empty directory that is not a symlink: a run never shares its
+    directory (logs would interleave, the wrong status win) or writes through a link made
+    beforehand. Raises :class:`RunDirError` otherwise, or when it cannot be made (a file in the
+    way, no permission, a read-only or special file system).
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            if path.is_symlink() or not path.is_dir():
+                raise RunDirError(f"--run-dir {path}: exists and is not a directory of its own; give a new path") from None
+            if any(path.iterdir()):
+                raise RunDirError(f"--run-dir {path}: exists and is not empty; a run needs a directory of its own") from None
+            os.chmod(path, 0o700)
+        probe = path / ".t9k-jobs-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except RunDirError:
+        raise
+    except OSError as exc:
+        raise RunDirError(f"--run-dir {path}: cannot be used: {exc.strerror or exc}") from None
+    return path.resolve()
+
+
+def new_default_run_dir(job: Job) -> Path:
+    """A new directory ``./t9k-runs/<job>-<YYYYmmdd-HHMMSS>[-<n>]``: made atomically, so two runs
+    started in the same second get two directories."""
+    base = default_run_dir(job)
+    for n in range(1, 1000):
+        candidate = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            candidate.parent.mkdir(parents=True, exist_ok=True)
+            os.mkdir(candidate, 0o700)
+            return candidate.resolve()
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise RunDirError(f"cannot make a run directory under {base.parent}: {exc.strerror or exc}") from None
+    raise RunDirError(f"cannot make a new run directory under {base.parent}")
 
 
 class LocalRunner:
@@ -242,6 +295,7 @@ class LocalRunner:
         self.mtime = self._mtime()
         self.deletions: set[asyncio.Task[None]] = set()
         self.finished_at: float | None = None
+        self.fatal: str | None = None
         self.job_log = open(run_dir / "job.log", "a", encoding="utf-8")  # noqa: SIM115 - closed in run()
         self.events_log = open(run_dir / "events.log", "a", encoding="utf-8")  # noqa: SIM115
 
@@ -259,9 +313,19 @@ class LocalRunner:
         pod_obj = self.pods.get(pod)
         if pod_obj is not None and len(pod_obj.main) > 1:
             prefix = f"{prefix}/{container}"
-        self.job_log.write(f"[{prefix}] {text}\n")
-        self.job_log.flush()
+        try:
+            self.job_log.write(f"[{prefix}] {text}\n")
+            self.job_log.flush()
+        except OSError as exc:
+            self._fatal(f"cannot write {self.job_log.name}: {exc.strerror or exc}")
         self.display.log(prefix, text)
+
+    def _fatal(self, message: str) -> None:
+        """The run cannot go on (its directory cannot be written): stop every replica, exit 1."""
+        if self.fatal is None:
+            self.fatal = message
+            self.display.error(f"{message}; stopping the run")
+        self.wake.set()
 
     def _on_signal(self, signum: int) -> None:
         """The first SIGINT/SIGTERM/SIGHUP/SIGQUIT stops every replica gracefully (SIGTERM, then
@@ -301,16 +365,23 @@ class LocalRunner:
             for sig in STOP_SIGNALS:
                 loop.remove_signal_handler(sig)
             self.display.stop(self.job)
-            self.job_log.close()
-            self.events_log.close()
+            for log in (self.job_log, self.events_log):
+                with contextlib.suppress(OSError):  # a full disk was reported already
+                    log.close()
 
     async def _loop(self) -> int:
         while True:
             if self.stop_signal is not None:
                 return EXIT_INTERRUPTED if self.stop_signal == signal.SIGINT else 128 + self.stop_signal
+            if self.fatal is not None:
+                return EXIT_FAILED
             self._reload_manifest()
             plan = reconcile(self.job, self._observe(), time.time(), self.addressing)
-            self._apply(plan)
+            try:
+                self._apply(plan)
+            except OSError as exc:  # status, events or objects could not be written
+                self._fatal(f"cannot write in {self.run_dir}: {exc.strerror or exc}")
+                continue
             if plan.finished and not self.deletions and self.job.status is not None:
                 if self.job.status.phase in TERMINAL_PHASES and not self._ending_together():
                     return EXIT_SUCCEEDED if self.job.status.phase == "Succeeded" else EXIT_FAILED
@@ -377,6 +448,7 @@ class LocalRunner:
             log_dir=self.run_dir,
             sink=self._line,
             on_change=self._changed,
+            on_fatal=self._fatal,
         )
         self.pods[pod.name] = pod
         pod.start()

@@ -1,0 +1,85 @@
+"""The run directory is new and private to its run, a bad one is refused in one line, and a full
+disk ends the run with the reason instead of leaving it Running for ever."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import alive, carrying, job, py, template
+
+pytestmark = pytest.mark.e2e
+QUICK = job("GenericJob", "quick", {"replicaSpecs": [
+    {"type": "worker", "replicas": 1, "restartPolicy": {"policy": "Never"}, "template": template(py("print('hi')"))}]})
+
+
+def cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "t9k_jobs.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout)
+
+
+def test_two_runs_started_together_get_two_directories(tmp_path: Path) -> None:
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(QUICK))
+    procs = [subprocess.Popen([sys.executable, "-m", "t9k_jobs.cli", "run", str(manifest), "--quiet"], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(3)]
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0, out
+    dirs = sorted((tmp_path / "t9k-runs").iterdir())
+    assert len(dirs) == 3, dirs
+    for d in dirs:
+        assert (d / "status.yaml").exists() and d.stat().st_mode & 0o777 == 0o700
+        assert yaml.safe_load((d / "status.yaml").read_text())["phase"] == "Succeeded"
+
+
+@pytest.mark.parametrize("kind", ["not-empty", "symlink", "file", "proc", "unwritable"])
+def test_a_run_dir_that_cannot_be_its_own_is_refused(tmp_path: Path, kind: str) -> None:
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(QUICK))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = tmp_path / "run"
+    if kind == "not-empty":
+        target.mkdir()
+        (target / "job.log").write_text("another run's log\n")
+    elif kind == "symlink":
+        target.symlink_to(outside)
+    elif kind == "file":
+        target.write_text("x")
+    elif kind == "proc":
+        target = Path("/proc/self/t9k-run")
+    else:
+        target = Path("/sys/t9k-run")  # sysfs refuses new entries, even to root
+    out = cli("run", str(manifest), "--run-dir", str(target))
+    assert out.returncode == 2, out
+    assert out.stderr.strip().count("\n") == 0 and "--run-dir" in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert list(outside.iterdir()) == []  # nothing written through the link
+
+
+def test_a_full_disk_ends_the_run_with_the_reason(tmp_path: Path) -> None:
+    """The run dir on a 256 KiB tmpfs (a mount namespace of the test's own) and a replica that
+    writes more: the run ends, exit 1, saying there is no space left; no replica is left."""
+    if os.geteuid() != 0:
+        raise AssertionError("this test needs root (a tmpfs in a mount namespace of its own); scripts/test.sh runs as root")
+    chatty = "import sys, time\nwhile True:\n    sys.stdout.write('x' * 4096 + '\\n'); sys.stdout.flush(); time.sleep(0.001)\n"
+    doc = job("GenericJob", "chatty", {"replicaSpecs": [
+        {"type": "worker", "replicas": 1, "restartPolicy": {"policy": "Never"}, "template": template(py(chatty))}]})
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(doc))
+    small = tmp_path / "small"
+    small.mkdir()
+    out = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+         f'mount -t tmpfs -o size=256k t9k-full {small} && exec "$0" -m t9k_jobs.cli run {manifest} '
+         f"--quiet --run-dir {small}/run", sys.executable],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 1, out
+    assert "No space left on device" in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert [p for p in carrying(f"T9K_JOBS_RUN_DIR={small}/run".encode()) if alive(p)] == []
