@@ -44,7 +44,7 @@ def _load(path: Path):  # noqa: ANN202 - returns one of the Job kinds
 
 @app.command()
 def render(
-    file: Annotated[Path, typer.Argument(help="The job manifest (YAML or JSON).")],
+    file: Annotated[Path, typer.Argument(help="The job manifest (YAML or JSON), or - for standard input.")],
     output: Annotated[Output, typer.Option("--output", "-o", help="Output format.")] = Output.yaml,
 ) -> None:
     """Print every object the operator would create for FILE: pods, services, config maps, secrets, pod groups."""
@@ -60,7 +60,7 @@ def render(
 
 
 @app.command()
-def validate(file: Annotated[Path, typer.Argument(help="The job manifest.")]) -> None:
+def validate(file: Annotated[Path, typer.Argument(help="The job manifest (YAML or JSON), or - for standard input.")]) -> None:
     """Check FILE against the API and print the kind and name when it is valid."""
     job = _load(file)
     typer.echo(f"{job.kind}/{job.name}: valid")
@@ -68,7 +68,7 @@ def validate(file: Annotated[Path, typer.Argument(help="The job manifest.")]) ->
 
 @app.command()
 def run(
-    file: Annotated[Path, typer.Argument(help="The job manifest (YAML or JSON).")],
+    file: Annotated[Path, typer.Argument(help="The job manifest (YAML or JSON), or - for standard input.")],
     run_dir: Annotated[
         Optional[Path], typer.Option("--run-dir", help="Where logs and status go (default: a new folder under ./t9k-runs).")
     ] = None,
@@ -84,7 +84,8 @@ def run(
     from .local.runner import run_job
 
     job = _load(file)
-    code = run_job(job, manifest=file, run_dir=run_dir, quiet=quiet, watch=watch_manifest)
+    from_stdin = str(file) == "-"
+    code = run_job(job, manifest=None if from_stdin else file, run_dir=run_dir, quiet=quiet, watch=watch_manifest)
     raise typer.Exit(code)
 
 

@@ -167,7 +167,7 @@ def test_missing_file(tmp_path: Path, command: str) -> None:
 
 def test_directory_instead_of_file(tmp_path: Path) -> None:
     result = cli("validate", str(tmp_path))
-    assert_clean_error(result, str(tmp_path), "cannot read")
+    assert_clean_error(result, str(tmp_path), "is a directory, not a regular file")
 
 
 def test_several_errors_are_all_reported(tmp_path: Path) -> None:

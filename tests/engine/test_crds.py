@@ -230,10 +230,12 @@ def test_pydantic_constructs_are_rewritten() -> None:
     assert at(schema_of("PyTorchTrainingJob"), "spec.runPolicy.activeDeadlineSeconds") == {
         "type": "integer",
         "minimum": 1,
+        "maximum": 2**63 - 1,  # int64, as Kubernetes' own deadlines
     }
     assert at(schema_of("PyTorchTrainingJob"), "spec.runPolicy.backoffLimit") == {
         "type": "integer",
         "minimum": 0,
+        "maximum": 2**31 - 1,  # int32, as Kubernetes' own counts
     }
     assert at(schema_of("PyTorchTrainingJob"), "spec.torchrunConfig.procPerNode") == {INT_OR_STRING: True}
     for field in ("successRules", "failureRules"):

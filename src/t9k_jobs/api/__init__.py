@@ -12,12 +12,12 @@ import difflib
 import types
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from .common import API_VERSION, GROUP, VERSION, JobStatus
+from .reading import ReadError, decode, parse_documents, read_source
 from .kinds import (
     KINDS,
     ColossalAIJob,
@@ -64,24 +64,19 @@ class ManifestError(ValueError):
         return [f"{self.source}: {e}" for e in self.errors]
 
 
-def load_manifest(path: str | Path) -> Job:
-    """Read a YAML or JSON manifest file holding one job and validate it.
+def load_manifest(path: str | Path, stdin: BinaryIO | None = None) -> Job:
+    """Read a YAML or JSON manifest holding one job and validate it.
 
-    Raises :class:`ManifestError` for an unreadable file, bad YAML, several documents, or an
-    invalid job; ``OSError`` is turned into a ManifestError too.
+    ``path`` is a file, or ``-`` for standard input (``stdin`` when given). Reading is bounded
+    (see :mod:`t9k_jobs.api.reading`: 3 MiB, UTF-8, nesting and alias limits, no duplicate keys).
+    Raises :class:`ManifestError` for an unreadable file, bad YAML or JSON, several documents, or
+    an invalid job.
     """
-    source = str(path)
+    source = "<stdin>" if str(path) == "-" else str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ManifestError([f"cannot read the file: {exc.strerror or exc}"], source) from None
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ManifestError([f"{where}not valid YAML: {problem}"], source) from None
+        docs = parse_documents(decode(read_source(path, stdin)))
+    except ReadError as exc:
+        raise ManifestError([str(exc)], source) from None
     if len(docs) != 1:
         raise ManifestError([f"expected exactly one YAML document with a job, found {len(docs)}"], source)
     return parse_job(docs[0], source)
@@ -107,9 +102,46 @@ def parse_job(data: Any, source: str = "<input>") -> Job:
         raise ManifestError(errors, source)
     assert cls is not None
     try:
-        return cls.model_validate(data)  # type: ignore[return-value]
+        job: Job = cls.model_validate(data)  # type: ignore[assignment]
     except ValidationError as exc:
         raise ManifestError(_format_errors(cls, exc), source) from None
+    problem = _check_child_names(job)
+    if problem:
+        raise ManifestError([problem], source)
+    return job
+
+
+def _check_child_names(job: Job) -> str | None:
+    """Whether every pod and Service the job makes has a name Kubernetes accepts.
+
+    A replica's pod and headless Service are named ``<job>-<type>-<index>`` (its host name, so a
+    DNS label of at most 63 characters); a Service name must also start with a letter (RFC 1035).
+    Elastic jobs are checked at ``maxReplicas``. Returns the problem as one line, or ``None``.
+    """
+    from ..addressing import replica_name
+    from ..frameworks import framework_for
+
+    widest = job.model_copy(deep=True)
+    spec = widest.spec
+    elastic = getattr(spec, "elastic", None)
+    if elastic is not None and elastic.max_replicas is not None:
+        elastic.expected_replicas = elastic.max_replicas
+    for group in framework_for(widest).groups(widest):
+        if group.replicas == 0 and group.indexed:
+            continue
+        name = replica_name(job.name, group.type, group.replicas - 1 if group.indexed else None)
+        if len(name) > 63:
+            room = 63 - (len(name) - len(job.name))
+            return (
+                f"metadata.name: {job.name!r} makes the replica name {name!r} ({len(name)} characters), "
+                f"longer than the 63 Kubernetes accepts; use a job name of at most {room} characters"
+            )
+        if group.service_ports is not None and not job.name[0].isalpha():
+            return (
+                f"metadata.name: {job.name!r} names the replicas' Services, which must start with a letter "
+                "(RFC 1035 labels); start the job name with a letter"
+            )
+    return None
 
 
 def _format_errors(cls: type[BaseModel], exc: ValidationError) -> list[str]:

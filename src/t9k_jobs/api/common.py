@@ -29,6 +29,10 @@ CleanUpPolicyName = Literal["All", "Unfinished", "None"]
 #: 143 SIGTERM, 138 user-defined "please restart").
 RETRYABLE_EXIT_CODES: frozenset[int] = frozenset({130, 137, 143, 138})
 
+#: Bounds of Kubernetes' int32 and int64 fields (counts are int32, durations in seconds int64).
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -145,17 +149,17 @@ class RunPolicy(Model):
     is shared by all replicas (T9k docs).
     """
 
-    active_deadline_seconds: Annotated[int, Field(gt=0)] | None = None
-    backoff_limit: Annotated[int, Field(ge=0)] = 3
+    active_deadline_seconds: Annotated[int, Field(gt=0, le=INT64_MAX)] | None = None
+    backoff_limit: Annotated[int, Field(ge=0, le=INT32_MAX)] = 3
     clean_up_policy: CleanUpPolicyName = "None"
 
 
 class ElasticConfig(EnabledFlag):
     """``spec.elastic``: replica count between ``minReplicas`` and ``maxReplicas``."""
 
-    min_replicas: Annotated[int, Field(ge=1)] | None = None
-    max_replicas: Annotated[int, Field(ge=1)] | None = None
-    expected_replicas: Annotated[int, Field(ge=0)] | None = None
+    min_replicas: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
+    max_replicas: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
+    expected_replicas: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = None
 
     @model_validator(mode="after")
     def _check_range(self) -> ElasticConfig:
@@ -194,7 +198,7 @@ def validate_pod_template(template: Any, *, required_container: str | None = Non
     if not isinstance(containers, list) or not containers:
         raise ValueError("spec.containers: required, a non-empty list of containers")
     grace = spec.get("terminationGracePeriodSeconds")
-    if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int) or not 0 <= grace <= MAX_INT64):
+    if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int) or not 0 <= grace <= INT64_MAX):
         raise ValueError("spec.terminationGracePeriodSeconds: must be a non-negative integer (seconds)")
     seen: set[str] = set()
     for key in ("containers", "initContainers"):
@@ -242,7 +246,6 @@ def validate_pod_template(template: Any, *, required_container: str | None = Non
     return template
 
 
-MAX_INT64 = 2**63 - 1
 _ENV_NAME = re.compile(r"^[\x21-\x3c\x3e-\x7e]+$")  # printable ASCII but '=' and space (Kubernetes 1.30+)
 
 
@@ -268,7 +271,7 @@ class ReplicaSpecBase(Model):
     """Fields every ``replicaSpecs[]`` entry has."""
 
     type: ReplicaType
-    replicas: Annotated[int, Field(ge=0)] = 1
+    replicas: Annotated[int, Field(ge=0, le=INT32_MAX)] = 1
     template: PodTemplate
 
     @field_validator("type")

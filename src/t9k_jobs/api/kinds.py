@@ -18,6 +18,7 @@ from pydantic import Field, field_validator, model_validator
 
 from .common import (
     API_VERSION,
+    INT32_MAX,
     CleanUpPolicyName,
     ElasticConfig,
     EnabledFlag,
@@ -81,7 +82,7 @@ class GenericRestartPolicy(Model):
     """GenericJob ``restartPolicy``: ``policy`` (default OnFailure) and a per-replica ``limit`` (default 0)."""
 
     policy: Literal["Always", "OnFailure", "Never"] = "OnFailure"
-    limit: Annotated[int, Field(ge=0)] = 0
+    limit: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0
 
 
 class GenericReplicaSpec(ReplicaSpecBase):
@@ -148,17 +149,17 @@ class GenericJob(JobBase):
 
 class PyTorchReplicaSpec(ReplicaSpecBase):
     restart_policy: RestartPolicyName = "Never"
-    scaling_weight: Annotated[int, Field(ge=0)] | None = None
+    scaling_weight: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = None
 
 
 class TorchrunConfig(EnabledFlag):
     """``spec.torchrunConfig`` (reference §3.4). ``procPerNode`` is a count or ``gpu``."""
 
-    max_restarts: Annotated[int, Field(ge=0)] = 0
+    max_restarts: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0
     proc_per_node: IntOrString = "1"
     rdzv_backend: Literal["c10d", "etcd", "etcd-v2"] = "c10d"
     extra_options: list[str] = Field(default_factory=list)
-    min_nodes: Annotated[int, Field(ge=1)] | None = None
+    min_nodes: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
 
     @field_validator("proc_per_node")
     @classmethod
@@ -240,8 +241,8 @@ class DeepSpeedRun(Model):
 
 class DeepSpeedConfig(Model):
     run: DeepSpeedRun | None = None
-    slots_per_worker: Annotated[int, Field(ge=1)] | None = None
-    slot_per_worker: Annotated[int, Field(ge=1)] | None = None
+    slots_per_worker: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
+    slot_per_worker: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
     local_rank: bool = True
     autotune: Literal["none", "tune", "run"] = "none"
     other_args: list[str] = Field(default_factory=list)
@@ -267,7 +268,7 @@ class DeepSpeedConfig(Model):
 
 
 class DeepSpeedWorker(Model):
-    replicas: Annotated[int, Field(ge=0)] = 1
+    replicas: Annotated[int, Field(ge=0, le=INT32_MAX)] = 1
     restart_policy: RestartPolicyName = "OnFailure"
     template: PodTemplate
 
@@ -335,8 +336,8 @@ class ColossalAILauncher(Model):
 
 
 class ColossalAIWorker(Model):
-    replicas: Annotated[int, Field(ge=0)] = 1
-    proc_per_worker: Annotated[int, Field(ge=1)] = 1
+    replicas: Annotated[int, Field(ge=0, le=INT32_MAX)] = 1
+    proc_per_worker: Annotated[int, Field(ge=1, le=INT32_MAX)] = 1
     command: Annotated[list[str], Field(min_length=1)]
     torch_args: list[str] = Field(default_factory=list)
     template: PodTemplate
@@ -393,7 +394,7 @@ class ColossalAITorchConfig(Model):
     ``command``) every worker runs, and ``torchArgs``/``extraArgs``: torchrun options that
     ``colossalai run`` passes on (``--extra_launch_args``), the two lists joined."""
 
-    proc_per_worker: Annotated[int, Field(ge=1)] = 1
+    proc_per_worker: Annotated[int, Field(ge=1, le=INT32_MAX)] = 1
     script: list[str] | None = None
     command: list[str] | None = None
     torch_args: list[str] = Field(default_factory=list)

@@ -29,6 +29,7 @@ from ..api import Job, ManifestError, load_manifest
 from ..api.kinds import ColossalAIJob, DeepSpeedJob
 from ..api.common import TERMINAL_PHASES
 from ..engine import Observed, Plan, materialize, reconcile
+from ..frameworks import framework_for
 from ..render import to_yaml
 from .display import Display
 from .processes import RUN_ENV, LocalPod, base_environment, marked
@@ -39,6 +40,9 @@ EXIT_CANNOT_RUN = 2
 EXIT_INTERRUPTED = 130
 #: Seconds a finished job's replicas that still run get to end by themselves before the run stops them.
 END_GRACE = 5.0
+#: The most replicas one local run starts (each a process group here); more is a cluster's job,
+#: and a typo (``replicas: 10000``) must not fork a workstation to its knees.
+MAX_LOCAL_REPLICAS = 256
 
 class LocalAddressing:
     """Every replica's host is this machine; every (replica, port name) gets its own free port.
@@ -96,8 +100,14 @@ def cannot_run_reason(job: Job) -> str | None:
     ``deepspeed`` package); its ``customCommand`` and debug mode assume the cluster's sshd in
     every worker and are not run here. ColossalAIJob's launcher reaches workers only over ssh:
     each worker is a real sshd (OpenSSH's server must be installed) and the launcher needs
-    ``colossalai``.
+    ``colossalai``. A job of more than :data:`MAX_LOCAL_REPLICAS` replicas is refused.
     """
+    total = sum(g.replicas for g in framework_for(job).groups(job))
+    if total > MAX_LOCAL_REPLICAS:
+        return (
+            f"{job.kind} {job.name} asks for {total} replicas; a local run starts at most {MAX_LOCAL_REPLICAS} "
+            "(each is a process group on this machine): run it on a cluster"
+        )
     if isinstance(job, DeepSpeedJob):
         if job.spec.config.custom_command:
             return (
@@ -203,10 +213,11 @@ def default_run_dir(job: Job) -> Path:
     return Path.cwd() / "t9k-runs" / f"{job.name}-{stamp}"
 
 
-def run_job(job: Job, manifest: Path, run_dir: Path | None = None, quiet: bool = False, watch: bool = True) -> int:
+def run_job(job: Job, manifest: Path | None, run_dir: Path | None = None, quiet: bool = False, watch: bool = True) -> int:
     """Run ``job`` here until it finishes or is interrupted; return the process exit code.
 
-    0 when the job Succeeded, 1 when it Failed, 2 when it cannot run here, 130 (143) when
+    ``manifest``: the file the job was read from (watched for edits), ``None`` when it came
+    from standard input. 0 when the job Succeeded, 1 when it Failed, 2 when it cannot run here, 130 (143) when
     stopped by SIGINT (SIGTERM). Logs go to ``run_dir`` (default ``./t9k-runs/<job>-<time>``):
     ``<pod>.<container>.log`` per container, ``job.log`` interleaved, ``status.yaml``,
     ``events.log`` and ``objects.yaml`` (the non-pod objects the operator would create).
@@ -277,12 +288,12 @@ def new_default_run_dir(job: Job) -> Path:
 class LocalRunner:
     """The reconcile loop over local process groups (see the module docstring)."""
 
-    def __init__(self, job: Job, manifest: Path, run_dir: Path, display: Display, watch: bool) -> None:
+    def __init__(self, job: Job, manifest: Path | None, run_dir: Path, display: Display, watch: bool) -> None:
         self.job = job
-        self.manifest = manifest.resolve()
+        self.manifest = manifest.resolve() if manifest is not None else None
         self.run_dir = run_dir
         self.display = display
-        self.watch = watch
+        self.watch = watch and self.manifest is not None
         self.addressing = LocalAddressing(run_dir.resolve())
         self.pods: dict[str, LocalPod] = {}
         self.others: set[tuple[str, str]] = set()
@@ -300,6 +311,8 @@ class LocalRunner:
         self.events_log = open(run_dir / "events.log", "a", encoding="utf-8")  # noqa: SIM115
 
     def _mtime(self) -> float:
+        if self.manifest is None:
+            return 0.0
         try:
             return self.manifest.stat().st_mtime
         except OSError:
@@ -444,7 +457,7 @@ class LocalRunner:
         pod = LocalPod(
             manifest=manifest,
             base_env=self.base_env,
-            default_dir=self.manifest.parent,
+            default_dir=self.manifest.parent if self.manifest is not None else Path.cwd(),
             log_dir=self.run_dir,
             sink=self._line,
             on_change=self._changed,
@@ -461,7 +474,7 @@ class LocalRunner:
 
     def _reload_manifest(self) -> None:
         """Apply an edited manifest (the local ``kubectl edit``), keeping the status."""
-        if not self.watch:
+        if not self.watch or self.manifest is None:
             return
         mtime = self._mtime()
         if mtime == self.mtime:
@@ -475,6 +488,10 @@ class LocalRunner:
             return
         if new.kind != self.job.kind or new.name != self.job.name:
             self.display.error("the edited manifest names another job; edit ignored")
+            return
+        reason = cannot_run_reason(new)
+        if reason is not None:
+            self.display.error(f"{reason} (edit ignored; the job goes on with the previous spec)")
             return
         self.job = new.model_copy(update={"status": self.job.status})
         self.display.note("manifest changed: applying the new spec")

@@ -1,0 +1,83 @@
+"""What ``t9k-jobs run`` reads: an edit it cannot read is ignored with a warning (the job goes on),
+a manifest from standard input runs, and a job too large for one machine is refused at once."""
+
+from __future__ import annotations
+
+import codecs
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import job, py, template
+
+pytestmark = pytest.mark.e2e
+
+
+def _worker(code: str, replicas: int = 1) -> dict:
+    return job("GenericJob", "reader", {"replicaSpecs": [
+        {"type": "worker", "replicas": replicas, "restartPolicy": {"policy": "Never"}, "template": template(py(code))}]})  # fmt: skip
+
+
+def test_an_edit_that_cannot_be_read_is_ignored_and_the_job_goes_on(tmp_path: Path) -> None:
+    release = tmp_path / "release"
+    code = f"import os, time\nwhile not os.path.exists({str(release)!r}):\n    time.sleep(0.05)\nprint('released')\n"
+    manifest = _worker(code)
+    path = tmp_path / "job.yaml"
+    text = yaml.safe_dump(manifest, sort_keys=False)
+    path.write_text(text)
+    output = tmp_path / "output"
+    with output.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "t9k_jobs.cli", "run", str(path), "--run-dir",
+                                 str(tmp_path / "run")], stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+    status = tmp_path / "run" / "status.yaml"
+    try:
+        _wait_for(lambda: "phase: Running" in (status.read_text() if status.exists() else "") or proc.poll() is not None)
+        for edit, said in (
+            (text.replace("reader", "r\xe9ader").encode("latin-1"), "byte 0xe9 is not UTF-8"),  # the wrong encoding
+            (codecs.BOM_UTF16_LE + text.encode("utf-16-le"), "is UTF-16 text"),
+            (b"\x00\x01binary", "NUL byte"),
+        ):
+            path.write_bytes(edit)
+            _wait_for(lambda said=said: said in output.read_text() or proc.poll() is not None)
+            assert proc.poll() is None, output.read_text()
+        release.write_text("go")
+        assert proc.wait(timeout=120) == 0, output.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    shown = output.read_text()
+    assert shown.count("edit ignored; the job goes on with the previous spec") == 3, shown
+    assert "Traceback" not in shown, shown
+    assert yaml.safe_load((tmp_path / "run" / "status.yaml").read_text())["phase"] == "Succeeded"
+
+
+def _wait_for(condition, timeout: float = 60) -> None:  # noqa: ANN001
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            pytest.fail("timed out")
+        time.sleep(0.05)
+
+
+def test_a_manifest_from_standard_input_runs(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "t9k_jobs.cli", "run", "-", "--run-dir", str(tmp_path / "run"), "--quiet"],
+        input=yaml.safe_dump(_worker("print('from stdin')")), capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "from stdin" in (tmp_path / "run" / "job.log").read_text()
+    assert yaml.safe_load((tmp_path / "run" / "status.yaml").read_text())["phase"] == "Succeeded"
+
+
+def test_more_replicas_than_a_local_run_starts_is_refused(tmp_path: Path) -> None:
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(_worker("print(1)", replicas=100_000)))
+    out = subprocess.run([sys.executable, "-m", "t9k_jobs.cli", "run", str(manifest)], capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 2, out
+    assert "asks for 100000 replicas; a local run starts at most 256" in out.stderr
+    assert out.stderr.strip().count("\n") == 0 and not (tmp_path / "t9k-runs").exists()
