@@ -665,3 +665,72 @@ def test_to_yaml_quotes_every_number_or_bool_lookalike() -> None:
     for value in lookalikes:
         assert re.search(rf"^- {re.escape(value)}$", text, flags=re.M) is None, f"{value!r} is unquoted:\n{text}"
     assert "- plain\n" in text and "- --lr=2e-5\n" in text
+
+
+# --------------------------------------------------------------------------- torchrun details (§3.4, §3.5)
+
+
+def _torchrun_job(container: dict[str, Any], **torchrun: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "PyTorchTrainingJob",
+        "metadata": {"name": "tr"},
+        "spec": {
+            "torchrunConfig": {"enabled": True, **torchrun},
+            "replicaSpecs": [{"type": "worker", "replicas": 1, "template": _tpl(**container)}],
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("container", "script"),
+    [
+        ({"command": ["python", "train.py", "--lr", "0.1"]}, ["train.py", "--lr", "0.1"]),
+        ({"command": ["python3"], "args": ["train.py"]}, ["train.py"]),
+        ({"command": ["train.py", "--x"]}, ["train.py", "--x"]),
+    ],
+)
+def test_torchrun_reads_the_script_before_replacing_the_command(container: dict[str, Any], script: list[str]) -> None:
+    """§3.4: the script comes from ``args``, or from ``command`` less a leading python; it was
+    read after the command had become ``torchrun`` (the pod ran ``torchrun <flags> torchrun``)."""
+    pod = one(render(parse_job(_torchrun_job(container)), keygen=dict), "Pod", "tr-worker-0")
+    c = ctr(pod)
+    assert c["command"] == ["torchrun"]
+    assert c["args"][-len(script):] == script
+    assert "torchrun" not in c["args"]
+
+
+@pytest.mark.parametrize(("value", "flag"), [(4, "4"), ("2", "2"), ("auto", "auto"), ("cpu", "cpu"), ("gpu", "3")])
+def test_proc_per_node_takes_what_torchrun_takes(value: Any, flag: str) -> None:
+    """``procPerNode``: a count, ``cpu`` and ``auto`` go to torchrun as they are; ``gpu`` is the
+    container's ``nvidia.com/gpu`` limit (here 3)."""
+    doc = _torchrun_job({"command": ["python", "t.py"], "resources": {"limits": {"nvidia.com/gpu": 3}}},
+                        procPerNode=value)  # fmt: skip
+    pod = one(render(parse_job(doc), keygen=dict), "Pod", "tr-worker-0")
+    assert f"--nproc_per_node={flag}" in ctr(pod)["args"]
+
+
+@pytest.mark.parametrize("value", ["0", "many", "-1", "1.5", ""])
+def test_proc_per_node_refuses_what_torchrun_refuses(value: str) -> None:
+    with pytest.raises(Exception, match="procPerNode"):
+        parse_job(_torchrun_job({"command": ["python", "t.py"]}, procPerNode=value))
+
+
+def test_replicas_left_over_go_to_the_largest_remainders() -> None:
+    """§3.5: 4 replicas by weights 1:2 are exactly 1.33 and 2.67: 1 and 3 (the remainder went to
+    the first type before, giving 2 and 2)."""
+    doc = {
+        "apiVersion": API,
+        "kind": "PyTorchTrainingJob",
+        "metadata": {"name": "w"},
+        "spec": {
+            "torchrunConfig": {"enabled": True},
+            "elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 8, "expectedReplicas": 4},
+            "replicaSpecs": [
+                {"type": "master", "scalingWeight": 1, "template": _tpl(args=["t.py"])},
+                {"type": "worker", "scalingWeight": 2, "template": _tpl(args=["t.py"])},
+            ],
+        },
+    }
+    pods = names(render(parse_job(doc), keygen=dict), "Pod")
+    assert sorted(pods) == ["w-master-0", "w-worker-0", "w-worker-1", "w-worker-2"]

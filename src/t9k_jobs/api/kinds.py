@@ -153,7 +153,7 @@ class PyTorchReplicaSpec(ReplicaSpecBase):
 
 
 class TorchrunConfig(EnabledFlag):
-    """``spec.torchrunConfig`` (reference §3.4). ``procPerNode`` is a count or ``gpu``."""
+    """``spec.torchrunConfig`` (reference §3.4). ``procPerNode``: a count, ``gpu``, ``cpu`` or ``auto``."""
 
     max_restarts: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0
     proc_per_node: IntOrString = "1"
@@ -164,10 +164,11 @@ class TorchrunConfig(EnabledFlag):
     @field_validator("proc_per_node")
     @classmethod
     def _proc_per_node(cls, value: int | str) -> int | str:
+        """What torchrun's ``--nproc_per_node`` accepts: a count, ``gpu``, ``cpu`` or ``auto``."""
         text = str(value).strip()
-        if text == "gpu" or (text.isdigit() and int(text) >= 1):
+        if text in ("gpu", "cpu", "auto") or (text.isdigit() and 1 <= int(text) <= INT32_MAX):
             return value
-        raise ValueError(f"procPerNode {value!r} must be a positive integer or 'gpu'")
+        raise ValueError(f"procPerNode {value!r} must be a positive integer, 'gpu', 'cpu' or 'auto' (as torchrun's --nproc_per_node)")
 
 
 class PyTorchTrainingJobSpec(Model):

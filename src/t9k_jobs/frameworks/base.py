@@ -314,11 +314,12 @@ def tensorboard(job: JobBase, spec: dict[str, Any] | None) -> dict[str, Any] | N
 
 
 def split_by_weight(total: int, weights: list[int]) -> list[int]:
-    """Split ``total`` replicas in proportion to ``weights`` (reference §3.5).
+    """Split ``total`` replicas in proportion to ``weights`` (reference §3.5), by largest remainders.
 
-    Each share is floored and the remainder handed out one by one in list order to the
-    entries with a non-zero weight. All-zero weights get equal weights.
-    Example: ``split_by_weight(5, [1, 1]) == [3, 2]``.
+    Each entry gets the floor of its exact share; the replicas left go one each to the entries
+    with the largest fractional parts (ties in list order), never to a zero weight. All-zero
+    weights count as equal. Examples: ``split_by_weight(4, [1, 2]) == [1, 3]`` (exact shares
+    1.33 and 2.67), ``split_by_weight(5, [1, 1]) == [3, 2]``.
     """
     if not weights:
         return []
@@ -327,10 +328,8 @@ def split_by_weight(total: int, weights: list[int]) -> list[int]:
     whole = sum(weights)
     shares = [total * w // whole for w in weights]
     left = total - sum(shares)
-    i = 0
-    while left > 0:
-        if weights[i % len(weights)] > 0:
-            shares[i % len(weights)] += 1
-            left -= 1
-        i += 1
+    # The fractional part of entry i is (total * w_i mod whole) / whole: compare the integers.
+    order = sorted((i for i, w in enumerate(weights) if w > 0), key=lambda i: -(total * weights[i] % whole))
+    for i in order[:left]:
+        shares[i] += 1
     return shares

@@ -113,8 +113,9 @@ class PyTorchFramework(Framework):
             add_env(c, env)
             return
         add_env(c, env)
+        args = self.torchrun_args(job, c)  # reads the script from command/args: before they change
         c["command"] = ["torchrun"]
-        c["args"] = self.torchrun_args(job, c)
+        c["args"] = args
 
     def torchrun_args(self, job: PyTorchTrainingJob, c: dict[str, Any]) -> list[str]:
         """``torchrun`` flags for ``torchrunConfig`` followed by the script and its arguments."""
@@ -128,7 +129,7 @@ class PyTorchFramework(Framework):
         else:
             nnodes = str(total)
         proc = str(config.proc_per_node).strip()
-        if proc == "gpu":
+        if proc == "gpu":  # T9k sizes it from the container's GPUs (reference §3.4)
             proc = str(_gpu_count(c))
         flags = [
             f"--nnodes={nnodes}",
