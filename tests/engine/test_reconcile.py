@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from t9k_jobs.engine import ContainerState, reconcile
-from t9k_jobs.engine.reconcile import UNFINISHED_GRACE
+from t9k_jobs.engine.reconcile import UNFINISHED_GRACE, rfc3339
 
 from .jobs import colossalai, ctr, deepspeed, generic, pytorch, tmpl
 from .sim import T0, Sim
@@ -838,18 +838,44 @@ def test_active_deadline_fails_the_job_and_deletes_running_pods():
     assert sim.condition("Completed").status == "True"
 
 
-def test_deadline_counts_from_start_not_creation():
+def test_deadline_counts_from_start_time_even_when_no_pod_starts():
+    """The API: activeDeadlineSeconds is relative to startTime, which the first pass that acts on
+    the job sets (as Kubernetes' Job controller); a job stuck Pending times out too."""
     sim = Sim(pytorch(name="j", runPolicy={"activeDeadlineSeconds": 100}))
-    sim.step()  # pods created, never scheduled
-    sim.tick(500)
+    plan = sim.step()  # pods created, never scheduled
+    assert sim.status.start_time == rfc3339(sim.now)
+    assert plan.requeue_after == pytest.approx(100)
+    sim.tick(99)
     plan = sim.step()
-    assert sim.status.phase == "Pending"
-    assert plan.requeue_after is None
+    assert sim.status.phase == "Pending" and plan.requeue_after == pytest.approx(1)
+    sim.tick(1)
+    plan = sim.step()
+    assert sim.status.phase == "Failed"
+    assert sim.condition("Failed").reason == "DeadlineExceeded"
+    assert sorted(deleted_pods(plan)) == ["j-master-0", "j-worker-0", "j-worker-1"]
+
+
+def test_a_pause_stops_the_deadline_clock_and_a_resume_restarts_it():
+    """As a suspended Kubernetes Job: pausing clears startTime, resuming sets it anew."""
+    sim = started(pytorch(name="j", runPolicy={"activeDeadlineSeconds": 100}))
+    sim.tick(90)
+    pause(sim, True)
+    sim.step()
+    assert sim.status.phase == "Paused" and sim.status.start_time is None
+    sim.settle(start=None)
+    sim.tick(1000)
+    pause(sim, False)
+    sim.step()
+    assert sim.status.start_time == rfc3339(sim.now)
     sim.run_all()
     sim.step()
+    assert sim.status.phase == "Running"
     sim.tick(99)
     sim.step()
     assert sim.status.phase == "Running"
+    sim.tick(1)
+    sim.step()
+    assert sim.status.phase == "Failed"
 
 
 # ====================================================================== external deletion
@@ -1240,7 +1266,7 @@ def test_reconcile_does_not_mutate_its_inputs():
 
 
 def test_reconcile_uses_the_given_clock_only():
-    sim = world_states()[2]
+    sim = world_states()[0]
     plan = reconcile(sim.job, sim.observed(), T0 + 5)
     assert plan.status.start_time == "2023-11-14T22:13:25Z"
 

@@ -363,8 +363,9 @@ class DependentStatus(Model):
 class JobStatus(Model):
     """Status shared by the four kinds, shaped like the real T9k status dumps (reference §1.8).
 
-    ``startTime``/``completionTime`` are RFC 3339 timestamps; ``startTime`` is set when the job
-    first reaches ``Running`` and is where ``activeDeadlineSeconds`` counts from.
+    ``startTime``/``completionTime`` are RFC 3339 timestamps; ``startTime`` is set on the first
+    pass that acts on the job (as Kubernetes' Job controller does), cleared while it is paused and
+    set again on resume; ``activeDeadlineSeconds`` counts from it.
     """
 
     phase: JobPhase = "Pending"

@@ -10,7 +10,8 @@ The pass, in order (reference sections in brackets):
 1. children other than pods that are missing: Services, PodGroup, TensorBoard, ConfigMaps,
    Secrets [§1.2, §1.7, §1.9];
 2. a finished job only applies its clean-up policy [§1.6];
-3. ``activeDeadlineSeconds`` past ``status.startTime`` fails the job [§1.4];
+3. ``activeDeadlineSeconds`` past ``status.startTime`` (set on the first pass that acts on the
+   job, cleared by a pause) fails the job [§1.4];
 4. pause deletes every replica pod [§1.5];
 5. each replica: create it, wait for it, or, once it ended, restart it by policy and backoff
    or record it as final [§1.4, §1.11];
@@ -198,8 +199,17 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
         for pod in observed.pods.values():
             p.delete_pod(pod, "Paused")
         _refresh_replicas(p, paused=True)
+        # As a suspended Kubernetes Job: the deadline's clock stops, and starts again on resume.
+        status.start_time = None
         _finish_status(p, "Paused", None)
         return p.plan
+
+    if not status.start_time:
+        # The first pass that acts on the job (as Kubernetes' Job controller sets it): a job
+        # whose pods never start still meets its activeDeadlineSeconds.
+        status.start_time = rfc3339(now)
+        if deadline:
+            p.plan.requeue_after = min(float(deadline), p.plan.requeue_after or float(deadline))
 
     _walk_replicas(p)
 
@@ -218,9 +228,6 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
             p.plan.create.append(build_pod(job, g, i, ctx))
     _report_waiting(p)
     _finish_status(p, _active_phase(p), None)
-    if deadline and status.start_time and p.plan.requeue_after is None:
-        # The job started on this pass: look again at its deadline without waiting for an event.
-        p.plan.requeue_after = max(0.0, parse_time(status.start_time) + deadline - now)
     return p.plan
 
 
@@ -586,8 +593,8 @@ def _active_phase(p: _Pass) -> str:
         return "Running"
     if p.old.phase in ("Paused", "Resuming"):
         return "Resuming"
-    if p.status.start_time:
-        return "Running"
+    if p.old.phase == "Running":
+        return "Running"  # replicas being replaced: the job stays Running
     return "Pending"
 
 
@@ -615,8 +622,6 @@ def _finish_status(p: _Pass, phase: str, outcome: Outcome | None) -> None:
             setattr(agg, rs.phase.lower(), getattr(agg, rs.phase.lower()) + 1)
         s.tasks.append(task)
     s.aggregate = agg
-    if phase == "Running" and not s.start_time:
-        s.start_time = rfc3339(p.now)
     if phase != p.old.phase:
         if phase == "Failed":
             pass  # the Warning event was emitted by _end
