@@ -205,3 +205,15 @@ def test_pod_message_and_terminated_message_are_projected():
     )
     assert c.pod.message == "The node was low on resource: memory."
     assert c.pod.containers == (ContainerState("pytorch", "Terminated", 128, "StartError", start_error),)
+
+
+def test_a_tensorboard_is_ready_when_its_status_says_so() -> None:
+    def board(status: dict) -> dict:
+        return {"kind": "TensorBoard", "metadata": {"name": "j", "namespace": "n", "uid": "u"}, "status": status}
+
+    assert not project_child(board({})).ready
+    assert not project_child(board({"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}]})).ready
+    assert project_child(board({"ready": True})).ready
+    assert project_child(board({"conditions": [{"type": "Ready", "status": "True"}]})).ready
+    assert project_child(board({"phase": "Running"})).ready
+    assert not project_child({"kind": "Service", "metadata": {"name": "s"}, "status": {"ready": True}}).ready

@@ -1346,6 +1346,34 @@ def test_pytorch_tensorboard_child_named_like_the_job():
     assert [o for o in sim.step().create if o["kind"] == "TensorBoard"] == []
 
 
+def test_status_tensorboard_follows_the_tensorboard():
+    """§1.9: status.tensorboard says whether the TensorBoard is being created, there, or ready."""
+    tb = {"trainingLogFilesets": ["t9k://pvc/logs/run1"]}
+    sim = Sim(pytorch(name="j", tensorboardSpec=tb))
+    plan = sim.plan()
+    first = plan.status.tensorboard
+    assert first is not None and (first.action, first.ready, first.reason) == ("Create", False, "DependentCreating")
+    assert first.dependent == {"apiVersion": "tensorstack.dev/v1beta1", "kind": "TensorBoard", "name": "j",
+                               "namespace": "demo"}  # fmt: skip
+    sim.step()  # creates it; the next pass sees it
+    sim.step()
+    assert (sim.status.tensorboard.reason, sim.status.tensorboard.ready) == ("DependentNotReady", False)
+    ready = reconcile(sim.job, replace(sim.observed(), ready=frozenset({("TensorBoard", "j")})), sim.now)
+    board = ready.status.tensorboard
+    assert (board.action, board.ready, board.reason, board.type) == ("NOP", True, "DependentReady", "Normal")
+    assert board.note == "TensorBoard [j] is ready"
+    unserved = reconcile(sim.job, replace(sim.observed(), unserved=frozenset({"TensorBoard"})), sim.now)
+    assert (unserved.status.tensorboard.type, unserved.status.tensorboard.reason) == ("Warning", "DependentUnavailable")
+    assert Sim(pytorch(name="n")).plan().status.tensorboard is None
+
+
+def test_an_unserved_kind_is_never_planned():
+    tb = {"trainingLogFilesets": ["t9k://pvc/logs/run1"]}
+    sim = Sim(pytorch(name="j", tensorboardSpec=tb))
+    plan = reconcile(sim.job, replace(sim.observed(), unserved=frozenset({"TensorBoard"})), sim.now)
+    assert [o for o in plan.create if o["kind"] == "TensorBoard"] == []
+
+
 def test_deepspeed_exitcode_policy_restarts_all_only_for_retryable_codes():
     sim = started(deepspeed(2, name="ds", policy="ExitCode"))
     sim.fail("ds-worker-1", 1)

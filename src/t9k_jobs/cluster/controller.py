@@ -56,6 +56,7 @@ class Child:
     owner_uid: str | None  # uid in the controller owner reference
     deleting: bool
     pod: ObservedPod | None = None
+    ready: bool = False  # a TensorBoard that reports itself ready
 
 
 def job_key(kind: str, namespace: str, name: str) -> str:
@@ -81,7 +82,20 @@ def project_child(obj: dict[str, Any]) -> Child:
     deleting = bool(meta.get("deletionTimestamp"))
     pod = _project_pod(obj, labels, deleting) if obj.get("kind") == "Pod" else None
     return Child(
-        obj.get("kind", ""), namespace, meta["name"], meta.get("uid", ""), owner, owner_uid, deleting, pod
+        obj.get("kind", ""), namespace, meta["name"], meta.get("uid", ""), owner, owner_uid, deleting, pod,
+        ready=obj.get("kind") == "TensorBoard" and _reports_ready(obj.get("status") or {}),
+    )
+
+
+def _reports_ready(status: dict[str, Any]) -> bool:
+    """Whether a TensorBoard's status says it serves: ``ready: true``, a ``Ready`` condition that
+    is True, or phase ``Running`` (T9k documents no TensorBoard status shape; these are the
+    conventions its other resources and Kubernetes use)."""
+    if status.get("ready") is True or status.get("phase") == "Running":
+        return True
+    return any(
+        isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
     )
 
 
@@ -360,6 +374,7 @@ class Controller:
         """The job's children, as the engine sees them: only those whose controller is this job."""
         pods: dict[str, ObservedPod] = {}
         others: set[tuple[str, str]] = set()
+        ready: set[tuple[str, str]] = set()
         for (kind, name), c in self._children.get(key, {}).items():
             if uid and c.owner_uid != uid:
                 continue
@@ -367,12 +382,20 @@ class Controller:
                 pods[name] = c.pod
             else:
                 others.add((kind, name))
+                if c.ready:
+                    ready.add((kind, name))
         for kind in OPTIONAL_CHILDREN:
             if kind not in self.optional_kinds:
                 # Not served by this cluster: never planned as missing (a Warning says so once).
                 others.add((kind, job.name))
         others |= {("Secret", name) for name in self._secrets.get(key, ())}
-        return Observed(pods=pods, others=frozenset(others), conflicts=dict(self._conflicts.get(key, {})))
+        return Observed(
+            pods=pods,
+            others=frozenset(others),
+            conflicts=dict(self._conflicts.get(key, {})),
+            ready=frozenset(ready),
+            unserved=frozenset(k for k in OPTIONAL_CHILDREN if k not in self.optional_kinds),
+        )
 
     async def reconcile_key(self, key: str) -> str:
         """One pass for ``key``; returns the result label (success, skipped, requeue_after, invalid)."""

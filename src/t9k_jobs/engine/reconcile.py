@@ -35,6 +35,7 @@ from ..api.common import (
     Aggregate,
     Condition,
     ContainerStatus,
+    DependentStatus,
     JobStatus,
     ReplicaStatus,
     TaskStatus,
@@ -169,7 +170,7 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
     p.owned = children(job, addressing)
     for obj in p.owned:
         key = (obj["kind"], obj["metadata"]["name"])
-        if key not in observed.others and key not in observed.conflicts:
+        if key not in observed.others and key not in observed.conflicts and obj["kind"] not in observed.unserved:
             p.plan.create.append(obj)
     if observed.conflicts:
         # Names held by objects this job does not control: look again later, they may go away.
@@ -629,11 +630,38 @@ def _finish_status(p: _Pass, phase: str, outcome: Outcome | None) -> None:
             p.event("Normal", phase, f"{p.job.kind} {p.job.name} is {phase.lower()}")
     s.phase = phase  # type: ignore[assignment]
     s.conditions = _conditions(p, phase, outcome)
+    s.tensorboard = _tensorboard_status(p)
     now_init, before = s.condition("Initialized"), p.old.condition("Initialized")
     if now_init is not None and now_init.reason == "ChildConflict" and (
         before is None or (before.reason, before.message) != (now_init.reason, now_init.message)
     ):
         p.event("Warning", "ChildConflict", now_init.message)
+
+
+def _tensorboard_status(p: _Pass) -> DependentStatus | None:
+    """``status.tensorboard`` (reference §1.9): where the job's TensorBoard stands, ``None``
+    without a ``tensorboardSpec``. Ready when the TensorBoard reports itself ready."""
+    tb = next((o for o in p.owned if o["kind"] == "TensorBoard"), None)
+    if tb is None:
+        return None
+    name = tb["metadata"]["name"]
+    key = ("TensorBoard", name)
+    dependent = {"apiVersion": tb["apiVersion"], "kind": "TensorBoard", "name": name, "namespace": p.job.namespace}
+
+    def dep(action: str, note: str, ready: bool, reason: str, type_: str = "Normal") -> DependentStatus:
+        return DependentStatus(action=action, dependent=dependent, note=note, ready=ready, reason=reason, type=type_)  # type: ignore[arg-type]
+
+    if "TensorBoard" in p.observed.unserved:
+        return dep("NOP", f"TensorBoard [{name}] is not created: TensorBoards are not served here", False,
+                   "DependentUnavailable", "Warning")  # fmt: skip
+    if key in p.observed.conflicts:
+        return dep("NOP", f"TensorBoard [{name}] belongs to {p.observed.conflicts[key]}", False, "DependentConflict",
+                   "Warning")  # fmt: skip
+    if key not in p.observed.others:
+        return dep("Create", f"TensorBoard [{name}] is being created", False, "DependentCreating")
+    if key in p.observed.ready:
+        return dep("NOP", f"TensorBoard [{name}] is ready", True, "DependentReady")
+    return dep("NOP", f"TensorBoard [{name}] is not ready yet", False, "DependentNotReady")
 
 
 def _pod_made(p: _Pass, rs: ReplicaStatus) -> bool:

@@ -117,6 +117,8 @@ class ObservedPod:
 class Observed:
     """What exists now: the job's pods by name, and its other children as ``(kind, name)``.
 
+    A kind in ``unserved`` is never planned; the runtime lists its names in ``others`` as if made.
+
     ``conflicts``: ``(kind, name)`` of children the job needs whose name is taken by an object
     that this job does not control, mapped to who holds it (``"DeepSpeedJob/train"``, ``"no
     controller"``); a PyTorchTrainingJob and a DeepSpeedJob of one name in one namespace want the
@@ -126,6 +128,10 @@ class Observed:
     pods: dict[str, ObservedPod] = field(default_factory=dict)
     others: frozenset[tuple[str, str]] = frozenset()
     conflicts: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: ``(kind, name)`` of children that report themselves ready (a TensorBoard serving).
+    ready: frozenset[tuple[str, str]] = frozenset()
+    #: Kinds of optional children this runtime does not serve (no TensorBoard CRD, a local run).
+    unserved: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

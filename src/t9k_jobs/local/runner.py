@@ -321,17 +321,47 @@ class LocalRunner:
     def _changed(self) -> None:
         self.wake.set()
 
-    def _line(self, pod: str, container: str, text: str) -> None:
+    #: Whether a flush of job.log is scheduled for the end of this turn of the event loop.
+    job_log_flush_due = False
+
+    def _line(self, pod: str, container: str, lines: bytes) -> None:
+        """The sink of every container's output: ``lines`` (UTF-8, one or more lines joined by
+        ``b"\\n"``, see ``LineSink``) go to job.log as ``[prefix] line``, one block at a time, and
+        to the display."""
         prefix = pod[len(self.job.name) + 1 :] if pod.startswith(self.job.name + "-") else pod
         pod_obj = self.pods.get(pod)
         if pod_obj is not None and len(pod_obj.main) > 1:
             prefix = f"{prefix}/{container}"
+        tag = f"[{prefix}] ".encode()
         try:
-            self.job_log.write(f"[{prefix}] {text}\n")
-            self.job_log.flush()
+            # Bytes through the text file's buffer: the lines are UTF-8 already, and only this
+            # method writes job.log. Flushed once per turn of the event loop, not per line.
+            self.job_log.buffer.write(tag + lines.replace(b"\n", b"\n" + tag) + b"\n")
         except OSError as exc:
             self._fatal(f"cannot write {self.job_log.name}: {exc.strerror or exc}")
-        self.display.log(prefix, text)
+        self._flush_job_log_soon()
+        self.display.log(prefix, lines.decode("utf-8", errors="replace"))
+
+    def _flush_job_log_soon(self) -> None:
+        """Flush job.log at the end of this turn of the event loop: the blocks that several
+        containers' reads brought in one turn go out in one write, and job.log can be read
+        while the run goes on (it is complete once the run has closed it)."""
+        if self.job_log_flush_due:
+            return
+        try:
+            asyncio.get_running_loop().call_soon(self._flush_job_log)
+            self.job_log_flush_due = True
+        except RuntimeError:  # no loop (a direct call): flush now
+            self._flush_job_log()
+
+    def _flush_job_log(self) -> None:
+        self.job_log_flush_due = False
+        if self.job_log.closed:
+            return
+        try:
+            self.job_log.buffer.flush()
+        except OSError as exc:
+            self._fatal(f"cannot write {self.job_log.name}: {exc.strerror or exc}")
 
     def _fatal(self, message: str) -> None:
         """The run cannot go on (its directory cannot be written): stop every replica, exit 1."""
@@ -418,6 +448,7 @@ class LocalRunner:
         return Observed(
             pods={name: pod.observe() for name, pod in self.pods.items()},
             others=frozenset(self.others),
+            unserved=frozenset({"TensorBoard"}),  # no TensorBoard server runs locally; status says so
         )
 
     def _apply(self, plan: Plan) -> None:
