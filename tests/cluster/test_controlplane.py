@@ -84,6 +84,38 @@ def test_cel_rule_rejects_at_create(kube: Kube, namespace: str, spec: dict[str, 
     assert not kube.exists(job_path(namespace, "PyTorchTrainingJob", "bad"))
 
 
+@pytest.mark.parametrize("kind", ["PyTorchTrainingJob", "DeepSpeedJob"])
+def test_the_elastic_range_cannot_change_after_creation(kube: Kube, namespace: str, kind: str) -> None:
+    """T9k: minReplicas/maxReplicas "cannot be changed once the job is created" (a transition
+    rule in the CRD); expectedReplicas can."""
+    elastic = {"enabled": True, "minReplicas": 1, "maxReplicas": 4, "expectedReplicas": 2}
+    if kind == "PyTorchTrainingJob":
+        job = pytorch_job("elastic", torchrunConfig={"enabled": True}, elastic=elastic)
+    else:
+        job = {
+            "apiVersion": GROUP_VERSION,
+            "kind": "DeepSpeedJob",
+            "metadata": {"name": "elastic"},
+            "spec": {
+                "elastic": elastic,
+                "config": {"run": {"python": ["train.py"]}},
+                "worker": {"replicas": 2, "template": {"spec": {"containers": [{**CONTAINER, "name": "worker"}]}}},
+            },
+        }
+    path = job_path(namespace, kind, "elastic")
+    kube.create(job_path(namespace, kind), job)
+    patch = {"spec": {"elastic": {"expectedReplicas": 3}}}
+    assert kube.patch(path, patch)["spec"]["elastic"]["expectedReplicas"] == 3
+    for field, value in (("minReplicas", 2), ("maxReplicas", 8)):
+        with pytest.raises(KubeError) as err:
+            kube.patch(path, {"spec": {"elastic": {field: value}}})
+        assert err.value.status == 422, err.value
+        assert f"elastic.{field} cannot be changed once the job is created" in err.value.message
+    with pytest.raises(KubeError) as err:  # taking the range away is a change too
+        kube.patch(path, {"spec": {"elastic": {"maxReplicas": None}}})
+    assert err.value.status == 422, err.value
+
+
 def test_owned_pod_is_garbage_collected(kube: Kube, namespace: str) -> None:
     job = kube.create(job_path(namespace, "PyTorchTrainingJob"), pytorch_job("owner"))
     owner = {

@@ -81,3 +81,35 @@ def test_more_replicas_than_a_local_run_starts_is_refused(tmp_path: Path) -> Non
     assert out.returncode == 2, out
     assert "asks for 100000 replicas; a local run starts at most 256" in out.stderr
     assert out.stderr.strip().count("\n") == 0 and not (tmp_path / "t9k-runs").exists()
+
+
+def test_an_edit_of_the_elastic_range_is_refused_and_the_job_goes_on(tmp_path: Path) -> None:
+    """T9k: minReplicas/maxReplicas cannot change once the job is created (replicas started with
+    --nnodes=1:2 would disagree with later ones); the local reload refuses it as the CRD does."""
+    release = tmp_path / "release"
+    code = f"import os, time\nwhile not os.path.exists({str(release)!r}):\n    time.sleep(0.05)\n"
+    script = tmp_path / "wait.py"
+    script.write_text(code)
+    manifest = job("PyTorchTrainingJob", "stretchy", {
+        "torchrunConfig": {"enabled": True},
+        "elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 2, "expectedReplicas": 1},
+        "replicaSpecs": [{"type": "worker", "replicas": 1, "template": template(["python", str(script)])}],
+    })  # fmt: skip
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    output = tmp_path / "output"
+    with output.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "t9k_jobs.cli", "run", str(path), "--run-dir",
+                                 str(tmp_path / "run")], stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+    status = tmp_path / "run" / "status.yaml"
+    try:
+        _wait_for(lambda: "phase: Running" in (status.read_text() if status.exists() else "") or proc.poll() is not None)
+        manifest["spec"]["elastic"]["maxReplicas"] = 4
+        path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+        _wait_for(lambda: "spec.elastic.maxReplicas: cannot be changed" in output.read_text() or proc.poll() is not None)
+        release.write_text("go")
+        assert proc.wait(timeout=120) == 0, output.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "(2 -> 4) (edit ignored; the job goes on with the previous spec)" in output.read_text()

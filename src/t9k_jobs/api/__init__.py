@@ -41,6 +41,7 @@ __all__ = [
     "JobStatus",
     "ManifestError",
     "PyTorchTrainingJob",
+    "fixed_field_changes",
     "load_manifest",
     "parse_job",
 ]
@@ -109,6 +110,21 @@ def parse_job(data: Any, source: str = "<input>") -> Job:
     if problem:
         raise ManifestError([problem], source)
     return job
+
+
+def fixed_field_changes(old: Job, new: Job) -> list[str]:
+    """What an edit from ``old`` to ``new`` changes that cannot change after creation, one line each.
+
+    ``elastic.minReplicas`` and ``maxReplicas`` (reference §3.5: they "cannot be changed once the
+    job is created"; the CRDs hold the same rule). Empty when the edit may be applied.
+    """
+    out = []
+    for field, attr in (("minReplicas", "min_replicas"), ("maxReplicas", "max_replicas")):
+        before = getattr(getattr(old.spec, "elastic", None), attr, None)
+        after = getattr(getattr(new.spec, "elastic", None), attr, None)
+        if before != after:
+            out.append(f"spec.elastic.{field}: cannot be changed once the job is created ({before} -> {after})")
+    return out
 
 
 def _check_child_names(job: Job) -> str | None:

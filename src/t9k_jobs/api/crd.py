@@ -283,6 +283,22 @@ _ELASTIC_RULES = [
     },
 ]
 
+
+def _unchanged(field: str) -> dict[str, str]:
+    """A transition rule (on ``spec``, always present): ``elastic.<field>`` keeps its first value."""
+    def value(obj: str) -> str:
+        return f"(has({obj}.elastic) && has({obj}.elastic.{field}) ? {obj}.elastic.{field} : 0)"
+
+    return {
+        "rule": f"{value('self')} == {value('oldSelf')}",
+        "message": f"elastic.{field} cannot be changed once the job is created",
+    }
+
+
+#: The elastic range is fixed at creation (T9k: "cannot be changed once the job is created"):
+#: replicas started with --nnodes=min:max would disagree with those started after an edit.
+_ELASTIC_RANGE_FIXED = [_unchanged("minReplicas"), _unchanged("maxReplicas")]
+
 # kind -> {dotted path of an object node under the root schema -> CEL rules}.
 _RULES: dict[str, dict[str, list[dict[str, str]]]] = {
     "PyTorchTrainingJob": {
@@ -291,11 +307,13 @@ _RULES: dict[str, dict[str, list[dict[str, str]]]] = {
                 "rule": f"!has(self.elastic) || !{_enabled('self.elastic')} || "
                 f"(has(self.torchrunConfig) && {_enabled('self.torchrunConfig')})",
                 "message": "elastic training needs torchrunConfig.enabled: true",
-            }
+            },
+            *_ELASTIC_RANGE_FIXED,
         ],
         "spec.elastic": _ELASTIC_RULES,
     },
     "DeepSpeedJob": {
+        "spec": list(_ELASTIC_RANGE_FIXED),
         # CEL cannot see run.python/module/exec (they are string-or-list, so untyped in the
         # schema: the API server refuses rules that name them). "Exactly one" is
         # minProperties/maxProperties on run (see _PROPERTY_BOUNDS); this rule asks for run

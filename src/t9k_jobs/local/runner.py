@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from ..api import Job, ManifestError, load_manifest
+from ..api import Job, ManifestError, fixed_field_changes, load_manifest
 from ..api.kinds import ColossalAIJob, DeepSpeedJob
 from ..api.common import TERMINAL_PHASES
 from ..engine import Observed, Plan, materialize, reconcile
@@ -519,6 +519,9 @@ class LocalRunner:
             return
         if new.kind != self.job.kind or new.name != self.job.name:
             self.display.error("the edited manifest names another job; edit ignored")
+            return
+        for problem in fixed_field_changes(self.job, new):
+            self.display.error(f"{problem} (edit ignored; the job goes on with the previous spec)")
             return
         reason = cannot_run_reason(new)
         if reason is not None:
