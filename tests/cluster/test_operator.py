@@ -426,6 +426,41 @@ def test_elastic_scale_up_and_down(kube: Kube, namespace: str, operator: Operato
     assert st["backoffCount"] == 0, "scaling down is not a failure"
 
 
+def test_deepspeed_elastic_rescale_rewrites_the_hostfile_and_relaunches_the_launcher(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
+    """§4.7 on a real API server: the hostfile ConfigMap is patched (resourceVersion precondition),
+    worker-0 (the launcher) is replaced, worker-1 keeps its pod, the new worker gets its Service;
+    scaling down deletes the Service of the worker scaled away. No restart is counted."""
+    ns = namespace
+    obj = manifest("deepspeed-gpt.yaml", ns)
+    name = obj["metadata"]["name"]
+    obj["spec"]["elastic"] = {"enabled": True, "minReplicas": 1, "maxReplicas": 4, "expectedReplicas": 2}
+    create(kube, obj)
+    live = wait_pods(kube, ns, name, 2, operator)
+    run_all(kube, ns, name)
+    wait_phase(kube, ns, "DeepSpeedJob", name, "Running", operator)
+    launcher, other = live[f"{name}-worker-0"]["metadata"]["uid"], live[f"{name}-worker-1"]["metadata"]["uid"]
+    hostfile = core_path(ns, "configmaps", f"{name}-launch")
+    before = kube.get(hostfile)
+
+    kube.patch(job_path(ns, "DeepSpeedJob", name), {"spec": {"elastic": {"expectedReplicas": 3}}})
+    kube.wait_for(lambda: f"{name}-worker-2" in kube.get(hostfile)["data"]["hostfile"], what="hostfile rewritten")
+    assert kube.get(hostfile)["metadata"]["uid"] == before["metadata"]["uid"], "updated in place, not recreated"
+    relaunched = wait_replaced(kube, ns, name, f"{name}-worker-0", launcher)
+    assert f"{name}-worker-2" in " ".join(relaunched["spec"]["containers"][0]["command"])
+    live = wait_pods(kube, ns, name, 3, operator)
+    assert live[f"{name}-worker-1"]["metadata"]["uid"] == other
+    kube.wait_for(lambda: kube.exists(core_path(ns, "services", f"{name}-worker-2")), what="Service of worker-2")
+    assert "RelaunchingReplica" in kube.wait_for(lambda: reasons(kube, ns, name) & {"RelaunchingReplica"})
+
+    kube.patch(job_path(ns, "DeepSpeedJob", name), {"spec": {"elastic": {"expectedReplicas": 2}}})
+    kube.wait_for(lambda: not kube.exists(core_path(ns, "services", f"{name}-worker-2")), what="Service pruned")
+    kube.wait_for(lambda: f"{name}-worker-2" not in kube.get(hostfile)["data"]["hostfile"], what="hostfile shrunk")
+    st = status(kube, ns, "DeepSpeedJob", name)
+    assert st["backoffCount"] == 0 and st["phase"] == "Running", st
+
+
 def test_pod_deleted_by_someone_else_is_replaced(
     kube: Kube, namespace: str, operator: OperatorProcess
 ) -> None:

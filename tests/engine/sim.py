@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from t9k_jobs.api import parse_job
-from t9k_jobs.engine import ContainerState, Observed, ObservedPod, Plan, reconcile
+from t9k_jobs.engine import ContainerState, Observed, ObservedPod, Plan, reconcile, stamp_of
 
 LABEL_TYPE = "batch.tensorstack.dev/replica-type"
 LABEL_INDEX = "batch.tensorstack.dev/replica-index"
@@ -50,7 +50,11 @@ class Sim:
         return self.job.status
 
     def observed(self) -> Observed:
-        return Observed(pods=dict(self.pods), others=frozenset(self.others))
+        return Observed(
+            pods=dict(self.pods),
+            others=frozenset(self.others),
+            hashes={key: stamp_of(obj) for key, obj in self.others.items() if key[0] != "Secret"},
+        )
 
     def plan(self) -> Plan:
         """One reconcile pass on the current world, without applying it."""
@@ -94,6 +98,7 @@ class Sim:
                 phase="Pending",
                 containers=containers,
                 scheduled=False,
+                desired_hash=stamp_of(obj),
             )
             self.specs[name] = obj
             self.created.append(name)
@@ -101,6 +106,10 @@ class Sim:
                 self.schedule(name)
             elif start == "Running":
                 self.run(name)
+        for obj in plan.update:
+            key = (obj["kind"], obj["metadata"]["name"])
+            assert key in self.others, f"update of {key}, which does not exist"
+            self.others[key] = obj
         for d in plan.delete:
             if d.kind != "Pod":
                 self.others.pop((d.kind, d.name), None)

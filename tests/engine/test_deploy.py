@@ -147,14 +147,11 @@ def test_jobs_are_read_only_except_status() -> None:
     [r for r in (*kube.CORE_CHILDREN.values(), *kube.OPTIONAL_CHILDREN.values()) if r.kind != "Secret"],
     ids=lambda r: r.kind,
 )
-def test_children_can_be_watched_created_and_deleted_but_not_changed(res: Resource) -> None:
-    assert grants(CLUSTER_ROLE["rules"], res.group, res.plural) == {
-        "get",
-        "list",
-        "watch",
-        "create",
-        "delete",
-    }
+def test_children_can_be_watched_created_and_deleted_and_only_non_pods_patched(res: Resource) -> None:
+    """Pods are never changed in place (a new launch is a new pod); the other children are
+    patched to the spec's desired state (engine.desired), never replaced wholesale."""
+    verbs = {"get", "list", "watch", "create", "delete"}
+    assert grants(CLUSTER_ROLE["rules"], res.group, res.plural) == (verbs if res.kind == "Pod" else verbs | {"patch"})
 
 
 def test_secrets_can_only_be_created() -> None:
@@ -172,17 +169,18 @@ def test_exact_cluster_role() -> None:
             for resource in rule["resources"]:
                 granted.setdefault((group, resource), set()).update(rule["verbs"])
     children = {"get", "list", "watch", "create", "delete"}
+    updated = children | {"patch"}
     expected = {
         **{(GROUP, p): {"get", "list", "watch"} for p in PLURALS},
         **{(GROUP, f"{p}/status"): {"get", "update", "patch"} for p in PLURALS},
         **{(GROUP, f"{p}/finalizers"): {"update"} for p in PLURALS},
         ("", "pods"): children,
-        ("", "services"): children,
-        ("", "configmaps"): children,
+        ("", "services"): updated,
+        ("", "configmaps"): updated,
         ("", "secrets"): {"create"},
         ("", "events"): {"create", "patch"},
-        ("scheduler.tensorstack.dev", "podgroups"): children,
-        ("tensorstack.dev", "tensorboards"): children,
+        ("scheduler.tensorstack.dev", "podgroups"): updated,
+        ("tensorstack.dev", "tensorboards"): updated,
     }
     assert granted == expected
     assert ("", "pods/status") not in granted and ("", "pods/exec") not in granted

@@ -1383,18 +1383,46 @@ def test_deepspeed_exitcode_policy_restarts_all_only_for_retryable_codes():
     assert sorted(deleted_pods(sim.step())) == ["ds-worker-0", "ds-worker-1"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: DeepSpeed elastic scaling does not rewrite the hostfile "
-    "or restart worker-0 (reference §4.7); the Plan has no update operation",
-)
 def test_deepspeed_elastic_scale_up_reaches_the_launcher():
+    """§4.7: a new expectedReplicas rewrites the hostfile and relaunches worker-0 (the launcher),
+    without counting a restart; the other workers keep running."""
     elastic = {"enabled": True, "minReplicas": 1, "maxReplicas": 4, "expectedReplicas": 2}
     sim = started(deepspeed(2, name="ds", elastic=elastic))
+    worker1 = sim.pods["ds-worker-1"].uid
     sim.edit(elastic={**elastic, "expectedReplicas": 3})
+    plan = sim.step()
+    assert [o["metadata"]["name"] for o in plan.update] == ["ds-launch"]
+    assert deleted_pods(plan) == ["ds-worker-0"]
+    assert any(e.reason == "RelaunchingReplica" for e in plan.events)
     sim.settle()
     assert "ds-worker-2" in sim.others[("ConfigMap", "ds-launch")]["data"]["hostfile"]
     assert "ds-worker-2" in " ".join(sim.container("ds-worker-0", "worker")["command"])
+    assert sim.pods["ds-worker-1"].uid == worker1
+    assert sim.status.backoff_count == 0 and sim.status.phase == "Running"
+    assert all(rs.restart_count == 0 for t in sim.status.tasks for rs in t.replicas)
+
+
+def test_deepspeed_elastic_scale_down_prunes_services_and_relaunches():
+    elastic = {"enabled": True, "minReplicas": 1, "maxReplicas": 4, "expectedReplicas": 3}
+    sim = started(deepspeed(3, name="ds", elastic=elastic))
+    sim.edit(elastic={**elastic, "expectedReplicas": 2})
+    plan = sim.step()
+    assert ("Service", "ds-worker-2") in [(d.kind, d.name) for d in plan.delete]
+    assert sorted(deleted_pods(plan)) == ["ds-worker-0", "ds-worker-2"]
+    sim.settle()
+    assert ("Service", "ds-worker-2") not in sim.others
+    assert "ds-worker-2" not in sim.others[("ConfigMap", "ds-launch")]["data"]["hostfile"]
+    assert sorted(sim.live()) == ["ds-worker-0", "ds-worker-1"]
+
+
+def test_a_child_that_drifted_is_updated_and_an_unstamped_one_too():
+    """Children whose stamp differs from the desired one (edited by hand, or made by an older
+    operator without a stamp) are brought back; Secrets (unreadable) are never updated."""
+    sim = started(deepspeed(2, name="ds"))
+    sim.others[("ConfigMap", "ds-launch")] = {**sim.others[("ConfigMap", "ds-launch")], "metadata": {"name": "ds-launch"}}
+    plan = sim.step()
+    assert [o["metadata"]["name"] for o in plan.update] == ["ds-launch"]
+    assert sim.step().update == []
 
 
 def elastic_workers(expected: int) -> dict:

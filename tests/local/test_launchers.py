@@ -123,3 +123,47 @@ def test_a_stopped_colossalai_run_leaves_no_process(start) -> None:
     assert run.finish(60) == 143, run.output
     assert not ours(), [Path(f"/proc/{p}/cmdline").read_bytes() for p in ours()]
     assert not [p for p in _children(run.proc.pid)]
+
+
+def test_deepspeed_elastic_rescale_locally_rewrites_the_hostfile_and_relaunches(start, tmp_path: Path) -> None:
+    """§4.7 in a local run: raising expectedReplicas in the manifest rewrites the run's hostfile,
+    starts worker-1 and relaunches worker-0 with the new host count (every local worker is a
+    launcher), without counting a restart; the job then ends as usual."""
+    release = tmp_path / "release"
+    script = tmp_path / "wait.py"
+    script.write_text(
+        "import os, sys, time\n"
+        f"while not os.path.exists({str(release)!r}):\n"
+        "    time.sleep(0.05)\n"
+        "print('released', os.environ.get('RANK'), flush=True)\n"
+    )
+    manifest = {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "DeepSpeedJob",
+        "metadata": {"name": "ds-elastic"},
+        "spec": {
+            "elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 2, "expectedReplicas": 1},
+            "config": {"slotsPerWorker": 1, "run": {"python": [str(script)]}},
+            "worker": {"replicas": 1, "template": {"spec": {"containers": [{"name": "worker", "image": "local"}]}}},
+        },
+    }
+    run = start(manifest, "--quiet")
+    hostfile = run.run_dir / "children" / "configmap" / "ds-elastic-launch" / "hostfile"
+    first = run.wait_for(lambda s: s.get("phase") == "Running", timeout=120)
+    assert hostfile.read_text() == "worker-0 slots=1\n"
+    uid = {r["name"]: r.get("uid") for t in first["tasks"] for r in t["replicas"]}["ds-elastic-worker-0"]
+
+    manifest["spec"]["elastic"]["expectedReplicas"] = 2
+    run.manifest.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    status = run.wait_for(
+        lambda s: {r["name"]: (r["phase"], r.get("uid")) for t in s["tasks"] for r in t["replicas"]}.keys()
+        == {"ds-elastic-worker-0", "ds-elastic-worker-1"}
+        and all(r["phase"] == "Running" for t in s["tasks"] for r in t["replicas"])
+        and {r["name"]: r.get("uid") for t in s["tasks"] for r in t["replicas"]}["ds-elastic-worker-0"] != uid,
+        timeout=120,
+    )
+    assert hostfile.read_text() == "worker-0 slots=1\nworker-1 slots=1\n"
+    assert status["backoffCount"] == 0
+    assert "RelaunchingReplica" in (run.run_dir / "events.log").read_text()
+    release.write_text("go")
+    assert run.finish(300) == 0, run.output

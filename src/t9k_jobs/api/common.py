@@ -19,6 +19,9 @@ from pydantic.alias_generators import to_camel
 GROUP = "batch.tensorstack.dev"
 #: Annotation on a child whose content is made when it is created (an ssh Secret's key pair).
 ANNOTATION_GENERATE = f"{GROUP}/generate"
+#: On every child: a hash of the content the engine wants it to have (its spec, data, labels);
+#: a child whose hash differs from the desired one is brought up to date (see engine.desired).
+ANNOTATION_DESIRED_HASH = f"{GROUP}/desired-hash"
 VERSION = "v1beta1"
 API_VERSION = f"{GROUP}/{VERSION}"
 

@@ -27,7 +27,7 @@ import aiohttp
 
 from ..api import Job, ManifestError, parse_job
 from ..api.kinds import KINDS
-from ..engine import ContainerState, Observed, ObservedPod, Plan, materialize, reconcile, rfc3339
+from ..engine import ContainerState, Observed, ObservedPod, Plan, materialize, reconcile, rfc3339, stamp_of
 from ..frameworks.base import LABEL_OWNER_KIND, LABEL_OWNER_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from . import metrics
 from .client import CORE_CHILDREN, EVENTS, OPTIONAL_CHILDREN, ApiError, KubeClient, Resource
@@ -57,6 +57,8 @@ class Child:
     deleting: bool
     pod: ObservedPod | None = None
     ready: bool = False  # a TensorBoard that reports itself ready
+    resource_version: str = ""  # the precondition of an update
+    stamp: str = ""  # its desired-hash annotation (engine.desired)
 
 
 def job_key(kind: str, namespace: str, name: str) -> str:
@@ -84,6 +86,10 @@ def project_child(obj: dict[str, Any]) -> Child:
     return Child(
         obj.get("kind", ""), namespace, meta["name"], meta.get("uid", ""), owner, owner_uid, deleting, pod,
         ready=obj.get("kind") == "TensorBoard" and _reports_ready(obj.get("status") or {}),
+        # Kept for children that may be updated; a pod's would make every status write of the
+        # kubelet look like a change of what the engine reads.
+        resource_version="" if pod is not None else str(meta.get("resourceVersion") or ""),
+        stamp=stamp_of(obj),
     )
 
 
@@ -126,6 +132,7 @@ def _project_pod(obj: dict[str, Any], labels: dict[str, str], deleting: bool) ->
         scheduling_reason=(unscheduled.get("reason") or None) if unscheduled and not scheduled else None,
         scheduling_message=(unscheduled.get("message") or None) if unscheduled and not scheduled else None,
         init_containers=_project_containers(status.get("initContainerStatuses")),
+        desired_hash=stamp_of(obj) or None,
     )
 
 
@@ -375,6 +382,7 @@ class Controller:
         pods: dict[str, ObservedPod] = {}
         others: set[tuple[str, str]] = set()
         ready: set[tuple[str, str]] = set()
+        hashes: dict[tuple[str, str], str] = {}
         for (kind, name), c in self._children.get(key, {}).items():
             if uid and c.owner_uid != uid:
                 continue
@@ -382,6 +390,7 @@ class Controller:
                 pods[name] = c.pod
             else:
                 others.add((kind, name))
+                hashes[(kind, name)] = c.stamp
                 if c.ready:
                     ready.add((kind, name))
         for kind in OPTIONAL_CHILDREN:
@@ -393,6 +402,7 @@ class Controller:
             pods=pods,
             others=frozenset(others),
             conflicts=dict(self._conflicts.get(key, {})),
+            hashes=hashes,
             ready=frozenset(ready),
             unserved=frozenset(k for k in OPTIONAL_CHILDREN if k not in self.optional_kinds),
         )
@@ -464,6 +474,9 @@ class Controller:
                 # The namespace, and the job with it, is going away: the pass ends here (no
                 # deletes, no status, no events), and without an error, so nothing retries it.
                 return []
+        if plan.update:
+            results = await asyncio.gather(*(self._update(key, job, raw, o) for o in plan.update), return_exceptions=True)
+            errors += [r for r in results if isinstance(r, Exception)]
         if plan.delete:
             self.expectations.expect(key, deletes={f"{d.kind}/{d.name}" for d in plan.delete})
             results = await asyncio.gather(
@@ -607,6 +620,29 @@ class Controller:
                 held[(kind, name)] = holder
         if not held:
             del self._conflicts[key]
+
+    async def _update(self, key: str, job: Job, raw: dict[str, Any], obj: dict[str, Any]) -> None:
+        """Bring a child to ``obj`` (its desired state): a merge patch of its content, labels and
+        stamp, with the cached resourceVersion as the precondition (a 409 means the cache was
+        behind: the pass is retried with what the informer brings)."""
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        res = CORE_CHILDREN.get(kind) or OPTIONAL_CHILDREN[kind]
+        cached = self._children.get(key, {}).get((kind, name))
+        meta = obj["metadata"]
+        body: dict[str, Any] = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+        body["metadata"] = {"labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {}}
+        if cached is not None and cached.resource_version:
+            body["metadata"]["resourceVersion"] = cached.resource_version
+        try:
+            await self.client.patch(res, job.namespace, name, body)
+        except ApiError as exc:
+            metrics.API_ERRORS.labels(verb="patch", reason=exc.reason).inc()
+            if exc.status not in (404, 409):
+                self._emit_event(
+                    raw, "Warning", f"FailedUpdate{kind}", f"cannot update {kind.lower()} {name}: {exc.message}"
+                )
+            raise
+        log.info("%s: updated %s %s", key, kind, name)
 
     async def _delete(self, key: str, job: Job, d: Any) -> None:
         res = CORE_CHILDREN.get(d.kind) or OPTIONAL_CHILDREN[d.kind]

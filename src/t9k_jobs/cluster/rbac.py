@@ -110,6 +110,8 @@ def _rule(
 
 
 _CHILD_VERBS = ["get", "list", "watch", "create", "delete"]
+#: Children whose content can change with the spec (a hostfile, a minMember): also patched.
+_UPDATED_CHILD_VERBS = [*_CHILD_VERBS, "patch"]
 
 
 def cluster_role() -> dict[str, Any]:
@@ -137,8 +139,9 @@ def cluster_role() -> dict[str, Any]:
         # by us, so no pods/status.
         _rule(PODS.group, [PODS.plural], list(_CHILD_VERBS)),
         # Per-replica headless Services and launch ConfigMaps (hostfile): created and deleted
-        # with the job, watched label-selected.
-        _rule(SERVICES.group, [SERVICES.plural, CONFIGMAPS.plural], list(_CHILD_VERBS)),
+        # with the job, watched label-selected; patched when the spec changes what they hold
+        # (an elastic job's hostfile), and a scaled-away replica's Service deleted.
+        _rule(SERVICES.group, [SERVICES.plural, CONFIGMAPS.plural], list(_UPDATED_CHILD_VERBS)),
         # The jobs' ssh-key Secrets: created only. RBAC cannot filter by label, so any read
         # (get, list, watch) would reach every Secret of the cluster; the operator needs none
         # (it learns a Secret exists from its create, 201 or 409) and the garbage collector
@@ -149,8 +152,9 @@ def cluster_role() -> dict[str, Any]:
         _rule(EVENTS.group, [EVENTS.plural], ["create", "patch"]),
         # Optional children, used only when the API exists: T9k Scheduler pod groups
         # (gang scheduling) and the TensorBoard of a PyTorchTrainingJob's tensorboardSpec.
-        _rule(PODGROUPS.group, [PODGROUPS.plural], list(_CHILD_VERBS)),
-        _rule(TENSORBOARDS.group, [TENSORBOARDS.plural], list(_CHILD_VERBS)),
+        # Patched when their spec follows the job's (minMember, tensorboardSpec).
+        _rule(PODGROUPS.group, [PODGROUPS.plural], list(_UPDATED_CHILD_VERBS)),
+        _rule(TENSORBOARDS.group, [TENSORBOARDS.plural], list(_UPDATED_CHILD_VERBS)),
         # Whether the optional kinds are served is read from the discovery documents
         # (/apis/<group>/<version>), which every authenticated client may read: no rule.
     ]

@@ -8,7 +8,8 @@ from typing import Any
 
 from ..api.common import ANNOTATION_GENERATE
 from ..sshkeys import generate_ssh_keypair
-from .reconcile import build_pod, children, parse_time, reconcile, rfc3339
+from .desired import build_pod, children, desired_hash, stamp_of
+from .reconcile import parse_time, reconcile, rfc3339
 from .types import (
     Addressing,
     ClusterAddressing,
@@ -32,11 +33,13 @@ __all__ = [
     "Plan",
     "build_pod",
     "children",
+    "desired_hash",
     "materialize",
     "parse_time",
     "reconcile",
     "replica_name",
     "rfc3339",
+    "stamp_of",
 ]
 
 

@@ -42,8 +42,8 @@ from ..api.common import (
 )
 from ..api.kinds import JobBase
 from ..frameworks import BuildContext, Final, Framework, Outcome, ReplicaGroup, framework_for
-from ..frameworks.base import base_pod, container, pod_group, replica_service, tensorboard
-from .types import Addressing, ClusterAddressing, ContainerState, Delete, Event, Observed, ObservedPod, Plan
+from .desired import CLUSTER, build_pod, children, plan_children, relaunches
+from .types import Addressing, ContainerState, Delete, Event, Observed, ObservedPod, Plan
 
 ACTIVE = frozenset({"Creating", "Pending", "Running", "Unknown"})
 CONFLICT_RECHECK = 30.0  # seconds between looks at a child name held by someone else
@@ -57,7 +57,6 @@ BENIGN_WAITING = frozenset({"ContainerCreating", "PodInitializing"})
 _SAME_CAUSE = {"ImagePullBackOff": "ErrImagePull"}
 #: Longest reason message kept in the status (a scheduler's or a start error's can be long).
 MESSAGE_LIMIT = 512
-_CLUSTER = ClusterAddressing()
 
 
 def rfc3339(now: float) -> str:
@@ -68,55 +67,6 @@ def rfc3339(now: float) -> str:
 def parse_time(text: str) -> float:
     """Inverse of :func:`rfc3339`; raises ``ValueError`` on another format."""
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
-
-
-def children(job: JobBase, addressing: Addressing = _CLUSTER) -> list[dict[str, Any]]:
-    """Every object other than pods that ``job`` owns, in creation order."""
-    fw = framework_for(job)
-    groups = fw.groups(job)
-    ctx = BuildContext(addressing)
-    out: list[dict[str, Any]] = list(fw.extra_children(job, groups, ctx))
-    for g in groups:
-        if g.service_ports is None:
-            continue
-        out += [replica_service(job, g, i) for i in range(g.replicas)]
-    group_obj = pod_group(job, fw.pod_group_min_member(job, groups))
-    if group_obj is not None:
-        out.append(group_obj)
-    tb = tensorboard(job, fw.tensorboard_spec(job))
-    if tb is not None:
-        out.append(tb)
-    return out
-
-
-def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext) -> dict[str, Any]:
-    """The pod of replica ``index`` of ``group``, with run-mode overrides applied [§1.5].
-
-    Debug mode replaces the training container's command with the debug command (per type,
-    else the kind's default) and clears its args; resumed jobs apply ``resumeSpecs``.
-    ``skipInitContainer`` drops the init containers.
-    """
-    fw = framework_for(job)
-    pod = base_pod(job, group, index)
-    fw.decorate(job, group, index, pod, ctx)
-    mode = job.run_mode
-    c = container(pod, group.training_container)
-    if mode.debug_enabled and mode.debug is not None:
-        spec = mode.debug.for_type(group.type)
-        c["command"] = list(spec.command) if spec and spec.command else list(group.debug_command)
-        c["args"] = []
-        if spec and spec.skip_init_container:
-            pod["spec"].pop("initContainers", None)
-    elif ctx.resumed and mode.pause is not None:
-        resume = mode.pause.for_type(group.type)
-        if resume is not None:
-            if resume.command is not None:
-                c["command"] = list(resume.command)
-            if resume.args is not None:
-                c["args"] = list(resume.args)
-            if resume.skip_init_container:
-                pod["spec"].pop("initContainers", None)
-    return pod
 
 
 @dataclass
@@ -146,14 +96,14 @@ class _Pass:
         return None
 
     def delete_pod(self, pod: ObservedPod, reason: str) -> None:
-        if not pod.deleting and all(d.name != pod.name for d in self.plan.delete):
+        if not pod.deleting and all((d.kind, d.name) != ("Pod", pod.name) for d in self.plan.delete):
             self.plan.delete.append(Delete("Pod", pod.name, pod.uid, reason))
 
     def event(self, type_: str, reason: str, message: str) -> None:
         self.plan.events.append(Event(type_, reason, message))  # type: ignore[arg-type]
 
 
-def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressing = _CLUSTER) -> Plan:
+def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressing = CLUSTER) -> Plan:
     """Decide what to do about ``job`` given what exists (``observed``) at time ``now``.
 
     ``now`` is seconds since the epoch. ``addressing`` maps replicas to hosts and ports
@@ -168,10 +118,7 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
     status.observed_generation = job.metadata.generation
 
     p.owned = children(job, addressing)
-    for obj in p.owned:
-        key = (obj["kind"], obj["metadata"]["name"])
-        if key not in observed.others and key not in observed.conflicts and obj["kind"] not in observed.unserved:
-            p.plan.create.append(obj)
+    p.plan.create, p.plan.update, p.plan.delete = plan_children(p.owned, observed)
     if observed.conflicts:
         # Names held by objects this job does not control: look again later, they may go away.
         p.plan.requeue_after = CONFLICT_RECHECK
@@ -240,6 +187,7 @@ def _walk_replicas(p: _Pass) -> None:
     desired: set[str] = set()
     debug = p.job.run_mode.debug_enabled
     resuming = p.old.phase in ("Paused", "Resuming")
+    relaunch = relaunches(p.job, p.fw, p.groups, p.observed, p.ctx)
     for g in p.groups:
         for i in range(g.replicas):
             name = g.pod_name(p.job.name, i)
@@ -255,6 +203,12 @@ def _walk_replicas(p: _Pass) -> None:
                 # Creating without a uid, so it is never mistaken for one being replaced.
                 p.delete_pod(pod, "Restart")
                 p.replicas[name] = prev.model_copy()
+            elif name in relaunch:
+                # Its launch changed (the host list of an elastic launcher): replaced like a
+                # restart, but the job asked for it, so no restart or backoff is counted.
+                p.delete_pod(pod, "Relaunch")
+                p.replicas[name] = _from_pod(pod, rc).model_copy(update={"phase": "Creating", "uid": pod.uid})
+                p.event("Normal", "RelaunchingReplica", f"relaunching {name}: the replicas it launches changed")
             elif prev is None and pod.deleting:
                 # Scaled away earlier and wanted again before its pod is gone: recreate it once
                 # the pod is gone, like a restart but without counting one.

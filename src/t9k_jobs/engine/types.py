@@ -73,6 +73,8 @@ class ObservedPod:
     scheduling_reason: str | None = None
     scheduling_message: str | None = None
     init_containers: tuple[ContainerState, ...] = ()
+    #: The pod's ``desired-hash`` annotation: what it was built from (None when absent).
+    desired_hash: str | None = None
 
     @property
     def effective_phase(self) -> PodPhase:
@@ -128,6 +130,9 @@ class Observed:
     pods: dict[str, ObservedPod] = field(default_factory=dict)
     others: frozenset[tuple[str, str]] = frozenset()
     conflicts: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: ``(kind, name)`` -> the ``desired-hash`` annotation of the child ("" when it has none);
+    #: a child left out (a Secret, which the operator cannot read) is never updated.
+    hashes: dict[tuple[str, str], str] = field(default_factory=dict)
     #: ``(kind, name)`` of children that report themselves ready (a TensorBoard serving).
     ready: frozenset[tuple[str, str]] = frozenset()
     #: Kinds of optional children this runtime does not serve (no TensorBoard CRD, a local run).
@@ -164,6 +169,9 @@ class Plan:
     """
 
     create: list[dict[str, Any]] = field(default_factory=list)
+    #: Children (never pods) to bring to this desired state: the runtime replaces their content
+    #: (the operator with the cached resourceVersion as a precondition).
+    update: list[dict[str, Any]] = field(default_factory=list)
     delete: list[Delete] = field(default_factory=list)
     status: JobStatus = field(default_factory=JobStatus)
     events: list[Event] = field(default_factory=list)
@@ -176,6 +184,7 @@ class Plan:
         return (
             self.status.phase in ("Succeeded", "Failed")
             and not self.create
+            and not self.update
             and not self.delete
             and self.requeue_after is None
         )

@@ -153,6 +153,11 @@ class Framework(abc.ABC):
     def tensorboard_spec(self, job: JobBase) -> dict[str, Any] | None:
         return None
 
+    def relaunch_on_change(self, job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext) -> bool:
+        """Whether this replica's running pod is replaced (without counting a restart) when the
+        pod wanted now differs from the one it runs: a launcher whose host list changed."""
+        return False
+
 
 # --------------------------------------------------------------------------- shared helpers
 

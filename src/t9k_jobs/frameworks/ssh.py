@@ -277,6 +277,12 @@ class DeepSpeedFramework(Framework):
             return job.spec.elastic.min_replicas
         return super().pod_group_min_member(job, groups)
 
+    def relaunch_on_change(self, job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext) -> bool:
+        """Elastic: a change of ``expectedReplicas`` rewrites the hostfile and relaunches the
+        launcher, worker-0 (reference §4.7); locally every worker runs a launcher of its own."""
+        assert isinstance(job, DeepSpeedJob)
+        return job.spec.elastic_enabled and (index == 0 or ctx.addressing.local)
+
     def hostfile(self, job: DeepSpeedJob, ctx: BuildContext) -> str:
         """DeepSpeed hostfile: ``<worker host> slots=<slotsPerWorker>`` per worker. Locally every
         host is this machine, so the lines name the workers (``worker-<i>``): with ``--no_ssh`` the
@@ -316,6 +322,7 @@ class DeepSpeedFramework(Framework):
             job,
             [
                 f"--hostfile={hostfile}",
+                f"--num_nodes={self.groups(job)[0].replicas}",
                 "--no_ssh",
                 f"--node_rank={index}",
                 f"--master_addr={ctx.addressing.host(job.name, 'worker', 0)}",

@@ -28,7 +28,7 @@ import yaml
 from ..api import Job, ManifestError, fixed_field_changes, load_manifest
 from ..api.kinds import ColossalAIJob, DeepSpeedJob
 from ..api.common import TERMINAL_PHASES
-from ..engine import Observed, Plan, materialize, reconcile
+from ..engine import Observed, Plan, materialize, reconcile, stamp_of
 from ..frameworks import framework_for
 from ..render import to_yaml
 from .display import Display
@@ -448,6 +448,7 @@ class LocalRunner:
         return Observed(
             pods={name: pod.observe() for name, pod in self.pods.items()},
             others=frozenset(self.others),
+            hashes={(o["kind"], o["metadata"]["name"]): stamp_of(o) for o in self.objects},
             unserved=frozenset({"TensorBoard"}),  # no TensorBoard server runs locally; status says so
         )
 
@@ -462,6 +463,17 @@ class LocalRunner:
                 made = materialize(obj)
                 self.objects.append(made)
                 write_child_files(self.addressing, made)
+                made_objects = True
+        for obj in plan.update:  # the desired content of a child: its files are written again
+            key = (obj["kind"], obj["metadata"]["name"])
+            made = materialize(obj)
+            self.objects = [made if (o["kind"], o["metadata"]["name"]) == key else o for o in self.objects]
+            write_child_files(self.addressing, made)
+            made_objects = True
+        for delete in plan.delete:
+            if delete.kind != "Pod" and (delete.kind, delete.name) in self.others:
+                self.others.discard((delete.kind, delete.name))
+                self.objects = [o for o in self.objects if (o["kind"], o["metadata"]["name"]) != (delete.kind, delete.name)]
                 made_objects = True
         if made_objects:
             (self.run_dir / "objects.yaml").write_text(to_yaml(self.objects), encoding="utf-8")

@@ -1,0 +1,145 @@
+"""The desired state of a job's children, and how a child that drifted from it is found.
+
+:func:`children` and :func:`build_pod` build what the job wants to exist. Every object built is
+stamped with :data:`~t9k_jobs.api.common.ANNOTATION_DESIRED_HASH`, a hash of its content; the
+runtimes report the stamp of what exists (:attr:`Observed.hashes`, :attr:`ObservedPod.desired_hash`),
+so a child whose content must change (the DeepSpeed hostfile when ``expectedReplicas`` changes,
+a PodGroup's ``minMember``) is found by comparing two strings, and updated (:attr:`Plan.update`).
+A pod is never updated in place: a replica whose framework asks for it
+(:meth:`Framework.relaunch_on_change`) is relaunched when its pod's stamp differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from ..api.common import ANNOTATION_DESIRED_HASH
+from ..api.kinds import JobBase
+from ..frameworks import BuildContext, Framework, ReplicaGroup, framework_for
+from ..frameworks.base import base_pod, container, pod_group, replica_service, tensorboard
+from .types import Addressing, ClusterAddressing, Delete, Observed
+
+CLUSTER = ClusterAddressing()
+#: Children deleted when no longer desired (a replica scaled away leaves its Service).
+PRUNED_KINDS = frozenset({"Service"})
+
+
+def desired_hash(obj: dict[str, Any]) -> str:
+    """16 hex digits of SHA-256 over ``obj``'s content: everything but its metadata, plus its
+    labels and annotations (the hash annotation itself left out). Stable across processes."""
+    meta = obj.get("metadata") or {}
+    content = {k: v for k, v in obj.items() if k != "metadata"}
+    content["labels"] = meta.get("labels") or {}
+    content["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items() if k != ANNOTATION_DESIRED_HASH}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _stamped(obj: dict[str, Any]) -> dict[str, Any]:
+    digest = desired_hash(obj)
+    obj.setdefault("metadata", {}).setdefault("annotations", {})[ANNOTATION_DESIRED_HASH] = digest
+    return obj
+
+
+def stamp_of(obj: dict[str, Any]) -> str:
+    """The hash an object was stamped with ("" when it has none)."""
+    return str(((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_DESIRED_HASH, ""))
+
+
+def children(job: JobBase, addressing: Addressing = CLUSTER) -> list[dict[str, Any]]:
+    """Every object other than pods that ``job`` owns, in creation order, each stamped."""
+    fw = framework_for(job)
+    groups = fw.groups(job)
+    ctx = BuildContext(addressing)
+    out: list[dict[str, Any]] = list(fw.extra_children(job, groups, ctx))
+    for g in groups:
+        if g.service_ports is None:
+            continue
+        out += [replica_service(job, g, i) for i in range(g.replicas)]
+    group_obj = pod_group(job, fw.pod_group_min_member(job, groups))
+    if group_obj is not None:
+        out.append(group_obj)
+    tb = tensorboard(job, fw.tensorboard_spec(job))
+    if tb is not None:
+        out.append(tb)
+    return [_stamped(o) for o in out]
+
+
+def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext) -> dict[str, Any]:
+    """The pod of replica ``index`` of ``group``, with run-mode overrides applied [§1.5], stamped.
+
+    Debug mode replaces the training container's command with the debug command (per type,
+    else the kind's default) and clears its args; resumed jobs apply ``resumeSpecs``.
+    ``skipInitContainer`` drops the init containers.
+    """
+    fw = framework_for(job)
+    pod = base_pod(job, group, index)
+    fw.decorate(job, group, index, pod, ctx)
+    mode = job.run_mode
+    c = container(pod, group.training_container)
+    if mode.debug_enabled and mode.debug is not None:
+        spec = mode.debug.for_type(group.type)
+        c["command"] = list(spec.command) if spec and spec.command else list(group.debug_command)
+        c["args"] = []
+        if spec and spec.skip_init_container:
+            pod["spec"].pop("initContainers", None)
+    elif ctx.resumed and mode.pause is not None:
+        resume = mode.pause.for_type(group.type)
+        if resume is not None:
+            if resume.command is not None:
+                c["command"] = list(resume.command)
+            if resume.args is not None:
+                c["args"] = list(resume.args)
+            if resume.skip_init_container:
+                pod["spec"].pop("initContainers", None)
+    return _stamped(pod)
+
+
+def plan_children(
+    owned: list[dict[str, Any]], observed: Observed
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Delete]]:
+    """``(create, update, delete)`` that bring the children other than pods to ``owned``.
+
+    Missing children are created (not those whose name another object holds, nor kinds the
+    runtime does not serve); children whose reported stamp differs are updated; Services no
+    longer desired (replicas scaled away) are deleted.
+    """
+    create: list[dict[str, Any]] = []
+    update: list[dict[str, Any]] = []
+    wanted: set[tuple[str, str]] = set()
+    for obj in owned:
+        key = (obj["kind"], obj["metadata"]["name"])
+        wanted.add(key)
+        if key in observed.conflicts or obj["kind"] in observed.unserved:
+            continue
+        if key not in observed.others:
+            create.append(obj)
+        elif key in observed.hashes and observed.hashes[key] != stamp_of(obj):
+            update.append(obj)
+    delete = [
+        Delete(kind, name, None, "ScaledDown")
+        for kind, name in sorted(observed.others - wanted)
+        if kind in PRUNED_KINDS
+    ]
+    return create, update, delete
+
+
+def relaunches(
+    job: JobBase, fw: Framework, groups: list[ReplicaGroup], observed: Observed, ctx: BuildContext
+) -> dict[str, str]:
+    """Replicas whose running pod was built from another launch than the one wanted now, by pod
+    name, with the new stamp; only replicas the framework relaunches on change are looked at."""
+    out: dict[str, str] = {}
+    for g in groups:
+        for i in range(g.replicas):
+            if not fw.relaunch_on_change(job, g, i, ctx):
+                continue
+            pod = observed.pods.get(g.pod_name(job.name, i))
+            if pod is None or pod.deleting or pod.terminal or pod.desired_hash is None:
+                continue
+            wanted = stamp_of(build_pod(job, g, i, ctx))
+            if pod.desired_hash != wanted:
+                out[pod.name] = wanted
+    return out
