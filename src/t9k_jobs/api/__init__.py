@@ -17,7 +17,6 @@ from typing import Any, BinaryIO
 from pydantic import BaseModel, ValidationError
 
 from .common import API_VERSION, GROUP, VERSION, JobStatus
-from .reading import ReadError, decode, parse_documents, read_source
 from .kinds import (
     KINDS,
     ColossalAIJob,
@@ -27,6 +26,7 @@ from .kinds import (
     JobBase,
     PyTorchTrainingJob,
 )
+from .reading import ReadError, decode, parse_documents, read_source
 
 __all__ = [
     "API_VERSION",

@@ -10,7 +10,6 @@ into the current one.
 
 from __future__ import annotations
 
-
 import shlex
 from typing import Annotated, Any, ClassVar, Literal, Union
 

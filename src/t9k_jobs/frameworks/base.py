@@ -14,9 +14,9 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..api.common import ANNOTATION_GENERATE, GROUP
-from ..api.kinds import JobBase
 from ..addressing import Addressing, replica_name
+from ..api.common import ANNOTATION_GENERATE, GROUP  # noqa: F401 - re-exported
+from ..api.kinds import JobBase
 
 TENSORSTACK = "tensorstack.dev"
 LABEL_OWNER_KIND = "tensorstack.dev/owner-kind"

@@ -199,14 +199,14 @@ WAIT_BANNER_FUNCTION = (
 )
 
 
-_WRITE_ENV_FILE_PY = f"""import os, sys
+_WRITE_ENV_FILE_PY = """import os, sys
 lines = []
 for name in sys.argv[2:]:
     value = os.environ.get(name)
     if value is None:
         continue
     if "\\n" in value:
-        print(f"t9k-jobs: {{name}} holds a newline; DeepSpeed's env file has one NAME=VALUE a line,"
+        print(f"t9k-jobs: {name} holds a newline; DeepSpeed's env file has one NAME=VALUE a line,"
               " so the other workers do not get it", file=sys.stderr)
         continue
     lines.append(name + "=" + "".join("\\\\" + c if c in '\\\\$`"' else c for c in value) + "\\n")

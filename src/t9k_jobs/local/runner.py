@@ -26,8 +26,8 @@ from typing import Any
 import yaml
 
 from ..api import Job, ManifestError, fixed_field_changes, load_manifest
-from ..api.kinds import ColossalAIJob, DeepSpeedJob
 from ..api.common import TERMINAL_PHASES
+from ..api.kinds import ColossalAIJob, DeepSpeedJob
 from ..engine import Observed, Plan, materialize, reconcile, stamp_of
 from ..frameworks import framework_for
 from ..render import to_yaml

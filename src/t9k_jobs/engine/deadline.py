@@ -1,0 +1,43 @@
+"""``activeDeadlineSeconds`` [§1.4]: counted from ``status.startTime``, which the first pass that
+acts on the job sets (as Kubernetes' Job controller does) and a pause clears (as a suspended
+Job's); past it, every running replica is stopped and the job fails with DeadlineExceeded."""
+
+from __future__ import annotations
+
+from ..frameworks import Outcome
+from .context import Pass, parse_time, rfc3339
+from .outcome import end
+from .replicas import refresh_replicas
+
+
+def _deadline(p: Pass) -> int | None:
+    policy = getattr(p.job.spec, "run_policy", None)
+    return getattr(policy, "active_deadline_seconds", None)
+
+
+def deadline_passed(p: Pass) -> bool:
+    """End the job if its deadline has passed (True); else ask to look again when it will."""
+    deadline = _deadline(p)
+    if not deadline or not p.status.start_time:
+        return False
+    ends = parse_time(p.status.start_time) + deadline
+    if p.now < ends:
+        p.plan.requeue_after = min(ends - p.now, p.plan.requeue_after or ends - p.now)
+        return False
+    message = f"{p.job.kind} {p.job.name} has failed: it was active longer than activeDeadlineSeconds ({deadline}s)"
+    for pod in p.observed.pods.values():
+        if not pod.terminal:
+            p.delete_pod(pod, "DeadlineExceeded")
+    refresh_replicas(p)
+    end(p, Outcome(False, message, reason="DeadlineExceeded"))
+    return True
+
+
+def start_clock(p: Pass) -> None:
+    """Set ``startTime`` on the first pass that acts on the job, and wake up at its deadline."""
+    if p.status.start_time:
+        return
+    p.status.start_time = rfc3339(p.now)
+    deadline = _deadline(p)
+    if deadline:
+        p.plan.requeue_after = min(float(deadline), p.plan.requeue_after or float(deadline))
