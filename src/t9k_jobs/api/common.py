@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 GROUP = "batch.tensorstack.dev"
@@ -35,6 +35,17 @@ RETRYABLE_EXIT_CODES: frozenset[int] = frozenset({130, 137, 143, 138})
 #: Bounds of Kubernetes' int32 and int64 fields (counts are int32, durations in seconds int64).
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
+
+
+def _within_int64(value: int) -> int:
+    if value > INT64_MAX:
+        raise ValueError(f"must be at most {INT64_MAX} (an int64)")
+    return value
+
+
+#: A positive int64 field: bounded when validated, ``format: int64`` in the CRD (a ``maximum`` of
+#: 2**63-1 would not survive the API server, which reads schema numbers as float64).
+PositiveInt64 = Annotated[int, Field(gt=0, json_schema_extra={"format": "int64"}), AfterValidator(_within_int64)]
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -152,7 +163,7 @@ class RunPolicy(Model):
     is shared by all replicas (T9k docs).
     """
 
-    active_deadline_seconds: Annotated[int, Field(gt=0, le=INT64_MAX)] | None = None
+    active_deadline_seconds: PositiveInt64 | None = None
     backoff_limit: Annotated[int, Field(ge=0, le=INT32_MAX)] = 3
     clean_up_policy: CleanUpPolicyName = "None"
 

@@ -27,7 +27,17 @@ import aiohttp
 
 from ..api import Job, ManifestError, parse_job
 from ..api.kinds import KINDS
-from ..engine import ContainerState, Observed, ObservedPod, Plan, materialize, reconcile, rfc3339, stamp_of
+from ..engine import (
+    ContainerState,
+    Observed,
+    ObservedPod,
+    Plan,
+    generation_label,
+    materialize,
+    reconcile,
+    rfc3339,
+    stamp_of,
+)
 from ..frameworks.base import LABEL_OWNER_KIND, LABEL_OWNER_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from . import metrics
 from .client import CORE_CHILDREN, EVENTS, OPTIONAL_CHILDREN, ApiError, KubeClient, Resource
@@ -133,6 +143,7 @@ def _project_pod(obj: dict[str, Any], labels: dict[str, str], deleting: bool) ->
         scheduling_message=(unscheduled.get("message") or None) if unscheduled and not scheduled else None,
         init_containers=_project_containers(status.get("initContainerStatuses")),
         desired_hash=stamp_of(obj) or None,
+        generation=generation_label(labels),
     )
 
 

@@ -19,6 +19,7 @@ from .types import (
     Observed,
     ObservedPod,
     Plan,
+    generation_label,
     replica_name,
 )
 
@@ -34,6 +35,7 @@ __all__ = [
     "build_pod",
     "children",
     "desired_hash",
+    "generation_label",
     "materialize",
     "parse_time",
     "reconcile",

@@ -18,7 +18,14 @@ from typing import Any
 from ..api.common import ANNOTATION_DESIRED_HASH
 from ..api.kinds import JobBase
 from ..frameworks import BuildContext, Framework, ReplicaGroup, framework_for
-from ..frameworks.base import base_pod, container, pod_group, replica_service, tensorboard
+from ..frameworks.base import (
+    LABEL_RESTART_GENERATION,
+    base_pod,
+    container,
+    pod_group,
+    replica_service,
+    tensorboard,
+)
 from .types import Addressing, ClusterAddressing, Delete, Observed
 
 CLUSTER = ClusterAddressing()
@@ -67,8 +74,11 @@ def children(job: JobBase, addressing: Addressing = CLUSTER) -> list[dict[str, A
     return [_stamped(o) for o in out]
 
 
-def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext) -> dict[str, Any]:
+def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext, generation: int = 0) -> dict[str, Any]:
     """The pod of replica ``index`` of ``group``, with run-mode overrides applied [§1.5], stamped.
+
+    ``generation`` is the replica's restart count, set as the pod's
+    :data:`~t9k_jobs.frameworks.base.LABEL_RESTART_GENERATION` label.
 
     Debug mode replaces the training container's command with the debug command (per type,
     else the kind's default) and clears its args; resumed jobs apply ``resumeSpecs``.
@@ -76,6 +86,7 @@ def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext) 
     """
     fw = framework_for(job)
     pod = base_pod(job, group, index)
+    pod["metadata"]["labels"][LABEL_RESTART_GENERATION] = str(generation)
     fw.decorate(job, group, index, pod, ctx)
     mode = job.run_mode
     c = container(pod, group.training_container)
@@ -139,7 +150,7 @@ def relaunches(
             pod = observed.pods.get(g.pod_name(job.name, i))
             if pod is None or pod.deleting or pod.terminal or pod.desired_hash is None:
                 continue
-            wanted = stamp_of(build_pod(job, g, i, ctx))
+            wanted = stamp_of(build_pod(job, g, i, ctx, pod.generation or 0))
             if pod.desired_hash != wanted:
                 out[pod.name] = wanted
     return out

@@ -89,8 +89,10 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
 
     apply_restarts(p)
     for g, i in p.creates:
-        if ("Pod", g.pod_name(job.name, i)) not in observed.conflicts:
-            p.plan.create.append(build_pod(job, g, i, ctx))
+        name = g.pod_name(job.name, i)
+        if ("Pod", name) not in observed.conflicts:
+            generation = p.replicas[name].restart_count if name in p.replicas else 0
+            p.plan.create.append(build_pod(job, g, i, ctx, generation))
     report_waiting(p)
     finish_status(p, active_phase(p), None)
     return p.plan

@@ -26,6 +26,14 @@ def walk_replicas(p: Pass) -> None:
             pod = p.observed.pods.get(name)
             if pod is None:
                 missing(p, g, i, name, prev, rc, resuming, debug)
+            elif pod.generation is not None and pod.generation < rc:
+                # A pod of an earlier restart generation (its label says which): the one being
+                # replaced. Make sure its deletion is under way; the replica waits for the new one.
+                p.delete_pod(pod, "Restart")
+                if prev is not None and prev.phase == "Creating" and prev.uid == pod.uid:
+                    p.replicas[name] = prev.model_copy()  # as the restart recorded it
+                else:
+                    p.replicas[name] = from_pod(pod, rc).model_copy(update={"phase": "Creating", "uid": pod.uid})
             elif prev is not None and prev.phase == "Creating" and prev.uid and pod.uid == prev.uid:
                 # The pod we are replacing (the restart marker names its uid): make sure its
                 # deletion is under way. A new pod waiting to be scheduled is reported as

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from ..addressing import Addressing, ClusterAddressing, replica_name
 from ..api.common import JobStatus
+from ..frameworks.base import LABEL_RESTART_GENERATION
 
 __all__ = [
     "Addressing",
@@ -46,6 +47,12 @@ class ContainerState:
     message: str | None = None
 
 
+def generation_label(labels: dict[str, str]) -> int | None:
+    """The restart generation a pod's labels carry, ``None`` when absent or not a number."""
+    value = labels.get(LABEL_RESTART_GENERATION)
+    return int(value) if value is not None and value.isdigit() else None
+
+
 @dataclass(frozen=True)
 class ObservedPod:
     """A slim projection of a replica pod, as the cache keeps it.
@@ -75,6 +82,9 @@ class ObservedPod:
     init_containers: tuple[ContainerState, ...] = ()
     #: The pod's ``desired-hash`` annotation: what it was built from (None when absent).
     desired_hash: str | None = None
+    #: The pod's ``restart-generation`` label: the replica's restart count it was made for
+    #: (None when absent, a pod made before the label existed).
+    generation: int | None = None
 
     @property
     def effective_phase(self) -> PodPhase:

@@ -28,6 +28,10 @@ LABEL_GROUP_NAME = "scheduler.tensorstack.dev/group-name"
 LABEL_QUEUE = "scheduler.tensorstack.dev/queue"
 LABEL_REPLICA_TYPE = f"{GROUP}/replica-type"
 LABEL_REPLICA_INDEX = f"{GROUP}/replica-index"
+#: On every replica pod: the replica's restart count when the pod was made, its restart
+#: generation. A pod of an earlier generation than the replica's count in the job status is
+#: one being replaced (as JobSet's restart-attempt label).
+LABEL_RESTART_GENERATION = f"{GROUP}/restart-generation"
 T9K_SCHEDULER_NAME = "t9k-scheduler"
 DEFAULT_DEBUG_COMMAND: tuple[str, ...] = ("sleep", "inf")
 
