@@ -118,3 +118,47 @@ def test_a_failed_batch_ends_the_creates_and_is_reported() -> None:
     assert calls["events"] == ["FailedCreateService"]
     # Only what was created is waited for (the informer will show it); not what was never sent.
     assert calls["expected"] == (frozenset({"Service/j-master-0", "Service/j-worker-1"}), frozenset())
+
+
+def _status_pass(status_error: ApiError | None) -> tuple[list[Exception], list[str]]:
+    """One ``_carry_out`` of a plan that changes the status and sends an event, against a fake
+    API server whose status write fails with ``status_error`` (or succeeds)."""
+    from t9k_jobs.api.common import JobStatus
+    from t9k_jobs.engine import Event, Plan
+
+    async def go() -> tuple[list[Exception], list[str]]:
+        from kubernetes_asyncio.client import ApiClient, Configuration
+
+        client = KubeClient(ApiClient(Configuration(host="https://127.0.0.1:1")))  # never contacted
+        ctl = Controller(client, None, 1)
+        sent: list[str] = []
+
+        async def replace_status(res: Any, body: dict[str, Any]) -> dict[str, Any]:
+            if status_error is not None:
+                raise status_error
+            return body
+
+        client.replace_status = replace_status  # type: ignore[method-assign]
+        ctl._emit_event = lambda raw, t, reason, msg: sent.append(reason)  # type: ignore
+        j = job(1)
+        raw = j.model_dump(by_alias=True, exclude_none=True, mode="json")
+        plan = Plan(status=JobStatus(phase="Running"), events=[Event("Normal", "Running", "j is running")])
+        try:
+            errors = await ctl._carry_out(KEY, j, raw, plan)
+        finally:
+            ctl.queue.shut_down()
+            await ctl.events_client.close()
+            await client.close()
+        return errors, sent
+
+    return asyncio.run(go())
+
+
+def test_events_are_sent_only_after_the_status_is_written() -> None:
+    """An event tells of the status the pass wrote: when the write fails (a stale resourceVersion)
+    the retried pass derives the events again, so none is sent now (else each would go twice)."""
+    conflict = ApiError(409, "Conflict", "the object has been modified")
+    errors, sent = _status_pass(conflict)
+    assert errors == [conflict] and sent == []
+    errors, sent = _status_pass(None)
+    assert errors == [] and sent == ["Running"]

@@ -217,3 +217,20 @@ def test_a_tensorboard_is_ready_when_its_status_says_so() -> None:
     assert project_child(board({"conditions": [{"type": "Ready", "status": "True"}]})).ready
     assert project_child(board({"phase": "Running"})).ready
     assert not project_child({"kind": "Service", "metadata": {"name": "s"}, "status": {"ready": True}}).ready
+
+
+def test_the_cache_catches_up_with_a_write_by_resource_version_equality_only() -> None:
+    """resourceVersions are opaque (API conventions): never ordered. Our status write was made
+    over version ``base``; the cache has caught up once it holds our version or any other
+    version than ``base`` (a watch delivers an object's versions in order)."""
+    from t9k_jobs.cluster.controller import _caught_up
+
+    def at(rv: str) -> dict:
+        return {"metadata": {"resourceVersion": rv}}
+
+    written = at("opaque-b")
+    assert not _caught_up(at("opaque-a"), written, "opaque-a")  # still the version we wrote over
+    assert _caught_up(at("opaque-b"), written, "opaque-a")  # the echo of our write
+    assert _caught_up(at("opaque-c"), written, "opaque-a")  # a later change
+    assert _caught_up(at("9"), at("10"), "8")  # no numeric ordering: "9" < "10" is not asked
+    assert _caught_up(None, written, "opaque-a")

@@ -208,7 +208,8 @@ class Controller:
         # job key -> names of its Secrets known to exist (created, or refused as existing): the
         # operator cannot read Secrets, so this stands in for a Secret informer
         self._secrets: dict[str, set[str]] = {}
-        self._written: dict[str, dict[str, Any]] = {}  # job key -> the job as our last status write left it
+        # job key -> (the job as our last status write left it, the resourceVersion it was written over)
+        self._written: dict[str, tuple[dict[str, Any], str]] = {}
         self._parsed: dict[str, tuple[str, Job]] = {}  # job key -> (resourceVersion, job)
         self._invalid: dict[str, str] = {}  # job key -> resourceVersion reported invalid
         self._phases: dict[str, tuple[str, str]] = {}  # job key -> (kind, phase) for the jobs gauge
@@ -277,10 +278,10 @@ class Controller:
             self._set_phase(jkey, None)
             return
         self._set_phase(jkey, ((new or {}).get("status") or {}).get("phase") or "Pending")
-        written = self._written.get(jkey)
-        if written is not None and _not_older(new, written):
+        entry = self._written.get(jkey)
+        if entry is not None and _caught_up(new, *entry):
             self._written.pop(jkey, None)
-            if _same_version(new, written):
+            if _same_version(new, entry[0]):
                 # The echo of our own status write: the pass that wrote it saw this world already;
                 # children that changed since have queued the job themselves.
                 return
@@ -383,9 +384,9 @@ class Controller:
                     break
         if cached is None:
             return None
-        written = self._written.get(key)
-        if written is not None and written["metadata"].get("uid") == cached["metadata"].get("uid"):
-            return written
+        entry = self._written.get(key)
+        if entry is not None and entry[0]["metadata"].get("uid") == cached["metadata"].get("uid"):
+            return entry[0]
         return cached
 
     def observe(self, key: str, uid: str | None, job: Job) -> Observed:
@@ -511,10 +512,13 @@ class Controller:
                 if exc.status == 409:
                     self._written.pop(key, None)  # stale: read the cache again next time
                 errors.append(exc)
+                # The events tell of a status not written: the retried pass derives them again
+                # from the stored status, so sending them now would send them twice.
+                return errors
             else:
                 written.setdefault("kind", job.kind)
                 written.setdefault("apiVersion", res.api_version)
-                self._written[key] = written
+                self._written[key] = (written, str(raw["metadata"].get("resourceVersion", "")))
                 self._parsed.pop(key, None)
                 if new_status.get("phase") != (raw.get("status") or {}).get("phase"):
                     log.info("%s: phase %s", key, new_status.get("phase"))
@@ -760,14 +764,12 @@ def _same_version(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
     )
 
 
-def _not_older(cached: dict[str, Any] | None, written: dict[str, Any]) -> bool:
-    """Whether the cache's copy has caught up with our write (same or a later resourceVersion)."""
+def _caught_up(cached: dict[str, Any] | None, written: dict[str, Any], base: str) -> bool:
+    """Whether the cache's copy has caught up with our write, comparing resourceVersions only for
+    equality (the API conventions forbid ordering them): our write was conditional on ``base``,
+    so nothing came between; a watch delivers an object's versions in order, so any version the
+    cache holds other than ``base`` is our write or a later one."""
     if cached is None:
         return True
-    a = (cached.get("metadata") or {}).get("resourceVersion", "")
-    b = written["metadata"].get("resourceVersion", "")
-    if a == b:
-        return True
-    if a.isdigit() and b.isdigit():
-        return int(a) >= int(b)
-    return False
+    seen = (cached.get("metadata") or {}).get("resourceVersion", "")
+    return seen == written["metadata"].get("resourceVersion", "") or seen != base
