@@ -9,8 +9,8 @@ from typing import Any
 import yaml
 
 from .api import Job
-from .engine import Observed, materialize, reconcile
-from .sshkeys import generate_ssh_keypair
+from .engine import Observed, reconcile
+from .sshkeys import generate_ssh_keypair, materialize
 
 _ORDER = {"ConfigMap": 0, "Secret": 1, "Service": 2, "PodGroup": 3, "TensorBoard": 4, "Pod": 5}
 

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
+from typing import Any
+
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from .api.common import ANNOTATION_GENERATE
 
 #: ssh client settings for replicas that reach each other by Service name: no host-key prompt.
 SSH_CONFIG = "Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
@@ -22,3 +28,18 @@ def generate_ssh_keypair() -> dict[str, str]:
     public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
     pub = public.decode() + " t9k-jobs\n"
     return {"id_ed25519": private, "id_ed25519.pub": pub, "authorized_keys": pub, "config": SSH_CONFIG}
+
+
+def materialize(obj: dict[str, Any], keygen: Callable[[], dict[str, str]] = generate_ssh_keypair) -> dict[str, Any]:
+    """Fill in what the engine leaves to creation time: an ssh Secret's key pair.
+
+    Returns a copy of ``obj``; a Secret annotated ``batch.tensorstack.dev/generate:
+    ssh-keypair`` gets ``stringData`` from ``keygen()``. Other objects are returned as copies.
+    Called by the runtimes when they create a child, so the engine stays free of randomness.
+    """
+    out = copy.deepcopy(obj)
+    annotations = out.get("metadata", {}).get("annotations") or {}
+    if out.get("kind") == "Secret" and annotations.get(ANNOTATION_GENERATE) == "ssh-keypair":
+        out.pop("data", None)
+        out["stringData"] = keygen()
+    return out

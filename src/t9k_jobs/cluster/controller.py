@@ -33,12 +33,12 @@ from ..engine import (
     ObservedPod,
     Plan,
     generation_label,
-    materialize,
     reconcile,
     rfc3339,
     stamp_of,
 )
 from ..frameworks.base import LABEL_OWNER_KIND, LABEL_OWNER_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from ..sshkeys import materialize
 from . import metrics
 from .client import CORE_CHILDREN, EVENTS, OPTIONAL_CHILDREN, ApiError, KubeClient, Resource
 from .expectations import Expectations

@@ -1,13 +1,10 @@
-"""The reconcile engine: pure functions from (job, observed children, now) to a :class:`Plan`."""
+"""The reconcile engine: pure functions from (job, observed children, now) to a :class:`Plan`.
+
+Nothing here does I/O or draws randomness: what only creation can fill in (an ssh Secret's key
+pair) is left to the runtimes (:func:`t9k_jobs.sshkeys.materialize`)."""
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable
-from typing import Any
-
-from ..api.common import ANNOTATION_GENERATE
-from ..sshkeys import generate_ssh_keypair
 from .desired import build_pod, children, desired_hash, stamp_of
 from .reconcile import parse_time, reconcile, rfc3339
 from .types import (
@@ -36,24 +33,9 @@ __all__ = [
     "children",
     "desired_hash",
     "generation_label",
-    "materialize",
     "parse_time",
     "reconcile",
     "replica_name",
     "rfc3339",
     "stamp_of",
 ]
-
-
-def materialize(obj: dict[str, Any], keygen: Callable[[], dict[str, str]] = generate_ssh_keypair) -> dict[str, Any]:
-    """Fill in what the engine leaves to creation time: an ssh Secret's key pair.
-
-    Returns a copy of ``obj``; a Secret annotated ``batch.tensorstack.dev/generate:
-    ssh-keypair`` gets ``stringData`` from ``keygen()``. Other objects are returned as copies.
-    """
-    out = copy.deepcopy(obj)
-    annotations = out.get("metadata", {}).get("annotations") or {}
-    if out.get("kind") == "Secret" and annotations.get(ANNOTATION_GENERATE) == "ssh-keypair":
-        out.pop("data", None)
-        out["stringData"] = keygen()
-    return out

@@ -11,8 +11,7 @@ from .replicas import refresh_replicas
 
 
 def _deadline(p: Pass) -> int | None:
-    policy = getattr(p.job.spec, "run_policy", None)
-    return getattr(policy, "active_deadline_seconds", None)
+    return p.fw.active_deadline_seconds(p.job)
 
 
 def deadline_passed(p: Pass) -> bool:

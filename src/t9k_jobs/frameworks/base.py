@@ -12,11 +12,14 @@ from __future__ import annotations
 import abc
 import copy
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from ..addressing import Addressing, replica_name
 from ..api.common import ANNOTATION_GENERATE, GROUP  # noqa: F401 - re-exported
 from ..api.kinds import JobBase
+
+#: The job kind a framework handles: its hooks take that kind, never a looser one.
+JobT = TypeVar("JobT", bound=JobBase)
 
 TENSORSTACK = "tensorstack.dev"
 LABEL_OWNER_KIND = "tensorstack.dev/owner-kind"
@@ -104,7 +107,7 @@ class Outcome:
     reason: str = ""
 
 
-class Framework(abc.ABC):
+class Framework(abc.ABC, Generic[JobT]):
     """Base class of the per-kind plug-ins; subclasses override the hooks they need.
 
     ``restart_scope``: ``replica`` restarts the failed replica alone; ``all`` restarts every
@@ -115,29 +118,29 @@ class Framework(abc.ABC):
     restart_scope: Literal["replica", "all"] = "replica"
 
     @abc.abstractmethod
-    def groups(self, job: JobBase) -> list[ReplicaGroup]:
+    def groups(self, job: JobT) -> list[ReplicaGroup]:
         """The replica groups in spec order, with the replica count wanted now."""
 
     @abc.abstractmethod
-    def clean_up(self, job: JobBase) -> tuple[str, frozenset[str]]:
+    def clean_up(self, job: JobT) -> tuple[str, frozenset[str]]:
         """``(policy, exempt types)``: All/Unfinished/None and the types clean-up never deletes."""
 
     @abc.abstractmethod
     def decorate(
-        self, job: JobBase, group: ReplicaGroup, index: int, pod: dict[str, Any], ctx: BuildContext
+        self, job: JobT, group: ReplicaGroup, index: int, pod: dict[str, Any], ctx: BuildContext
     ) -> None:
         """Add kind-specific env and command to ``pod`` (mutated in place)."""
 
-    def extra_children(self, job: JobBase, groups: list[ReplicaGroup], ctx: BuildContext) -> list[dict[str, Any]]:
+    def extra_children(self, job: JobT, groups: list[ReplicaGroup], ctx: BuildContext) -> list[dict[str, Any]]:
         """ConfigMaps and Secrets the kind needs besides Services, PodGroup and TensorBoard."""
         return []
 
-    def master(self, job: JobBase, groups: list[ReplicaGroup]) -> tuple[str, int] | None:
+    def master(self, job: JobT, groups: list[ReplicaGroup]) -> tuple[str, int] | None:
         """The replica whose end decides the job, or ``None`` when rules decide (GenericJob)."""
         return None
 
     def outcome(
-        self, job: JobBase, groups: list[ReplicaGroup], finals: dict[tuple[str, int], Final]
+        self, job: JobT, groups: list[ReplicaGroup], finals: dict[tuple[str, int], Final]
     ) -> Outcome | None:
         """Succeeded or Failed once the master replica is final; ``None`` while undecided."""
         master = self.master(job, groups)
@@ -150,14 +153,18 @@ class Framework(abc.ABC):
             return Outcome(True, "The job has finished successfully.")
         return Outcome(False, f"{job.kind} {job.name} has failed: {final.describe()}")
 
-    def pod_group_min_member(self, job: JobBase, groups: list[ReplicaGroup]) -> int:
+    def pod_group_min_member(self, job: JobT, groups: list[ReplicaGroup]) -> int:
         """PodGroup ``minMember``: all replicas in the group (T9k docs), or ``elastic.minReplicas``."""
         return sum(g.replicas for g in groups if g.in_pod_group)
 
-    def tensorboard_spec(self, job: JobBase) -> dict[str, Any] | None:
+    def tensorboard_spec(self, job: JobT) -> dict[str, Any] | None:
         return None
 
-    def relaunch_on_change(self, job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext) -> bool:
+    def active_deadline_seconds(self, job: JobT) -> int | None:
+        """``spec.runPolicy.activeDeadlineSeconds`` where the kind has one [§1.4], else ``None``."""
+        return None
+
+    def relaunch_on_change(self, job: JobT, group: ReplicaGroup, index: int, ctx: BuildContext) -> bool:
         """Whether this replica's running pod is replaced (without counting a restart) when the
         pod wanted now differs from the one it runs: a launcher whose host list changed."""
         return False

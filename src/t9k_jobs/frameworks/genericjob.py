@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..api.kinds import GenericJob, JobBase
+from ..api.kinds import GenericJob
 from .base import BuildContext, Final, Framework, Outcome, ReplicaGroup, training_container
 
 # $(type) | $(rank) | $(replicas[T]) | $(service.T[R].host) | $(service.port[NAME])
@@ -71,11 +71,10 @@ def substitute(
     return _TOKEN.sub(one, _HOST_PORT.sub(pair, text))
 
 
-class GenericJobFramework(Framework):
+class GenericJobFramework(Framework[GenericJob]):
     kind = "GenericJob"
 
-    def groups(self, job: JobBase) -> list[ReplicaGroup]:
-        assert isinstance(job, GenericJob)
+    def groups(self, job: GenericJob) -> list[ReplicaGroup]:
         ports = None
         if job.spec.service is not None:
             ports = tuple(p.dump() for p in job.spec.service.ports)
@@ -92,14 +91,12 @@ class GenericJobFramework(Framework):
             for spec in job.spec.replica_specs
         ]
 
-    def clean_up(self, job: JobBase) -> tuple[str, frozenset[str]]:
-        assert isinstance(job, GenericJob)
+    def clean_up(self, job: GenericJob) -> tuple[str, frozenset[str]]:
         return job.spec.clean_up_policy, frozenset()
 
     def decorate(
-        self, job: JobBase, group: ReplicaGroup, index: int, pod: dict[str, Any], ctx: BuildContext
+        self, job: GenericJob, group: ReplicaGroup, index: int, pod: dict[str, Any], ctx: BuildContext
     ) -> None:
-        assert isinstance(job, GenericJob)
         spec = pod["spec"]
         for key in ("initContainers", "containers"):
             for c in spec.get(key) or []:
@@ -111,7 +108,7 @@ class GenericJobFramework(Framework):
                         env["value"] = substitute(env["value"], job, group.type, index, ctx)
 
     def outcome(
-        self, job: JobBase, groups: list[ReplicaGroup], finals: dict[tuple[str, int], Final]
+        self, job: GenericJob, groups: list[ReplicaGroup], finals: dict[tuple[str, int], Final]
     ) -> Outcome | None:
         """Rules of reference §2.3: failure rules first, then success rules.
 
@@ -120,7 +117,6 @@ class GenericJobFramework(Framework):
         succeeded, failure as soon as one failed for good. When rules exist but every replica
         is final and none matched, the job fails with reason ``NoRuleMatched``.
         """
-        assert isinstance(job, GenericJob)
         wanted = [(g.type, i) for g in groups for i in range(g.replicas)]
         failure_rules = job.spec.failure_rules
         success_rules = job.spec.success_rules

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..api.kinds import JobBase, PyTorchTrainingJob
+from ..api.kinds import PyTorchTrainingJob
 from .base import (
     BuildContext,
     Framework,
@@ -22,11 +22,10 @@ MASTER_PORT = 23456
 PORT_NAME = "pytorch"
 
 
-class PyTorchFramework(Framework):
+class PyTorchFramework(Framework[PyTorchTrainingJob]):
     kind = "PyTorchTrainingJob"
 
-    def groups(self, job: JobBase) -> list[ReplicaGroup]:
-        assert isinstance(job, PyTorchTrainingJob)
+    def groups(self, job: PyTorchTrainingJob) -> list[ReplicaGroup]:
         spec = job.spec
         counts = [r.replicas for r in spec.replica_specs]
         if spec.elastic_enabled and spec.elastic is not None:
@@ -54,9 +53,11 @@ class PyTorchFramework(Framework):
             for i, r in enumerate(spec.replica_specs)
         ]
 
-    def clean_up(self, job: JobBase) -> tuple[str, frozenset[str]]:
-        assert isinstance(job, PyTorchTrainingJob)
+    def clean_up(self, job: PyTorchTrainingJob) -> tuple[str, frozenset[str]]:
         return job.spec.run_policy.clean_up_policy, frozenset()
+
+    def active_deadline_seconds(self, job: PyTorchTrainingJob) -> int | None:
+        return job.spec.run_policy.active_deadline_seconds
 
     @staticmethod
     def _master_type(job: PyTorchTrainingJob) -> str:
@@ -64,22 +65,19 @@ class PyTorchFramework(Framework):
         types = [r.type for r in job.spec.replica_specs]
         return "master" if "master" in types else types[0]
 
-    def master(self, job: JobBase, groups: list[ReplicaGroup]) -> tuple[str, int] | None:
-        assert isinstance(job, PyTorchTrainingJob)
+    def master(self, job: PyTorchTrainingJob, groups: list[ReplicaGroup]) -> tuple[str, int] | None:
         return (self._master_type(job), 0)
 
-    def pod_group_min_member(self, job: JobBase, groups: list[ReplicaGroup]) -> int:
-        assert isinstance(job, PyTorchTrainingJob)
+    def pod_group_min_member(self, job: PyTorchTrainingJob, groups: list[ReplicaGroup]) -> int:
         if job.spec.elastic_enabled and job.spec.elastic is not None and job.spec.elastic.min_replicas:
             return job.spec.elastic.min_replicas
         return super().pod_group_min_member(job, groups)
 
-    def tensorboard_spec(self, job: JobBase) -> dict[str, Any] | None:
-        assert isinstance(job, PyTorchTrainingJob)
+    def tensorboard_spec(self, job: PyTorchTrainingJob) -> dict[str, Any] | None:
         return job.spec.tensorboard_spec
 
     def decorate(
-        self, job: JobBase, group: ReplicaGroup, index: int, pod: dict[str, Any], ctx: BuildContext
+        self, job: PyTorchTrainingJob, group: ReplicaGroup, index: int, pod: dict[str, Any], ctx: BuildContext
     ) -> None:
         """Inject the torch.distributed env (reference §3.3) and, with torchrun, the command (§3.4).
 
@@ -87,7 +85,6 @@ class PyTorchFramework(Framework):
         WORLD_SIZE (all replicas) and LOCAL_RANK=0. With torchrun: MASTER_ADDR and MASTER_PORT
         only, and the command becomes ``torchrun <flags> <args>``.
         """
-        assert isinstance(job, PyTorchTrainingJob)
         master_type = self._master_type(job)
         env = {
             "MASTER_ADDR": ctx.addressing.host(job.name, master_type, 0),

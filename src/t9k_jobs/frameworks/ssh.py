@@ -1,7 +1,7 @@
 """DeepSpeedJob and ColossalAIJob: sshd workers, a launcher, a hostfile and an ssh key Secret.
 
 Reference §4 (DeepSpeedJob) and §5 (ColossalAIJob). The key pair is made when the Secret is
-created (:func:`t9k_jobs.engine.materialize`); the engine only asks for it, so it stays pure.
+created (:func:`t9k_jobs.sshkeys.materialize`); the engine only asks for it, so it stays pure.
 """
 
 from __future__ import annotations
@@ -240,12 +240,11 @@ def launcher_script(prelude: str, wait_function: str, hosts: list[str], launch: 
     return ["/bin/sh", "-c", script]
 
 
-class DeepSpeedFramework(Framework):
+class DeepSpeedFramework(Framework[DeepSpeedJob]):
     kind = "DeepSpeedJob"
     restart_scope = "all"
 
-    def groups(self, job: JobBase) -> list[ReplicaGroup]:
-        assert isinstance(job, DeepSpeedJob)
+    def groups(self, job: DeepSpeedJob) -> list[ReplicaGroup]:
         worker = job.spec.worker
         replicas = worker.replicas
         if job.spec.elastic_enabled and job.spec.elastic is not None:
@@ -264,23 +263,23 @@ class DeepSpeedFramework(Framework):
             )
         ]
 
-    def clean_up(self, job: JobBase) -> tuple[str, frozenset[str]]:
-        assert isinstance(job, DeepSpeedJob)
+    def clean_up(self, job: DeepSpeedJob) -> tuple[str, frozenset[str]]:
         return job.spec.run_policy.clean_up_policy, frozenset()
 
-    def master(self, job: JobBase, groups: list[ReplicaGroup]) -> tuple[str, int] | None:
+    def active_deadline_seconds(self, job: DeepSpeedJob) -> int | None:
+        return job.spec.run_policy.active_deadline_seconds
+
+    def master(self, job: DeepSpeedJob, groups: list[ReplicaGroup]) -> tuple[str, int] | None:
         return ("worker", 0)
 
-    def pod_group_min_member(self, job: JobBase, groups: list[ReplicaGroup]) -> int:
-        assert isinstance(job, DeepSpeedJob)
+    def pod_group_min_member(self, job: DeepSpeedJob, groups: list[ReplicaGroup]) -> int:
         if job.spec.elastic_enabled and job.spec.elastic is not None and job.spec.elastic.min_replicas:
             return job.spec.elastic.min_replicas
         return super().pod_group_min_member(job, groups)
 
-    def relaunch_on_change(self, job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext) -> bool:
+    def relaunch_on_change(self, job: DeepSpeedJob, group: ReplicaGroup, index: int, ctx: BuildContext) -> bool:
         """Elastic: a change of ``expectedReplicas`` rewrites the hostfile and relaunches the
         launcher, worker-0 (reference §4.7); locally every worker runs a launcher of its own."""
-        assert isinstance(job, DeepSpeedJob)
         return job.spec.elastic_enabled and (index == 0 or ctx.addressing.local)
 
     def hostfile(self, job: DeepSpeedJob, ctx: BuildContext) -> str:
@@ -303,8 +302,7 @@ class DeepSpeedFramework(Framework):
         c = next(c for c in template["spec"]["containers"] if c.get("name") == name)
         return [e["name"] for e in c.get("env") or [] if isinstance(e, dict) and e.get("name")]
 
-    def extra_children(self, job: JobBase, groups: list[ReplicaGroup], ctx: BuildContext) -> list[dict[str, Any]]:
-        assert isinstance(job, DeepSpeedJob)
+    def extra_children(self, job: DeepSpeedJob, groups: list[ReplicaGroup], ctx: BuildContext) -> list[dict[str, Any]]:
         return launch_children(job, {"hostfile": self.hostfile(job, ctx)})
 
     def launch_command(self, job: DeepSpeedJob) -> list[str]:
@@ -349,7 +347,7 @@ class DeepSpeedFramework(Framework):
         return cmd
 
     def decorate(
-        self, job: JobBase, group: ReplicaGroup, index: int, pod: dict[str, Any], ctx: BuildContext
+        self, job: DeepSpeedJob, group: ReplicaGroup, index: int, pod: dict[str, Any], ctx: BuildContext
     ) -> None:
         """Mount keys, hostfile and env file; worker-0 launches ``deepspeed``, the others run sshd.
 
@@ -357,7 +355,6 @@ class DeepSpeedFramework(Framework):
         wait for every worker's sshd, then ``deepspeed`` (or ``sh -c customCommand``) as a child
         whose exit code is the container's and which gets the container's SIGTERM.
         """
-        assert isinstance(job, DeepSpeedJob)
         c = container(pod, group.training_container)
         if ctx.addressing.local:
             c["command"], c["args"] = self.local_launch_command(job, index, ctx), []
@@ -384,7 +381,7 @@ class DeepSpeedFramework(Framework):
         c["command"] = launcher_script(prelude, WAIT_SSH_FUNCTION, hosts, launch)
 
 
-class ColossalAIFramework(Framework):
+class ColossalAIFramework(Framework[ColossalAIJob]):
     kind = "ColossalAIJob"
 
     def launcher_template(self, job: ColossalAIJob) -> dict[str, Any]:
@@ -407,8 +404,8 @@ class ColossalAIFramework(Framework):
             c["resources"] = copy.deepcopy(launcher.resources)
         return {"spec": {"containers": [c]}}
 
-    def groups(self, job: JobBase) -> list[ReplicaGroup]:
-        assert isinstance(job, ColossalAIJob) and job.spec.worker is not None
+    def groups(self, job: ColossalAIJob) -> list[ReplicaGroup]:
+        assert job.spec.worker is not None  # the model fills it in from the older form too
         launcher = self.launcher_template(job)
         return [
             ReplicaGroup(
@@ -431,16 +428,15 @@ class ColossalAIFramework(Framework):
             ),
         ]
 
-    def clean_up(self, job: JobBase) -> tuple[str, frozenset[str]]:
+    def clean_up(self, job: ColossalAIJob) -> tuple[str, frozenset[str]]:
         """``cleanUpWorkers`` deletes every worker; the launcher is never cleaned up (T9k docs)."""
-        assert isinstance(job, ColossalAIJob)
         return ("All" if job.spec.run_policy.clean_up else "None"), frozenset({"launcher"})
 
-    def master(self, job: JobBase, groups: list[ReplicaGroup]) -> tuple[str, int] | None:
+    def master(self, job: ColossalAIJob, groups: list[ReplicaGroup]) -> tuple[str, int] | None:
         return ("launcher", 0)
 
     def outcome(
-        self, job: JobBase, groups: list[ReplicaGroup], finals: dict[tuple[str, int], Final]
+        self, job: ColossalAIJob, groups: list[ReplicaGroup], finals: dict[tuple[str, int], Final]
     ) -> Outcome | None:
         """The launcher decides (T9k docs, reference §5.3), but when every worker has ended while
         the launcher still runs, nothing can train any more (workers are never restarted, §5.4):
@@ -462,8 +458,7 @@ class ColossalAIFramework(Framework):
         host = ctx.addressing.own_address if ctx.addressing.local else ctx.addressing.host
         return "".join(f"{host(job.name, 'worker', i)}\n" for i in range(count))
 
-    def extra_children(self, job: JobBase, groups: list[ReplicaGroup], ctx: BuildContext) -> list[dict[str, Any]]:
-        assert isinstance(job, ColossalAIJob)
+    def extra_children(self, job: ColossalAIJob, groups: list[ReplicaGroup], ctx: BuildContext) -> list[dict[str, Any]]:
         return launch_children(job, {"hostfile": self.hostfile(job, ctx)})
 
     def launch_command(self, job: ColossalAIJob, ctx: BuildContext) -> list[str]:
@@ -491,11 +486,11 @@ class ColossalAIFramework(Framework):
         return cmd + list(worker.command)
 
     def decorate(
-        self, job: JobBase, group: ReplicaGroup, index: int, pod: dict[str, Any], ctx: BuildContext
+        self, job: ColossalAIJob, group: ReplicaGroup, index: int, pod: dict[str, Any], ctx: BuildContext
     ) -> None:
         """Workers serve ssh (:func:`sshd_worker_command`); the launcher installs the client key,
         waits for every worker's sshd and runs ``colossalai run`` as a child."""
-        assert isinstance(job, ColossalAIJob) and job.spec.worker is not None
+        assert job.spec.worker is not None  # the model fills it in from the older form too
         c = container(pod, group.training_container)
         if ctx.addressing.local:
             self._decorate_local(job, group, index, c, ctx)

@@ -28,9 +28,10 @@ import yaml
 from ..api import Job, ManifestError, fixed_field_changes, load_manifest
 from ..api.common import TERMINAL_PHASES
 from ..api.kinds import ColossalAIJob, DeepSpeedJob
-from ..engine import Observed, Plan, materialize, reconcile, stamp_of
+from ..engine import Observed, Plan, reconcile, stamp_of
 from ..frameworks import framework_for
 from ..render import to_yaml
+from ..sshkeys import materialize
 from .display import Display
 from .processes import RUN_ENV, LocalPod, base_environment, marked
 
