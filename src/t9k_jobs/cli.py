@@ -79,13 +79,30 @@ def run(
             "--watch/--no-watch", help="Apply edits of FILE while running (pause/resume, elastic expectedReplicas)."
         ),
     ] = True,
+    gpus: Annotated[
+        Optional[str],
+        typer.Option(
+            "--gpus",
+            help="The GPUs replicas may get, by index or UUID (0,1,2,3 or GPU-<uuid>,...), or none "
+            "(default: this machine's, found with NVML or nvidia-smi).",
+        ),
+    ] = None,
 ) -> None:
     """Run the job in FILE on this machine; exit 0 only when it Succeeded."""
+    from .local.gpus import GpuInventory
     from .local.runner import run_job
 
+    inventory = None
+    if gpus is not None:
+        try:
+            inventory = GpuInventory.declared(gpus)
+        except ValueError as exc:
+            _fail([f"--gpus: {exc}"])
     job = _load(file)
     from_stdin = str(file) == "-"
-    code = run_job(job, manifest=None if from_stdin else file, run_dir=run_dir, quiet=quiet, watch=watch_manifest)
+    code = run_job(
+        job, manifest=None if from_stdin else file, run_dir=run_dir, quiet=quiet, watch=watch_manifest, gpus=inventory
+    )
     raise typer.Exit(code)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import copy
 import datetime as dt
 import os
 import secrets
@@ -33,6 +34,7 @@ from ..frameworks import framework_for
 from ..render import to_yaml
 from ..sshkeys import materialize
 from .display import Display
+from .gpus import GpuAllocator, GpuInventory, gpu_shortage, set_visible_devices
 from .processes import RUN_ENV, LocalPod, base_environment, marked
 
 EXIT_SUCCEEDED = 0
@@ -94,8 +96,12 @@ def _free_port(taken: set[int]) -> int:
     raise RuntimeError("no free TCP port on 127.0.0.1")
 
 
-def cannot_run_reason(job: Job) -> str | None:
+def cannot_run_reason(job: Job, gpus: GpuInventory | None = None) -> str | None:
     """Why this machine cannot run ``job`` locally (one line, with what to do), or ``None``.
+
+    ``gpus``: the devices the run may give out (default: this machine's, discovered only if the
+    job asks for a GPU). A ``nvidia.com/gpu`` quantity that cannot be, or more GPUs over all the
+    job's replicas than there are, is refused (:func:`t9k_jobs.local.gpus.gpu_shortage`).
 
     DeepSpeedJob runs with deepspeed's launcher in its no-ssh mode, one per worker (it needs the
     ``deepspeed`` package); its ``customCommand`` and debug mode assume the cluster's sshd in
@@ -109,6 +115,9 @@ def cannot_run_reason(job: Job) -> str | None:
             f"{job.kind} {job.name} asks for {total} replicas; a local run starts at most {MAX_LOCAL_REPLICAS} "
             "(each is a process group on this machine): run it on a cluster"
         )
+    shortage = gpu_shortage(job, gpus if gpus is not None else GpuInventory.discovered())
+    if shortage is not None:
+        return f"{job.kind} {job.name}: {shortage}"
     if isinstance(job, DeepSpeedJob):
         if job.spec.config.custom_command:
             return (
@@ -214,7 +223,14 @@ def default_run_dir(job: Job) -> Path:
     return Path.cwd() / "t9k-runs" / f"{job.name}-{stamp}"
 
 
-def run_job(job: Job, manifest: Path | None, run_dir: Path | None = None, quiet: bool = False, watch: bool = True) -> int:
+def run_job(
+    job: Job,
+    manifest: Path | None,
+    run_dir: Path | None = None,
+    quiet: bool = False,
+    watch: bool = True,
+    gpus: GpuInventory | None = None,
+) -> int:
     """Run ``job`` here until it finishes or is interrupted; return the process exit code.
 
     ``manifest``: the file the job was read from (watched for edits), ``None`` when it came
@@ -222,8 +238,11 @@ def run_job(job: Job, manifest: Path | None, run_dir: Path | None = None, quiet:
     stopped by SIGINT (SIGTERM). Logs go to ``run_dir`` (default ``./t9k-runs/<job>-<time>``):
     ``<pod>.<container>.log`` per container, ``job.log`` interleaved, ``status.yaml``,
     ``events.log`` and ``objects.yaml`` (the non-pod objects the operator would create).
+    ``gpus``: the GPUs replicas get (``--gpus``); default: this machine's, discovered when a
+    replica first asks for one.
     """
-    reason = cannot_run_reason(job)
+    gpus = gpus if gpus is not None else GpuInventory.discovered()
+    reason = cannot_run_reason(job, gpus)
     display = Display(quiet=quiet)
     if reason is not None:
         display.error(reason)
@@ -233,7 +252,7 @@ def run_job(job: Job, manifest: Path | None, run_dir: Path | None = None, quiet:
     except RunDirError as exc:
         display.error(str(exc))
         return EXIT_CANNOT_RUN
-    runner = LocalRunner(job, manifest, run_dir, display, watch)
+    runner = LocalRunner(job, manifest, run_dir, display, watch, gpus)
     return asyncio.run(runner.run())
 
 
@@ -289,8 +308,20 @@ def new_default_run_dir(job: Job) -> Path:
 class LocalRunner:
     """The reconcile loop over local process groups (see the module docstring)."""
 
-    def __init__(self, job: Job, manifest: Path | None, run_dir: Path, display: Display, watch: bool) -> None:
+    def __init__(
+        self,
+        job: Job,
+        manifest: Path | None,
+        run_dir: Path,
+        display: Display,
+        watch: bool,
+        gpus: GpuInventory | None = None,
+    ) -> None:
         self.job = job
+        # Every pod takes GPUs of its own when it starts and gives them back when its processes
+        # end; a pod whose GPUs are still held by one being stopped waits (Pending) for them.
+        self.gpus = GpuAllocator(gpus if gpus is not None else GpuInventory.discovered())
+        self.gpu_waiting: dict[str, LocalPod] = {}  # by pod UID
         self.manifest = manifest.resolve() if manifest is not None else None
         self.run_dir = run_dir
         self.display = display
@@ -499,7 +530,7 @@ class LocalRunner:
 
     def _start_pod(self, manifest: dict[str, Any]) -> None:
         pod = LocalPod(
-            manifest=manifest,
+            manifest=copy.deepcopy(manifest),  # its containers' env gets their GPUs at start
             base_env=self.base_env,
             default_dir=self.manifest.parent if self.manifest is not None else Path.cwd(),
             log_dir=self.run_dir,
@@ -508,9 +539,43 @@ class LocalRunner:
             on_fatal=self._fatal,
         )
         self.pods[pod.name] = pod
+        if not self._start_with_gpus(pod):
+            self.gpu_waiting[pod.uid] = pod
+            held = ", ".join(
+                f"{p.name} ({','.join(g.id for g in self.gpus.held.get(p.uid, ()))})"
+                for p in self.pods.values()
+                if p.uid in self.gpus.held
+            )
+            self.display.note(f"{pod.name} waits for its GPUs, held by {held or 'pods still stopping'}")
+
+    def _start_with_gpus(self, pod: LocalPod) -> bool:
+        """Start ``pod`` with GPUs of its own in its containers' env; False when too few are free
+        now (the GPUs of a pod being stopped: it waits for them)."""
+        assignment = self.gpus.assign(pod.uid, pod.manifest["spec"])
+        if assignment is None:
+            return False
+        set_visible_devices(pod.manifest, assignment)
         pod.start()
+        assert pod.task is not None
+        pod.task.add_done_callback(lambda _task, pod=pod: self._gpus_released(pod))
+        return True
+
+    def _gpus_released(self, pod: LocalPod) -> None:
+        """``pod``'s processes have all ended: its GPUs go back, and pods that waited for GPUs
+        start if the job goes on."""
+        if not self.gpus.release(pod.uid):
+            return
+        ending = self.stop_signal is not None or self.fatal is not None or self.finished_at is not None
+        if self.job.status is not None and self.job.status.phase in TERMINAL_PHASES:
+            ending = True
+        for uid, waiting in list(self.gpu_waiting.items()):
+            gone = waiting.deleting or self.pods.get(waiting.name) is not waiting
+            if ending or gone or self._start_with_gpus(waiting):
+                del self.gpu_waiting[uid]
+        self.wake.set()
 
     async def _delete(self, pod: LocalPod) -> None:
+        self.gpu_waiting.pop(pod.uid, None)  # one that never started has nothing to stop
         await pod.terminate()
         if self.pods.get(pod.name) is pod:
             del self.pods[pod.name]
@@ -536,7 +601,7 @@ class LocalRunner:
         for problem in fixed_field_changes(self.job, new):
             self.display.error(f"{problem} (edit ignored; the job goes on with the previous spec)")
             return
-        reason = cannot_run_reason(new)
+        reason = cannot_run_reason(new, self.gpus.inventory)
         if reason is not None:
             self.display.error(f"{reason} (edit ignored; the job goes on with the previous spec)")
             return
