@@ -59,7 +59,7 @@ def children(job: JobBase, addressing: Addressing = CLUSTER) -> list[dict[str, A
     """Every object other than pods that ``job`` owns, in creation order, each stamped."""
     fw = framework_for(job)
     groups = fw.groups(job)
-    ctx = BuildContext(addressing)
+    ctx = BuildContext(addressing, groups=tuple(groups))
     out: list[dict[str, Any]] = list(fw.extra_children(job, groups, ctx))
     for g in groups:
         if g.service_ports is None:

@@ -58,8 +58,9 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
     fw = framework_for(job)
     old = job.status or JobStatus()
     status = old.model_copy(deep=True)
-    ctx = BuildContext(addressing, resumed=old.condition("Paused") is not None)
-    p = Pass(job, fw, fw.groups(job), observed, now, ctx, old, status, Plan(status=status))
+    groups = fw.groups(job)
+    ctx = BuildContext(addressing, resumed=old.condition("Paused") is not None, groups=tuple(groups))
+    p = Pass(job, fw, groups, observed, now, ctx, old, status, Plan(status=status))
     status.observed_generation = job.metadata.generation
 
     p.owned = children(job, addressing)

@@ -68,10 +68,12 @@ class ReplicaGroup:
 
 @dataclass(frozen=True)
 class BuildContext:
-    """How pods are built this pass: addressing, and whether resume overrides apply."""
+    """What one pass builds with, made once per pass: the addressing, whether resume overrides
+    apply, and the replica groups wanted now (``()``: ask the framework)."""
 
     addressing: Addressing
     resumed: bool = False
+    groups: tuple[ReplicaGroup, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,10 @@ class Framework(abc.ABC, Generic[JobT]):
     @abc.abstractmethod
     def groups(self, job: JobT) -> list[ReplicaGroup]:
         """The replica groups in spec order, with the replica count wanted now."""
+
+    def groups_in(self, job: JobT, ctx: BuildContext) -> list[ReplicaGroup]:
+        """The pass's replica groups (computed once per pass), else :meth:`groups`."""
+        return list(ctx.groups) if ctx.groups else self.groups(job)
 
     @abc.abstractmethod
     def clean_up(self, job: JobT) -> tuple[str, frozenset[str]]:

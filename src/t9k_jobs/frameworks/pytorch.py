@@ -94,7 +94,7 @@ class PyTorchFramework(Framework[PyTorchTrainingJob]):
         if not job.spec.torchrun_enabled:
             # Ranks follow spec order with the master's type first, so RANK 0 is the pod
             # MASTER_ADDR names (env:// rendezvous needs rank 0 at MASTER_ADDR).
-            groups = sorted(self.groups(job), key=lambda g: g.type != master_type)
+            groups = sorted(self.groups_in(job, ctx), key=lambda g: g.type != master_type)
             offset = 0
             for g in groups:
                 if g.type == group.type:
@@ -110,15 +110,15 @@ class PyTorchFramework(Framework[PyTorchTrainingJob]):
             add_env(c, env)
             return
         add_env(c, env)
-        args = self.torchrun_args(job, c)  # reads the script from command/args: before they change
+        args = self.torchrun_args(job, c, ctx)  # reads the script from command/args: before they change
         c["command"] = ["torchrun"]
         c["args"] = args
 
-    def torchrun_args(self, job: PyTorchTrainingJob, c: dict[str, Any]) -> list[str]:
+    def torchrun_args(self, job: PyTorchTrainingJob, c: dict[str, Any], ctx: BuildContext) -> list[str]:
         """``torchrun`` flags for ``torchrunConfig`` followed by the script and its arguments."""
         config = job.spec.torchrun_config
         assert config is not None
-        total = sum(g.replicas for g in self.groups(job))
+        total = sum(g.replicas for g in self.groups_in(job, ctx))
         if job.spec.elastic_enabled and job.spec.elastic is not None:
             nnodes = f"{job.spec.elastic.min_replicas}:{job.spec.elastic.max_replicas}"
         elif config.min_nodes is not None:

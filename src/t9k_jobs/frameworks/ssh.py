@@ -286,7 +286,7 @@ class DeepSpeedFramework(Framework[DeepSpeedJob]):
         """DeepSpeed hostfile: ``<worker host> slots=<slotsPerWorker>`` per worker. Locally every
         host is this machine, so the lines name the workers (``worker-<i>``): with ``--no_ssh`` the
         names are only the nodes' keys, and deepspeed refuses a host twice."""
-        count = self.groups(job)[0].replicas
+        count = self.groups_in(job, ctx)[0].replicas
         slots = job.spec.config.slots
         if ctx.addressing.local:
             return "".join(f"worker-{i} slots={slots}\n" for i in range(count))
@@ -320,7 +320,7 @@ class DeepSpeedFramework(Framework[DeepSpeedJob]):
             job,
             [
                 f"--hostfile={hostfile}",
-                f"--num_nodes={self.groups(job)[0].replicas}",
+                f"--num_nodes={self.groups_in(job, ctx)[0].replicas}",
                 "--no_ssh",
                 f"--node_rank={index}",
                 f"--master_addr={ctx.addressing.host(job.name, 'worker', 0)}",
