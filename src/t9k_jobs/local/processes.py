@@ -3,7 +3,8 @@
 A :class:`LocalPod` runs its init containers one after another, then its containers side by
 side, each as its own process group (``start_new_session``) so that everything a container
 starts (torchrun's workers, shells' children) is stopped with it. Output goes to one log
-file per container and, line by line, to a callback for the interleaved stream.
+file per container and, a block of whole lines at a time, to a callback for the interleaved
+stream.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engine import ContainerState, ObservedPod
+from ..engine import ContainerState, ObservedPod, generation_label, stamp_of
 from ..frameworks.base import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 
 #: Grace period when a pod does not set ``terminationGracePeriodSeconds`` (Kubernetes uses 30 s;
@@ -27,7 +28,19 @@ from ..frameworks.base import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 DEFAULT_GRACE_SECONDS = 10.0
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
-LineSink = Callable[[str, str, str], None]
+#: Called with ``(pod, container, lines)``: ``lines`` is one or more lines of the container's
+#: output as UTF-8 bytes, joined by ``b"\n"``, without the last newline; each line as
+#: :func:`_clean` shows it and at most :data:`MAX_LINE` bytes of output long.
+LineSink = Callable[[str, str, bytes], None]
+
+#: The longest line (bytes of output) the interleaved stream carries: a longer line, or output
+#: with no newline at all, goes there cut into pieces of at most this length (never inside a
+#: UTF-8 character). The container's own log keeps every byte as written.
+MAX_LINE = 64 * 1024
+#: Bytes taken from a container's pipe at a time. Not above :data:`MAX_LINE`: that is what
+#: bounds every line of a read but the first (see :func:`split_lines`).
+READ_SIZE = MAX_LINE
+assert READ_SIZE <= MAX_LINE
 
 
 class ContainerSetupError(Exception):
@@ -140,6 +153,8 @@ class LocalPod:
             deleting=self.deleting,
             reason="ContainerCannotRun" if any(c.error for c in self.init + self.main) else None,
             init_containers=tuple(_container_state(c, False) for c in self.init),
+            desired_hash=stamp_of(self.manifest) or None,
+            generation=generation_label(labels),
         )
 
     def pids(self) -> list[int]:
@@ -274,19 +289,21 @@ class LocalPod:
             message = str(exc) if isinstance(exc, ContainerSetupError) else f"cannot start {c.name!r}: {exc}"
             log.write((message + "\n").encode())
             log.close()
-            self.sink(self.name, c.name, f"error: {message}")
+            self.sink(self.name, c.name, _clean(f"error: {message}".encode()))
             c.error = message
             c.exit_code = 128
             return
         c.reader = asyncio.get_running_loop().create_task(self._pump(c, log))
 
     async def _pump(self, c: LocalContainer, log: Any) -> None:
-        """Copy the container's output to its log file and, line by line, to the sink."""
+        """Copy the container's output to its log file, every byte, and to the sink a block of
+        whole lines per read (see :data:`LineSink`). Memory stays bounded whatever the output
+        looks like: what is kept of an unfinished line is at most :data:`MAX_LINE` bytes."""
         assert c.proc is not None and c.proc.stdout is not None
         partial = b""
         try:
             while True:
-                chunk = await c.proc.stdout.read(65536)
+                chunk = await c.proc.stdout.read(READ_SIZE)
                 if not chunk:
                     break
                 if log is not None:
@@ -296,12 +313,11 @@ class LocalPod:
                         self.on_fatal(f"cannot write {log.name}: {exc.strerror or exc}")
                         log.close()
                         log = None
-                partial += chunk
-                *lines, partial = partial.split(b"\n")
-                for line in lines:
-                    self.sink(self.name, c.name, _display(line))
+                lines, partial = split_lines(partial, chunk)
+                if lines is not None:
+                    self.sink(self.name, c.name, _clean(lines))
             if partial:
-                self.sink(self.name, c.name, _display(partial))
+                self.sink(self.name, c.name, _clean(partial))
         finally:
             if log is not None:
                 log.close()
@@ -408,9 +424,61 @@ def _signal_groups(pids: list[int], sig: signal.Signals) -> None:
             pass
 
 
-def _display(line: bytes) -> str:
-    text = line.decode("utf-8", errors="replace").rstrip("\r")
-    return text.rsplit("\r", 1)[-1]
+def split_lines(partial: bytes, chunk: bytes) -> tuple[bytes | None, bytes]:
+    r"""The whole lines of ``partial + chunk`` and what is left of an unfinished line.
+
+    ``partial`` is the unfinished line of the previous read (at most :data:`MAX_LINE` bytes, no
+    newline) and ``chunk`` the new read (at most :data:`READ_SIZE` bytes). Returns ``(lines,
+    rest)``: ``lines`` the complete lines joined by ``b"\n"`` without the last newline (None if
+    there is none), every one at most :data:`MAX_LINE` bytes (a longer one cut into pieces, each a
+    line of its own); ``rest`` at most :data:`MAX_LINE` bytes without newline. Only the new chunk
+    is searched (a line inside it is at most ``READ_SIZE`` long), so a long line costs time in
+    proportion to its length, not its square.
+    """
+    data = partial + chunk if partial else chunk
+    last = data.rfind(b"\n")
+    if last < 0:
+        if len(data) <= MAX_LINE:
+            return None, data
+        pieces = []
+        while len(data) > MAX_LINE:
+            cut = _cut_at(data, MAX_LINE)
+            pieces.append(data[:cut])
+            data = data[cut:]
+        return b"\n".join(pieces), data
+    lines, rest = data[:last], data[last + 1 :]
+    if last > MAX_LINE:  # only the first line can be too long (partial + the chunk's head)
+        end = lines.find(b"\n")
+        first, others = (lines, b"") if end < 0 else (lines[:end], lines[end:])
+        if len(first) > MAX_LINE:
+            pieces = []
+            while len(first) > MAX_LINE:
+                cut = _cut_at(first, MAX_LINE)
+                pieces.append(first[:cut])
+                first = first[cut:]
+            pieces.append(first)
+            lines = b"\n".join(pieces) + others
+    return lines, rest
+
+
+def _cut_at(data: bytes, limit: int) -> int:
+    """Where to cut ``data`` to at most ``limit`` bytes: ``limit``, or up to 3 bytes before it
+    so that a UTF-8 character is not split (its continuation bytes are ``0b10xxxxxx``)."""
+    cut = limit
+    while cut > limit - 3 and 0x80 <= data[cut] <= 0xBF:
+        cut -= 1
+    return cut if 0x80 > data[cut] or data[cut] > 0xBF else limit
+
+
+def _clean(lines: bytes) -> bytes:
+    r"""Lines of output as they are shown, in one pass over a block (the common case, ASCII
+    without carriage returns, is returned as is): bytes that are not UTF-8 replaced by U+FFFD,
+    and of a line that rewrites itself with ``\r`` (a progress bar), its last state."""
+    if not lines.isascii():
+        lines = lines.decode("utf-8", errors="replace").encode("utf-8")
+    if b"\r" in lines:
+        lines = b"\n".join(line.rstrip(b"\r").rsplit(b"\r", 1)[-1] for line in lines.split(b"\n"))
+    return lines
 
 
 def base_environment() -> dict[str, str]:
