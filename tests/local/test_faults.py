@@ -105,3 +105,19 @@ def test_a_closed_pipe_does_not_end_or_fail_the_run(tmp_path) -> None:
     assert "run exit 0" in out.stdout, (out.stdout, (tmp_path / "err").read_text())
     assert "Traceback" not in (tmp_path / "err").read_text()
     assert "line 2999" in (tmp_path / "run" / "chatty-worker-0.pytorch.log").read_text()
+
+
+def test_the_grace_period_is_counted_down(start) -> None:
+    """A replica that ignores SIGTERM with terminationGracePeriodSeconds 3: one Ctrl-C says when
+    SIGKILL comes and counts down; the replica is killed when the grace period is over."""
+    stubborn = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\ntime.sleep(600)\n"
+    manifest = generic("slow-stop", py(stubborn), replicas=1)
+    manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["terminationGracePeriodSeconds"] = 3
+    run = start(manifest)
+    run.wait_for(lambda s: s.get("aggregate", {}).get("running") == 1, timeout=60)
+    wait_until(lambda: carrying(marker_of(run), b"signal.SIG_IGN"), 30, "the replica to run")
+    run.signal(signal.SIGINT)
+    assert run.finish(60) == 130, run.output
+    assert "SIGTERM sent, SIGKILL in 3s if they have not ended" in run.output, run.output
+    assert "still stopping: SIGKILL in" in run.output, run.output
+    assert not carrying(marker_of(run))

@@ -249,8 +249,15 @@ def run_job(
         return EXIT_CANNOT_RUN
     try:
         run_dir = make_run_dir(run_dir) if run_dir is not None else new_default_run_dir(job)
+        # What `get`, `describe`, `wait` and `delete` read (t9k_jobs.local.runs): the job as it
+        # started, and this runtime's pid (the process that a SIGTERM stops gracefully).
+        (run_dir / "job.yaml").write_text(to_yaml([job.dump()]), encoding="utf-8")
+        (run_dir / "runtime.pid").write_text(f"{os.getpid()}\n", encoding="utf-8")
     except RunDirError as exc:
         display.error(str(exc))
+        return EXIT_CANNOT_RUN
+    except OSError as exc:
+        display.error(f"cannot write in {run_dir}: {exc.strerror or exc}")
         return EXIT_CANNOT_RUN
     runner = LocalRunner(job, manifest, run_dir, display, watch, gpus)
     return asyncio.run(runner.run())
@@ -608,12 +615,35 @@ class LocalRunner:
         self.job = new.model_copy(update={"status": self.job.status})
         self.display.note("manifest changed: applying the new spec")
 
+    async def _count_down(self, live: list[LocalPod]) -> None:
+        """Say how long the stop may take: SIGTERM was sent; SIGKILL follows after the longest
+        grace period of the replicas still running, counted down every 5 s (every second in the
+        last 5) until they have all ended."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(p.grace_seconds for p in live)
+        first = True
+        while True:
+            running = [p for p in live if p.pids()]
+            left = deadline - loop.time()
+            if not running or left <= 0:
+                return
+            if first:
+                self.display.note(
+                    f"stopping {len(running)} replica(s): SIGTERM sent, SIGKILL in {left:.0f}s "
+                    "if they have not ended (a second stop signal kills them at once)"
+                )
+                first = False
+            else:
+                self.display.note(f"{len(running)} replica(s) still stopping: SIGKILL in {left:.0f}s")
+            await asyncio.sleep(min(left, 1.0 if left <= 5 else 5.0))
+
     async def _teardown(self) -> None:
         """Stop every process group still running (clean-up policy None keeps them on a cluster)."""
         live = [p for p in self.pods.values() if p.pids()]
-        if live:
-            self.display.note(f"stopping {len(live)} replica(s) still running")
+        countdown = asyncio.get_running_loop().create_task(self._count_down(live)) if live else None
         await asyncio.gather(*(p.terminate() for p in live), *list(self.deletions), return_exceptions=True)
+        if countdown is not None:
+            countdown.cancel()
         for pod in self.pods.values():
             if pod.task is not None and not pod.task.done():
                 pod.task.cancel()
