@@ -30,12 +30,8 @@ def test_an_edit_that_cannot_be_read_is_ignored_and_the_job_goes_on(tmp_path: Pa
     text = yaml.safe_dump(manifest, sort_keys=False)
     path.write_text(text)
     output = tmp_path / "output"
-    with output.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "t9k_jobs.cli", "run", str(path), "--run-dir",
-                                 str(tmp_path / "run")], stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
-    status = tmp_path / "run" / "status.yaml"
+    proc = _run_until_running(path, tmp_path / "run", output)
     try:
-        _wait_for(lambda: "phase: Running" in (status.read_text() if status.exists() else "") or proc.poll() is not None)
         for edit, said in (
             (text.replace("reader", "r\xe9ader").encode("latin-1"), "byte 0xe9 is not UTF-8"),  # the wrong encoding
             (codecs.BOM_UTF16_LE + text.encode("utf-16-le"), "is UTF-16 text"),
@@ -53,6 +49,20 @@ def test_an_edit_that_cannot_be_read_is_ignored_and_the_job_goes_on(tmp_path: Pa
     assert shown.count("edit ignored; the job goes on with the previous spec") == 3, shown
     assert "Traceback" not in shown, shown
     assert yaml.safe_load((tmp_path / "run" / "status.yaml").read_text())["phase"] == "Succeeded"
+
+
+def _run_until_running(path: Path, run_dir: Path, output: Path) -> subprocess.Popen[bytes]:
+    """``t9k-jobs run path`` with its output in ``output``, once its job is Running (or it ended)."""
+    with output.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "t9k_jobs.cli", "run", str(path), "--run-dir", str(run_dir)],
+                                stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+    status = run_dir / "status.yaml"
+    try:
+        _wait_for(lambda: "phase: Running" in (status.read_text() if status.exists() else "") or proc.poll() is not None)
+    except BaseException:
+        proc.kill()
+        raise
+    return proc
 
 
 def _wait_for(condition, timeout: float = 60) -> None:  # noqa: ANN001
@@ -98,12 +108,8 @@ def test_an_edit_of_the_elastic_range_is_refused_and_the_job_goes_on(tmp_path: P
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(manifest, sort_keys=False))
     output = tmp_path / "output"
-    with output.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "t9k_jobs.cli", "run", str(path), "--run-dir",
-                                 str(tmp_path / "run")], stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
-    status = tmp_path / "run" / "status.yaml"
+    proc = _run_until_running(path, tmp_path / "run", output)
     try:
-        _wait_for(lambda: "phase: Running" in (status.read_text() if status.exists() else "") or proc.poll() is not None)
         manifest["spec"]["elastic"]["maxReplicas"] = 4
         path.write_text(yaml.safe_dump(manifest, sort_keys=False))
         _wait_for(lambda: "spec.elastic.maxReplicas: cannot be changed" in output.read_text() or proc.poll() is not None)
