@@ -279,14 +279,16 @@ class ControlPlane:
             "current-context: t9k-jobs-test\n"
         )
 
-    def _spawn(self, name: str, *args: str) -> None:
+    def _spawn(self, name: str, *args: str, append: bool = False) -> None:
         if not os.access(self.bin_dir / name, os.X_OK):
             raise ControlPlaneError(
                 f"{name}: no executable {self.bin_dir / name} (see tools/controlplane/build.sh)"
             )
-        with open(self.dir / f"{name}.log", "wb") as log:
+        argv = [str(self.bin_dir / name), *args]
+        self._save_launch(name, argv=argv)  # for restart_component(), also from another process
+        with open(self.dir / f"{name}.log", "ab" if append else "wb") as log:
             proc = subprocess.Popen(
-                [str(self.bin_dir / name), *args],
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -298,6 +300,7 @@ class ControlPlane:
 
     def _wait(self, name: str, url: str, timeout: float, tls: bool | None = True) -> None:
         """Poll url until it answers 200 (tls: True = verify with our CA + token, None = unverified)."""
+        self._save_launch(name, ready=[url, tls])
         ctx = None
         if tls:
             ctx = ssl.create_default_context(cafile=str(self.ca_file))
@@ -401,24 +404,71 @@ class ControlPlane:
     def stop(self, grace: float = STOP_GRACE) -> None:
         """SIGTERM each component (last started first), SIGKILL after ``grace`` seconds; remove pid files."""
         for name, pid in reversed(list(self.pids().items())):
+            self._terminate(name, pid, grace)
+            (self.dir / f"{name}.pid").unlink(missing_ok=True)
+
+    def _terminate(self, name: str, pid: int, grace: float) -> None:
+        """SIGTERM the process group of ``pid``, SIGKILL after ``grace`` seconds; reap our own child."""
+        if _alive(pid, name):
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            end = time.monotonic() + grace
+            while _alive(pid, name) and time.monotonic() < end:
+                if name in self._procs:
+                    self._procs[name].poll()  # reap our own child so it does not linger as a zombie
+                time.sleep(0.1)
             if _alive(pid, name):
                 try:
-                    os.killpg(pid, signal.SIGTERM)
+                    os.killpg(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-                end = time.monotonic() + grace
-                while _alive(pid, name) and time.monotonic() < end:
-                    if name in self._procs:
-                        self._procs[name].poll()  # reap our own child so it does not linger as a zombie
-                    time.sleep(0.1)
-                if _alive(pid, name):
-                    try:
-                        os.killpg(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-            if name in self._procs:
-                self._procs.pop(name).wait()
-            (self.dir / f"{name}.pid").unlink(missing_ok=True)
+        if name in self._procs:
+            self._procs.pop(name).wait()
+
+    # -- faults: one component stopped and started again (tests/node/test_faults.py) ---------------
+    def _save_launch(self, name: str, **fields) -> None:
+        path = self.dir / f"{name}.launch.json"
+        try:
+            launch = json.loads(path.read_text())
+        except (OSError, ValueError):
+            launch = {}
+        launch.update(fields)
+        path.write_text(json.dumps(launch))
+
+    def stop_component(self, name: str, grace: float = STOP_GRACE) -> float:
+        """Stop one running component as :meth:`stop` does (SIGTERM, SIGKILL after ``grace`` s),
+        keeping its data (etcd's store) and its launch record; returns the seconds it took.
+        Raises ControlPlaneError when ``name`` does not run."""
+        pid = self.pids().get(name)
+        if pid is None or not _alive(pid, name):
+            raise ControlPlaneError(f"{name} does not run in {self.dir}")
+        started = time.monotonic()
+        self._terminate(name, pid, grace)
+        return time.monotonic() - started
+
+    def start_component(self, name: str, timeout: float = START_TIMEOUT) -> float:
+        """Start a stopped component again with the same command line (same ports, data, keys),
+        its log appended to, and wait until it answers its health check; returns the seconds that
+        took. Raises ControlPlaneError when it does not come back within ``timeout`` seconds."""
+        try:
+            launch = json.loads((self.dir / f"{name}.launch.json").read_text())
+        except (OSError, ValueError):
+            raise ControlPlaneError(f"{name} was never started from {self.dir}") from None
+        if not self.token:  # a plane started by another process: its admin token and API address
+            self.token = (self.dir / "tokens.csv").read_text().split(",", 1)[0]
+        started = time.monotonic()
+        argv = launch["argv"]
+        self.bin_dir = self.bin_dir or Path(argv[0]).parent
+        self._spawn(name, *argv[1:], append=True)
+        url, tls = launch["ready"]
+        self._wait(name, url, timeout, tls=tls)
+        return time.monotonic() - started
+
+    def restart_component(self, name: str, timeout: float = START_TIMEOUT) -> dict[str, float]:
+        """Stop then start one component (a real process restart); returns ``{"stop_s", "start_s"}``."""
+        return {"stop_s": self.stop_component(name), "start_s": self.start_component(name, timeout)}
 
 
 def main(argv: list[str] | None = None) -> int:

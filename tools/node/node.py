@@ -5,6 +5,7 @@ runc, bridge CNI, kube-proxy and CoreDNS, for tests and trials (``tools/node/up.
     node.py up --dir DIR [--cp-bin BINDIR] [--node-bin BINDIR] [--crds PATH]... [--image ARCHIVE]...
     node.py down --dir DIR
     node.py status --dir DIR
+    node.py restart --dir DIR COMPONENT   # stop and start one daemon (containerd, kubelet, etcd...)
 
 The shape (docs/cluster.md has the walk-through):
 
@@ -90,6 +91,7 @@ REQUIRED = {
     "ip": "iproute2",
 }
 CGROUP_FS = Path("/sys/fs/cgroup")
+NODE_DAEMONS = ("containerd", "kubelet", "kube-proxy", "coredns")  # started by up, in the node's namespaces
 
 
 class NodeError(RuntimeError):
@@ -326,9 +328,9 @@ class Node:
         self._save()
         REGISTRY.write_text(json.dumps({"dir": str(self.dir)}))
         try:
-            self._namespaces()
+            self._namespaces(lock)
             self.plane.start()
-            self._start_containerd(lock)
+            self._start_containerd()
             self.import_images(list(images))
             self._start_kubelet()
             self._start_kube_proxy()
@@ -338,11 +340,14 @@ class Node:
             self.down()
             raise
         finally:
-            os.close(lock)  # containerd holds it from here on
+            os.close(lock)  # the anchor holds it from here on, as long as the node lives
         return self
 
-    def _namespaces(self) -> None:
+    def _namespaces(self, lock: int) -> None:
         make_cgroup(self.cgroup)
+        # The anchor also holds the lock on containerd's store: containerd would hand its copy on to
+        # the shims it starts (Go leaves inherited descriptors open), which outlive a containerd
+        # restart, so that a restarted containerd could not lock the store again.
         anchor = subprocess.Popen(
             ["unshare", "--mount", "--net", "--propagation", "private", "--", "sleep", "infinity"],
             stdin=subprocess.DEVNULL,
@@ -350,6 +355,7 @@ class Node:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
             preexec_fn=join_cgroup(self.cgroup),
+            pass_fds=(lock,),
         )
         self.state["anchor"] = anchor.pid
         self._save()
@@ -377,6 +383,7 @@ class Node:
         self._save()
 
     def _spawn(self, name: str, *argv: str, **kw) -> subprocess.Popen:
+        self.state.setdefault("argv", {})[name] = list(argv)  # for start_component()
         with open(self.logs / f"{name}.log", "ab") as log:
             proc = subprocess.Popen(
                 self.nsenter(*argv),
@@ -412,7 +419,7 @@ class Node:
                 raise self._fail(name, f"not {what} after {timeout:.0f} s")
             time.sleep(0.2)
 
-    def _start_containerd(self, lock: int) -> None:
+    def _start_containerd(self) -> None:
         root = CACHE / "containerd"
         conf = self.dir / "containerd.toml"
         cni = self.dir / "cni"
@@ -465,7 +472,7 @@ state = "/run/containerd"
 """
         )
         self.containerd_socket.unlink(missing_ok=True)
-        proc = self._spawn("containerd", "containerd", "--config", str(conf), pass_fds=(lock,))
+        proc = self._spawn("containerd", "containerd", "--config", str(conf))
         self._until(
             "containerd",
             "serving",
@@ -642,6 +649,11 @@ healthzBindAddress: {NODE_IP}:10256
                     os.waitpid(pid, os.WNOHANG)  # our own children: reap them
                 except ChildProcessError:
                     pass
+        # A container whose shim was killed first is re-parented to PID 1 and stays a zombie (still
+        # in the node's cgroup) until PID 1 reaps it, which some init systems do only now and then.
+        end = time.monotonic() + 10
+        while _zombies(cgroup) and time.monotonic() < end:
+            time.sleep(0.05)
         veth = state.get("veth", self.veth)
         if Path(f"/sys/class/net/{veth}").exists():
             run("ip", "link", "del", veth, check=False)
@@ -658,12 +670,95 @@ healthzBindAddress: {NODE_IP}:10256
             REGISTRY.unlink(missing_ok=True)
         self.state = {}
 
+    # -- faults: one daemon stopped and started again (tests/node/test_faults.py) ------------------
+    def stop_component(self, name: str, grace: float = 15.0) -> float:
+        """Stop one daemon of the node (containerd, kubelet, kube-proxy, coredns) with SIGTERM, SIGKILL
+        after ``grace`` seconds, or one of the control plane's components; the containers, the data
+        and the namespaces stay. Returns the seconds it took; NodeError when ``name`` does not run."""
+        if name not in NODE_DAEMONS:
+            try:
+                return self.plane.stop_component(name, grace)
+            except ControlPlaneError as exc:
+                raise NodeError(str(exc)) from None
+        self.state = self._load()
+        pid = self.state.get("pids", {}).get(name)
+        if not pid or not alive(pid):
+            raise NodeError(f"{name} does not run on the node of {self.dir}")
+        started = time.monotonic()
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                break
+            end = time.monotonic() + wait
+            while alive(pid) and time.monotonic() < end:
+                time.sleep(0.05)
+            if not alive(pid):
+                break
+        _reap(pid)
+        if alive(pid):
+            raise NodeError(f"{name} (pid {pid}) did not stop")
+        return time.monotonic() - started
+
+    def start_component(self, name: str, timeout: float = 120.0) -> float:
+        """Start a stopped daemon again inside the node's namespaces and cgroup with the command line
+        ``up`` gave it, and wait until it serves (containerd: its API; the others: their health
+        endpoints); for a control-plane component see :meth:`ControlPlane.start_component`. Returns
+        the seconds that took; NodeError when it does not serve within ``timeout`` seconds."""
+        if name not in NODE_DAEMONS:
+            try:
+                return self.plane.start_component(name, timeout)
+            except ControlPlaneError as exc:
+                raise NodeError(str(exc)) from None
+        self.state = self._load()
+        argv = self.state.get("argv", {}).get(name)
+        if not argv:
+            raise NodeError(f"{name} was never started on the node of {self.dir}")
+        if alive(self.state["pids"].get(name, 0)):
+            raise NodeError(f"{name} already runs on the node of {self.dir}")
+        started = time.monotonic()
+        proc = self._spawn(name, *argv)
+        serving = {
+            "containerd": lambda: run(
+                "ctr", "-a", str(self.containerd_socket), "version", check=False, timeout=5
+            ).returncode == 0,
+            "kubelet": lambda: _http_ok(f"http://{NODE_IP}:10248/healthz"),
+            "kube-proxy": lambda: _http_ok(f"http://{NODE_IP}:10256/healthz"),
+            "coredns": lambda: _http_ok(f"http://{NODE_IP}:8181/ready"),
+        }[name]
+        self._until(name, "serving again", serving, timeout, proc)
+        return time.monotonic() - started
+
+    def restart_component(self, name: str, timeout: float = 120.0) -> dict[str, float]:
+        """Stop then start one component (a real process restart); returns ``{"stop_s", "start_s"}``."""
+        return {"stop_s": self.stop_component(name), "start_s": self.start_component(name, timeout)}
+
     def status(self) -> dict[str, bool]:
         """name -> running, for the control plane's components and the node's daemons."""
         state = self._load()
         out = {n: n in self.plane.running() for n in self.plane.pids()}
         out.update({n: alive(p) for n, p in state.get("pids", {}).items()})
         return out
+
+
+def _zombies(cgroup: str) -> list[int]:
+    """Dead processes not reaped yet whose cgroup is (or was) ``cgroup`` or below it."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if f"/{cgroup}" in Path(f"/proc/{pid}/cgroup").read_text() and not alive(int(pid)):
+                out.append(int(pid))
+        except OSError:
+            pass
+    return out
+
+
+def _reap(pid: int) -> None:
+    """Collect ``pid``'s exit status when it is our own child (no zombie left); else nothing."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
 
 
 def _registered() -> str | None:
@@ -684,9 +779,12 @@ def _http_ok(url: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("up", "down", "status"):
+    for name in ("up", "down", "status", "restart"):
         p = sub.add_parser(name)
         p.add_argument("--dir", required=True, help="state directory (logs, configs, the control plane)")
+        if name == "restart":
+            p.add_argument("component", choices=[*NODE_DAEMONS, "kube-apiserver", "etcd",
+                                                 "kube-controller-manager", "kube-scheduler"])
         if name == "up":
             p.add_argument("--cp-bin", help="control-plane binaries (default: tools/controlplane/build.sh)")
             p.add_argument("--node-bin", help="kubelet, kube-proxy, coredns (default: tools/node/build.sh)")
@@ -703,6 +801,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"export KUBECONFIG={node.kubeconfig}")
         elif args.command == "down":
             node.down()
+        elif args.command == "restart":
+            took = node.restart_component(args.component)
+            print(f"node: {args.component} stopped in {took['stop_s']:.1f} s, serving again "
+                  f"{took['start_s']:.1f} s after its start", file=sys.stderr)
         else:
             status = node.status()
             for name, up in status.items():
