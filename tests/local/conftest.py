@@ -117,6 +117,18 @@ def template(command: list[str], **container: Any) -> dict[str, Any]:
     return {"spec": {"containers": [{"name": "pytorch", "image": "local", "command": command, **container}]}}
 
 
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll ``predicate`` every 0.1 s until it returns something true (returned), or fail after
+    ``timeout`` seconds naming ``what`` was waited for."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
 def carrying(marker: bytes, pattern: bytes = b"") -> list[int]:
     """Processes whose environment holds ``marker`` (``NAME=value``) and whose command line holds
     ``pattern``, wherever they were reparented (read from /proc, independently of the runtime)."""

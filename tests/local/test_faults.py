@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from .conftest import carrying, job, py, template
+from .conftest import carrying, job, py, template, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -30,16 +30,6 @@ def generic(name: str, command: list[str], replicas: int = 2, **container) -> di
 
 def marker_of(run) -> bytes:
     return f"T9K_JOBS_RUN_DIR={run.run_dir.resolve()}".encode()
-
-
-def wait_until(predicate, timeout: float, what: str):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGKILL, -9), (signal.SIGHUP, 129), (signal.SIGQUIT, 131)])

@@ -491,7 +491,7 @@ def test_a_pod_waits_for_gpus_still_held_and_starts_when_they_are_given_back(tmp
         runner = LocalRunner(the_job, None, tmp_path, Display(quiet=True), False, GpuInventory.declared("0"))
         runner._start_pod(first)
         runner._start_pod(second)
-        a, b = runner.pods["wait-worker-0"], runner.pods["wait-worker-1"]
+        b = runner.pods["wait-worker-1"]
         assert b.task is None and b.observe().phase == "Pending" and b.uid in runner.gpu_waiting
         log_a = tmp_path / "wait-worker-0.pytorch.log"
         async def until(condition, what: str) -> None:  # noqa: ANN001

@@ -6,13 +6,12 @@ from __future__ import annotations
 import codecs
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from .conftest import job, py, template
+from .conftest import job, py, template, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -38,7 +37,7 @@ def test_an_edit_that_cannot_be_read_is_ignored_and_the_job_goes_on(tmp_path: Pa
             (b"\x00\x01binary", "NUL byte"),
         ):
             path.write_bytes(edit)
-            _wait_for(lambda said=said: said in output.read_text() or proc.poll() is not None)
+            wait_until(lambda said=said: said in output.read_text() or proc.poll() is not None, 60, said)
             assert proc.poll() is None, output.read_text()
         release.write_text("go")
         assert proc.wait(timeout=120) == 0, output.read_text()
@@ -58,19 +57,12 @@ def _run_until_running(path: Path, run_dir: Path, output: Path) -> subprocess.Po
                                 stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
     status = run_dir / "status.yaml"
     try:
-        _wait_for(lambda: "phase: Running" in (status.read_text() if status.exists() else "") or proc.poll() is not None)
+        wait_until(lambda: "phase: Running" in (status.read_text() if status.exists() else "") or proc.poll() is not None,
+                   60, "the job to run")
     except BaseException:
         proc.kill()
         raise
     return proc
-
-
-def _wait_for(condition, timeout: float = 60) -> None:  # noqa: ANN001
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            pytest.fail("timed out")
-        time.sleep(0.05)
 
 
 def test_a_manifest_from_standard_input_runs(tmp_path: Path) -> None:
@@ -112,7 +104,8 @@ def test_an_edit_of_the_elastic_range_is_refused_and_the_job_goes_on(tmp_path: P
     try:
         manifest["spec"]["elastic"]["maxReplicas"] = 4
         path.write_text(yaml.safe_dump(manifest, sort_keys=False))
-        _wait_for(lambda: "spec.elastic.maxReplicas: cannot be changed" in output.read_text() or proc.poll() is not None)
+        wait_until(lambda: "spec.elastic.maxReplicas: cannot be changed" in output.read_text() or proc.poll() is not None,
+                   60, "the refusal")
         release.write_text("go")
         assert proc.wait(timeout=120) == 0, output.read_text()
     finally:

@@ -22,7 +22,7 @@ import yaml
 from t9k_jobs.frameworks.base import LABEL_REPLICA_INDEX
 from t9k_jobs.local.processes import MAX_LINE
 
-from .conftest import job, py, template
+from .conftest import job, py, template, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -33,16 +33,6 @@ def generic(name: str, command: list[str], replicas: int = 1) -> dict:
     return job("GenericJob", name, {"replicaSpecs": [
         {"type": "worker", "replicas": replicas, "restartPolicy": {"policy": "Never"},
          "template": template(command, env=[rank])}]})
-
-
-def wait_until(predicate, timeout: float, what: str):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def vm_hwm_mib(pid: int) -> float | None:
