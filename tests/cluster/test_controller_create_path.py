@@ -8,6 +8,7 @@ from typing import Any
 from t9k_jobs.api import parse_job
 from t9k_jobs.cluster.client import ApiError, KubeClient
 from t9k_jobs.cluster.controller import Controller, job_key
+from t9k_jobs.cluster.state import ChildRef
 from t9k_jobs.engine import Observed, reconcile
 
 KEY = job_key("PyTorchTrainingJob", "ns", "j")
@@ -117,7 +118,8 @@ def test_a_failed_batch_ends_the_creates_and_is_reported() -> None:
     assert errors == [invalid]
     assert calls["events"] == ["FailedCreateService"]
     # Only what was created is waited for (the informer will show it); not what was never sent.
-    assert calls["expected"] == (frozenset({"Service/j-master-0", "Service/j-worker-1"}), frozenset())
+    expected = frozenset({ChildRef("Service", "j-master-0"), ChildRef("Service", "j-worker-1")})
+    assert calls["expected"] == (expected, frozenset())
 
 
 def _status_pass(status_error: ApiError | None) -> tuple[list[Exception], list[str]]:

@@ -70,7 +70,7 @@ def test_deleting_and_other_kinds():
     assert project_child(p).deleting and project_child(p).pod.deleting
     svc = {"kind": "Service", "metadata": {"name": "s", "namespace": "ns", "uid": "u", "labels": {}}}
     c = project_child(svc)
-    assert c.pod is None and c.owner == "" and c.kind == "Service"
+    assert c.pod is None and c.owner is None and c.kind == "Service"
 
 
 def test_child_selector_names_every_kind():
@@ -96,12 +96,21 @@ def test_urgent_changes_are_ends_and_disappearances():
     assert not _urgent(None, svc)
 
 
-def test_child_index_forgets_a_job_once_its_last_child_is_gone():
-    """The per-job child index must not keep an entry for every job ever seen (soak growth)."""
+def test_job_record_is_dropped_once_it_holds_nothing():
+    """One record per job (cluster/state.py), and none kept for a job that is gone and has no
+    children left: the soak showed the growth when empty entries were kept."""
     from kubernetes_asyncio.client import ApiClient, Configuration
 
     from t9k_jobs.cluster.client import KubeClient
     from t9k_jobs.cluster.controller import Controller
+    from t9k_jobs.cluster.state import ChildRef
+
+    job = {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "PyTorchTrainingJob",
+        "metadata": {"name": "j", "namespace": "ns", "uid": "job-uid", "resourceVersion": "5"},
+        "status": {"phase": "Running"},
+    }
 
     async def go() -> None:
         conf = Configuration(host="https://127.0.0.1:1")  # never contacted: bookkeeping only
@@ -109,28 +118,33 @@ def test_child_index_forgets_a_job_once_its_last_child_is_gone():
         try:
             ctl = Controller(client, None, 1)
             owner = job_key("PyTorchTrainingJob", "ns", "j")
+            assert str(owner) == "PyTorchTrainingJob/ns/j"
             first = project_child(pod())
             second = project_child(
                 {**pod(), "metadata": {**pod()["metadata"], "name": "j-worker-3", "uid": "u2"}}
             )
+            ctl._on_job("ADDED", ("ns", "j"), job, None)
+            assert ctl.jobs[owner].phase == "Running"
             for c in (first, second):
                 ctl._on_child("ADDED", ("ns", c.name), c, None)
-            assert set(ctl._children[owner]) == {("Pod", "j-worker-2"), ("Pod", "j-worker-3")}
+            assert set(ctl.jobs[owner].children) == {ChildRef("Pod", "j-worker-2"), ChildRef("Pod", "j-worker-3")}
+            ctl.jobs[owner].secrets.add("j-ssh")
+            ctl._on_job("DELETED", ("ns", "j"), None, job)
+            state = ctl.jobs[owner]
+            assert state.phase is None and not state.secrets, "the job's own entries go with it"
             ctl._on_child("DELETED", ("ns", first.name), None, first)
-            assert set(ctl._children[owner]) == {("Pod", "j-worker-3")}
+            assert set(ctl.jobs[owner].children) == {ChildRef("Pod", "j-worker-3")}
             ctl._on_child("DELETED", ("ns", second.name), None, second)
-            assert owner not in ctl._children
+            assert owner not in ctl.jobs
+            ctl._on_child("ADDED", ("ns", first.name), first, None)
+            ctl._on_child("DELETED", ("ns", first.name), None, first)
+            assert ctl.jobs == {}, "a child of a job that is gone leaves no record behind"
             ctl.queue.shut_down()
             await ctl.events_client.close()
         finally:
             await client.close()
 
     asyncio.run(go())
-
-
-
-# ---------------------------------------------------------------------- pod states of a real kubelet
-
 
 def terminated(code: int, reason: str, message: str | None = None, name: str = "pytorch") -> dict:
     state = {"exitCode": code, "reason": reason, "startedAt": "2026-01-01T00:00:00Z"}
@@ -224,13 +238,14 @@ def test_the_cache_catches_up_with_a_write_by_resource_version_equality_only() -
     over version ``base``; the cache has caught up once it holds our version or any other
     version than ``base`` (a watch delivers an object's versions in order)."""
     from t9k_jobs.cluster.controller import _caught_up
+    from t9k_jobs.cluster.state import Written
 
     def at(rv: str) -> dict:
         return {"metadata": {"resourceVersion": rv}}
 
-    written = at("opaque-b")
-    assert not _caught_up(at("opaque-a"), written, "opaque-a")  # still the version we wrote over
-    assert _caught_up(at("opaque-b"), written, "opaque-a")  # the echo of our write
-    assert _caught_up(at("opaque-c"), written, "opaque-a")  # a later change
-    assert _caught_up(at("9"), at("10"), "8")  # no numeric ordering: "9" < "10" is not asked
-    assert _caught_up(None, written, "opaque-a")
+    written = Written(at("opaque-b"), base="opaque-a")
+    assert not _caught_up(at("opaque-a"), written)  # still the version we wrote over
+    assert _caught_up(at("opaque-b"), written)  # the echo of our write
+    assert _caught_up(at("opaque-c"), written)  # a later change
+    assert _caught_up(at("9"), Written(at("10"), base="8"))  # no numeric ordering: "9" < "10" is not asked
+    assert _caught_up(None, written)

@@ -43,6 +43,7 @@ from . import metrics
 from .client import CORE_CHILDREN, EVENTS, OPTIONAL_CHILDREN, ApiError, KubeClient, Resource
 from .expectations import Expectations
 from .informer import Informer, Key
+from .state import ChildRef, JobKey, JobState, Written
 from .workqueue import ShutDown, WorkQueue
 
 log = logging.getLogger("t9k_jobs.controller")
@@ -62,7 +63,7 @@ class Child:
     namespace: str
     name: str
     uid: str
-    owner: str  # job key, "" when the labels name no owner
+    owner: JobKey | None  # the job its labels name, None when they name none
     owner_uid: str | None  # uid in the controller owner reference
     deleting: bool
     pod: ObservedPod | None = None
@@ -71,13 +72,13 @@ class Child:
     stamp: str = ""  # its desired-hash annotation (engine.desired)
 
 
-def job_key(kind: str, namespace: str, name: str) -> str:
-    return f"{kind}/{namespace}/{name}"
+    @property
+    def ref(self) -> ChildRef:
+        return ChildRef(self.kind, self.name)
 
 
-def split_key(key: str) -> tuple[str, str, str]:
-    kind, namespace, name = key.split("/", 2)
-    return kind, namespace, name
+def job_key(kind: str, namespace: str, name: str) -> JobKey:
+    return JobKey(kind, namespace, name)
 
 
 def project_child(obj: dict[str, Any]) -> Child:
@@ -86,7 +87,7 @@ def project_child(obj: dict[str, Any]) -> Child:
     labels = meta.get("labels") or {}
     owner_kind, owner_name = labels.get(LABEL_OWNER_KIND), labels.get(LABEL_OWNER_NAME)
     namespace = meta.get("namespace", "")
-    owner = job_key(owner_kind, namespace, owner_name) if owner_kind and owner_name else ""
+    owner = JobKey(owner_kind, namespace, owner_name) if owner_kind and owner_name else None
     owner_uid = None
     for ref in meta.get("ownerReferences") or []:
         if ref.get("controller"):
@@ -198,22 +199,13 @@ class Controller:
         self.workers = workers
         self.optional_kinds = optional_kinds or set()
         self.identity = identity or f"t9k-jobs-{uuid.uuid4().hex[:8]}"
-        self.queue = WorkQueue()
-        self.expectations = Expectations()
+        self.queue: WorkQueue[JobKey] = WorkQueue()
+        self.expectations: Expectations[JobKey, ChildRef] = Expectations()
         self.job_informers: dict[str, list[Informer[dict[str, Any]]]] = {}
         self.child_informers: list[Informer[Child]] = []
-        self._children: dict[str, dict[tuple[str, str], Child]] = {}  # job key -> (kind, name) -> child
-        # job key -> (kind, name) -> who holds that name: children this job cannot create
-        self._conflicts: dict[str, dict[tuple[str, str], str]] = {}
-        # job key -> names of its Secrets known to exist (created, or refused as existing): the
-        # operator cannot read Secrets, so this stands in for a Secret informer
-        self._secrets: dict[str, set[str]] = {}
-        # job key -> (the job as our last status write left it, the resourceVersion it was written over)
-        self._written: dict[str, tuple[dict[str, Any], str]] = {}
-        self._parsed: dict[str, tuple[str, Job]] = {}  # job key -> (resourceVersion, job)
-        self._invalid: dict[str, str] = {}  # job key -> resourceVersion reported invalid
-        self._phases: dict[str, tuple[str, str]] = {}  # job key -> (kind, phase) for the jobs gauge
-        self._warned_unserved: set[tuple[str, str]] = set()
+        # Every job the controller remembers something about (state.py); a record is dropped
+        # as soon as it holds nothing (:meth:`_release`).
+        self.jobs: dict[JobKey, JobState] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[Any]] = set()
 
@@ -227,7 +219,7 @@ class Controller:
                 inf.on_relist(lambda kind=kind: self._on_job_relist(kind))
                 self.job_informers.setdefault(kind, []).append(inf)
             # Not Secrets: the operator may only create them (rbac.py); it knows a job's Secret
-            # exists from that create (:attr:`_secrets`).
+            # exists from that create (:attr:`JobState.secrets`).
             kinds = [r for r in CORE_CHILDREN.values() if r.kind != "Secret"]
             kinds += [OPTIONAL_CHILDREN[k] for k in sorted(self.optional_kinds)]
             for res in kinds:
@@ -250,7 +242,7 @@ class Controller:
         log.info(
             "caches synced: %d jobs, %d children",
             self.job_count(),
-            sum(len(c) for c in self._children.values()),
+            sum(len(state.children) for state in self.jobs.values()),
         )
 
     def stopped_tasks(self) -> list[str]:
@@ -265,23 +257,41 @@ class Controller:
     def job_count(self) -> int:
         return sum(len(i.store) for infs in self.job_informers.values() for i in infs)
 
+    def _state(self, key: JobKey) -> JobState:
+        """The record of ``key``, made when the job had none."""
+        state = self.jobs.get(key)
+        if state is None:
+            state = self.jobs[key] = JobState()
+        return state
+
+    def _release(self, key: JobKey) -> None:
+        """Drop the record of ``key`` when it holds nothing (else every job ever seen would keep
+        an empty one: the soak showed the growth)."""
+        state = self.jobs.get(key)
+        if state is not None and state.empty:
+            del self.jobs[key]
+
     def _on_job(self, event: str, key: Key, new: dict[str, Any] | None, old: dict[str, Any] | None) -> None:
         obj = new if new is not None else old
         assert obj is not None
-        jkey = job_key(obj["kind"], key[0], key[1])
+        jkey = JobKey(obj["kind"], key[0], key[1])
         if event == "DELETED":
             self.expectations.forget(jkey)
-            self._written.pop(jkey, None)
-            self._parsed.pop(jkey, None)
-            self._invalid.pop(jkey, None)
             self.queue.forget(jkey)
+            state = self.jobs.get(jkey)
+            if state is not None:
+                was_invalid = state.invalid is not None
+                state.forget_job()
+                if was_invalid:
+                    self._count_invalid(jkey.kind)
             self._set_phase(jkey, None)
             return
+        state = self._state(jkey)
         self._set_phase(jkey, ((new or {}).get("status") or {}).get("phase") or "Pending")
-        entry = self._written.get(jkey)
-        if entry is not None and _caught_up(new, *entry):
-            self._written.pop(jkey, None)
-            if _same_version(new, entry[0]):
+        written = state.written
+        if written is not None and _caught_up(new, written):
+            state.written = None
+            if _same_version(new, written.obj):
                 # The echo of our own status write: the pass that wrote it saw this world already;
                 # children that changed since have queued the job themselves.
                 return
@@ -289,47 +299,50 @@ class Controller:
 
     def _on_job_relist(self, kind: str) -> None:
         # The cache is now at least as new as any of our writes of this kind.
-        for jkey in [k for k in self._written if k.startswith(kind + "/")]:
-            self._written.pop(jkey, None)
+        for jkey, state in list(self.jobs.items()):
+            if jkey.kind == kind and state.written is not None:
+                state.written = None
+                self._release(jkey)
 
     def _on_child(self, event: str, key: Key, new: Child | None, old: Child | None) -> None:
         c = new if new is not None else old
         assert c is not None
         if old is not None and old.owner and (new is None or new.owner != old.owner):
             self._forget_child(old)
-        if not c.owner:
+        if c.owner is None:
             return
-        child_id = f"{c.kind}/{c.name}"
         if new is None:
             self._forget_child(c)
-            self.expectations.observed_delete(c.owner, child_id)
+            self.expectations.observed_delete(c.owner, c.ref)
         else:
-            self._children.setdefault(c.owner, {})[(c.kind, c.name)] = new
-            self.expectations.observed_create(c.owner, child_id)
+            self._state(c.owner).children[c.ref] = new
+            self.expectations.observed_create(c.owner, c.ref)
             if new.deleting:
-                self.expectations.observed_delete(c.owner, child_id)
+                self.expectations.observed_delete(c.owner, c.ref)
         if _urgent(new, old):
             self.queue.add(c.owner)
         else:
             self.queue.add_after(c.owner, self.batch_period)
 
     def _forget_child(self, c: Child) -> None:
-        """Drop ``c`` from its job's index, and the job's entry once it has no children left
-        (else every job ever seen would keep an empty entry: the soak showed the growth)."""
-        children = self._children.get(c.owner)
-        if children is not None:
-            children.pop((c.kind, c.name), None)
-            if not children:
-                del self._children[c.owner]
+        """Drop ``c`` from its job's record, and the record once it holds nothing."""
+        if c.owner is None:
+            return
+        state = self.jobs.get(c.owner)
+        if state is not None:
+            state.children.pop(c.ref, None)
+            self._release(c.owner)
 
-    def _set_phase(self, jkey: str, phase: str | None) -> None:
-        old = self._phases.pop(jkey, None)
-        if old is not None:
-            metrics.JOBS.labels(kind=old[0], phase=old[1]).dec()
+    def _set_phase(self, jkey: JobKey, phase: str | None) -> None:
+        """Move ``jkey`` to ``phase`` in the jobs gauge (None: the job is gone)."""
+        state = self.jobs.get(jkey)
+        if state is not None and state.phase is not None:
+            metrics.JOBS.labels(kind=jkey.kind, phase=state.phase).dec()
+            state.phase = None
         if phase is not None:
-            kind = jkey.split("/", 1)[0]
-            self._phases[jkey] = (kind, phase)
-            metrics.JOBS.labels(kind=kind, phase=phase).inc()
+            self._state(jkey).phase = phase
+            metrics.JOBS.labels(kind=jkey.kind, phase=phase).inc()
+        self._release(jkey)
 
     # ------------------------------------------------------------------ workers
 
@@ -338,7 +351,7 @@ class Controller:
         for infs in self.job_informers.values():
             for inf in infs:
                 for ns, name in list(inf.store):
-                    self.queue.add(job_key(inf.resource.kind, ns, name))
+                    self.queue.add(JobKey(inf.resource.kind, ns, name))
         await asyncio.gather(*(self._worker(i) for i in range(self.workers)))
 
     async def _worker(self, n: int) -> None:
@@ -373,59 +386,63 @@ class Controller:
                 metrics.RECONCILES.labels(controller=metrics.CONTROLLER, result=result).inc()
             self.queue.done(key)
 
-    def job_object(self, key: str) -> dict[str, Any] | None:
+    def job_object(self, key: JobKey) -> dict[str, Any] | None:
         """The newest copy of the job we know: our own last write, else the cache's."""
-        kind, ns, name = split_key(key)
         cached = None
-        for inf in self.job_informers.get(kind, []):
-            if inf.namespace in (None, ns):
-                cached = inf.get(ns, name)
+        for inf in self.job_informers.get(key.kind, []):
+            if inf.namespace in (None, key.namespace):
+                cached = inf.get(key.namespace, key.name)
                 if cached is not None:
                     break
         if cached is None:
             return None
-        entry = self._written.get(key)
-        if entry is not None and entry[0]["metadata"].get("uid") == cached["metadata"].get("uid"):
-            return entry[0]
+        state = self.jobs.get(key)
+        written = state.written if state is not None else None
+        if written is not None and written.obj["metadata"].get("uid") == cached["metadata"].get("uid"):
+            return written.obj
         return cached
 
-    def observe(self, key: str, uid: str | None, job: Job) -> Observed:
+    def observe(self, key: JobKey, uid: str | None, job: Job) -> Observed:
         """The job's children, as the engine sees them: only those whose controller is this job."""
         pods: dict[str, ObservedPod] = {}
         others: set[tuple[str, str]] = set()
         ready: set[tuple[str, str]] = set()
         hashes: dict[tuple[str, str], str] = {}
-        for (kind, name), c in self._children.get(key, {}).items():
+        state = self.jobs.get(key) or JobState()
+        for ref, c in state.children.items():
             if uid and c.owner_uid != uid:
                 continue
             if c.pod is not None:
-                pods[name] = c.pod
+                pods[ref.name] = c.pod
             else:
-                others.add((kind, name))
-                hashes[(kind, name)] = c.stamp
+                others.add((ref.kind, ref.name))
+                hashes[(ref.kind, ref.name)] = c.stamp
                 if c.ready:
-                    ready.add((kind, name))
+                    ready.add((ref.kind, ref.name))
         for kind in OPTIONAL_CHILDREN:
             if kind not in self.optional_kinds:
                 # Not served by this cluster: never planned as missing (a Warning says so once).
                 others.add((kind, job.name))
-        others |= {("Secret", name) for name in self._secrets.get(key, ())}
+        others |= {("Secret", name) for name in state.secrets}
         return Observed(
             pods=pods,
             others=frozenset(others),
-            conflicts=dict(self._conflicts.get(key, {})),
+            conflicts={(ref.kind, ref.name): holder for ref, holder in state.conflicts.items()},
             hashes=hashes,
             ready=frozenset(ready),
             unserved=frozenset(k for k in OPTIONAL_CHILDREN if k not in self.optional_kinds),
         )
 
-    async def reconcile_key(self, key: str) -> str:
+    async def reconcile_key(self, key: JobKey) -> str:
         """One pass for ``key``; returns the result label (success, skipped, requeue_after, invalid)."""
         raw = self.job_object(key)
         if raw is None:
             self.expectations.forget(key)
-            self._conflicts.pop(key, None)
-            self._secrets.pop(key, None)
+            state = self.jobs.get(key)
+            if state is not None:
+                state.conflicts.clear()
+                state.secrets.clear()
+                self._release(key)
             return "skipped"
         meta = raw["metadata"]
         if meta.get("deletionTimestamp"):
@@ -447,32 +464,33 @@ class Controller:
             return "requeue_after"
         return "success"
 
-    def _parse(self, key: str, raw: dict[str, Any], rv: str) -> Job | None:
-        cached = self._parsed.get(key)
-        if cached is not None and cached[0] == rv:
-            return cached[1]
+    def _parse(self, key: JobKey, raw: dict[str, Any], rv: str) -> Job | None:
+        state = self._state(key)
+        if state.parsed is not None and state.parsed[0] == rv:
+            return state.parsed[1]
         try:
-            job = parse_job(raw, source=key)
+            job = parse_job(raw, source=str(key))
         except ManifestError as exc:
-            self._parsed.pop(key, None)
-            if self._invalid.get(key) != rv:
-                self._invalid[key] = rv
+            state.parsed = None
+            if state.invalid != rv:
+                state.invalid = rv
                 message = "; ".join(exc.errors)[:1000]
                 log.warning("%s does not validate: %s", key, message)
                 self._emit_event(raw, "Warning", "InvalidSpec", f"the job does not validate: {message}")
-            self._count_invalid(key)
+            self._count_invalid(key.kind)
             return None
-        if self._invalid.pop(key, None) is not None:
-            self._count_invalid(key)
-        self._parsed[key] = (rv, job)
+        if state.invalid is not None:
+            state.invalid = None
+            self._count_invalid(key.kind)
+        state.parsed = (rv, job)
         return job
 
-    def _count_invalid(self, key: str) -> None:
-        """Set the invalid-jobs gauge of ``key``'s kind."""
-        kind = key.split("/", 1)[0]
-        metrics.INVALID_JOBS.labels(kind=kind).set(sum(1 for k in self._invalid if k.startswith(kind + "/")))
+    def _count_invalid(self, kind: str) -> None:
+        """Set the invalid-jobs gauge of ``kind``."""
+        count = sum(1 for k, state in self.jobs.items() if k.kind == kind and state.invalid is not None)
+        metrics.INVALID_JOBS.labels(kind=kind).set(count)
 
-    async def _carry_out(self, key: str, job: Job, raw: dict[str, Any], plan: Plan) -> list[Exception]:
+    async def _carry_out(self, key: JobKey, job: Job, raw: dict[str, Any], plan: Plan) -> list[Exception]:
         errors: list[Exception] = []
         creates = []
         for obj in plan.create:
@@ -480,7 +498,7 @@ class Controller:
                 continue
             creates.append(obj)
         if creates:
-            self.expectations.expect(key, creates={f"{o['kind']}/{o['metadata']['name']}" for o in creates})
+            self.expectations.expect(key, creates={_ref(o) for o in creates})
             errors += await self._create_all(key, job, raw, creates)
             if any(isinstance(e, NamespaceTerminating) for e in errors):
                 # The namespace, and the job with it, is going away: the pass ends here (no
@@ -490,7 +508,7 @@ class Controller:
             results = await asyncio.gather(*(self._update(key, job, raw, o) for o in plan.update), return_exceptions=True)
             errors += [r for r in results if isinstance(r, Exception)]
         if plan.delete:
-            self.expectations.expect(key, deletes={f"{d.kind}/{d.name}" for d in plan.delete})
+            self.expectations.expect(key, deletes={ChildRef(d.kind, d.name) for d in plan.delete})
             results = await asyncio.gather(
                 *(self._delete(key, job, d) for d in plan.delete), return_exceptions=True
             )
@@ -510,7 +528,7 @@ class Controller:
             except ApiError as exc:
                 metrics.API_ERRORS.labels(verb="update", reason=exc.reason).inc()
                 if exc.status == 409:
-                    self._written.pop(key, None)  # stale: read the cache again next time
+                    self._state(key).written = None  # stale: read the cache again next time
                 errors.append(exc)
                 # The events tell of a status not written: the retried pass derives them again
                 # from the stored status, so sending them now would send them twice.
@@ -518,8 +536,9 @@ class Controller:
             else:
                 written.setdefault("kind", job.kind)
                 written.setdefault("apiVersion", res.api_version)
-                self._written[key] = (written, str(raw["metadata"].get("resourceVersion", "")))
-                self._parsed.pop(key, None)
+                state = self._state(key)
+                state.written = Written(written, str(raw["metadata"].get("resourceVersion", "")))
+                state.parsed = None
                 if new_status.get("phase") != (raw.get("status") or {}).get("phase"):
                     log.info("%s: phase %s", key, new_status.get("phase"))
         for ev in plan.events:
@@ -527,7 +546,7 @@ class Controller:
         return errors
 
     async def _create_all(
-        self, key: str, job: Job, raw: dict[str, Any], creates: list[dict[str, Any]]
+        self, key: JobKey, job: Job, raw: dict[str, Any], creates: list[dict[str, Any]]
     ) -> list[Exception]:
         """Create ``creates`` in slow-start batches; return the errors of the batch that failed.
 
@@ -551,24 +570,25 @@ class Controller:
             errors = [r for r in results if isinstance(r, Exception)]
             if errors:
                 for o in ordered[i:]:
-                    self.expectations.observed_create(key, f"{o['kind']}/{o['metadata']['name']}")
+                    self.expectations.observed_create(key, _ref(o))
                 return errors
             size *= 2
         return []
 
-    async def _create(self, key: str, job: Job, raw: dict[str, Any], obj: dict[str, Any]) -> None:
-        kind, name = obj["kind"], obj["metadata"]["name"]
+    async def _create(self, key: JobKey, job: Job, raw: dict[str, Any], obj: dict[str, Any]) -> None:
+        ref = _ref(obj)
+        kind, name = ref.kind, ref.name
         res = CORE_CHILDREN.get(kind) or OPTIONAL_CHILDREN[kind]
         try:
             await self.client.create(res, job.namespace, materialize(obj))
         except ApiError as exc:
-            self.expectations.observed_create(key, f"{kind}/{name}")
+            self.expectations.observed_create(key, ref)
             metrics.API_ERRORS.labels(verb="create", reason=exc.reason).inc()
             if exc.status == 409:
                 if kind == "Secret":
                     # Ours from an earlier pass or process: Secrets cannot be read (rbac.py), so
                     # a name taken by another object is not told apart here.
-                    self._secrets.setdefault(key, set()).add(name)
+                    self._state(key).secrets.add(name)
                     return
                 # Exists already: our cache is behind (fine), or the name is someone else's.
                 await self._check_conflict(key, job, res, kind, name)
@@ -586,24 +606,24 @@ class Controller:
             )
             raise
         except Exception:
-            self.expectations.observed_create(key, f"{kind}/{name}")
+            self.expectations.observed_create(key, ref)
             raise
         if kind == "Pod":
             metrics.PODS_CREATED.labels(kind=job.kind).inc()
         else:
             metrics.CHILDREN_CREATED.labels(kind=kind).inc()
         if kind == "Secret":  # no informer will report it: it exists now
-            self._secrets.setdefault(key, set()).add(name)
-            self.expectations.observed_create(key, f"{kind}/{name}")
+            self._state(key).secrets.add(name)
+            self.expectations.observed_create(key, ref)
 
-    async def _check_conflict(self, key: str, job: Job, res: Resource, kind: str, name: str) -> None:
+    async def _check_conflict(self, key: JobKey, job: Job, res: Resource, kind: str, name: str) -> None:
         """After a 409 on create: whether ``kind/name`` is controlled by another object. If so it
         is remembered as a conflict (the engine stops asking for it and says why) and the job is
         looked at again at once; :meth:`_recheck_conflicts` forgets it when the name is free."""
         holder = await self._holder(res, job, name)
         if holder is None:
             return
-        self._conflicts.setdefault(key, {})[(kind, name)] = holder
+        self._state(key).conflicts[ChildRef(kind, name)] = holder
         self.queue.add(key)
 
     async def _holder(self, res: Resource, job: Job, name: str) -> str | None:
@@ -621,28 +641,27 @@ class Controller:
                 return None if ref.get("uid") == uid else f"{ref.get('kind')}/{ref.get('name')}"
         return "an object with no controller"
 
-    async def _recheck_conflicts(self, key: str, job: Job) -> None:
+    async def _recheck_conflicts(self, key: JobKey, job: Job) -> None:
         """Forget the conflicts of ``key`` whose names are free again (deleted, or now this job's)."""
-        held = self._conflicts.get(key)
-        if not held:
+        state = self.jobs.get(key)
+        if state is None or not state.conflicts:
             return
-        for kind, name in list(held):
-            res = CORE_CHILDREN.get(kind) or OPTIONAL_CHILDREN[kind]
-            holder = await self._holder(res, job, name)
+        for ref in list(state.conflicts):
+            res = CORE_CHILDREN.get(ref.kind) or OPTIONAL_CHILDREN[ref.kind]
+            holder = await self._holder(res, job, ref.name)
             if holder is None:
-                del held[(kind, name)]
+                del state.conflicts[ref]
             else:
-                held[(kind, name)] = holder
-        if not held:
-            del self._conflicts[key]
+                state.conflicts[ref] = holder
 
-    async def _update(self, key: str, job: Job, raw: dict[str, Any], obj: dict[str, Any]) -> None:
+    async def _update(self, key: JobKey, job: Job, raw: dict[str, Any], obj: dict[str, Any]) -> None:
         """Bring a child to ``obj`` (its desired state): a merge patch of its content, labels and
         stamp, with the cached resourceVersion as the precondition (a 409 means the cache was
         behind: the pass is retried with what the informer brings)."""
         kind, name = obj["kind"], obj["metadata"]["name"]
         res = CORE_CHILDREN.get(kind) or OPTIONAL_CHILDREN[kind]
-        cached = self._children.get(key, {}).get((kind, name))
+        state = self.jobs.get(key)
+        cached = state.children.get(ChildRef(kind, name)) if state is not None else None
         meta = obj["metadata"]
         body: dict[str, Any] = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
         body["metadata"] = {"labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {}}
@@ -659,18 +678,18 @@ class Controller:
             raise
         log.info("%s: updated %s %s", key, kind, name)
 
-    async def _delete(self, key: str, job: Job, d: Any) -> None:
+    async def _delete(self, key: JobKey, job: Job, d: Any) -> None:
         res = CORE_CHILDREN.get(d.kind) or OPTIONAL_CHILDREN[d.kind]
         try:
             await self.client.delete(res, job.namespace, d.name, uid=d.uid)
         except ApiError as exc:
-            self.expectations.observed_delete(key, f"{d.kind}/{d.name}")
+            self.expectations.observed_delete(key, ChildRef(d.kind, d.name))
             if exc.status in (404, 409):
                 return  # gone already, or a different object now has the name
             metrics.API_ERRORS.labels(verb="delete", reason=exc.reason).inc()
             raise
         except Exception:
-            self.expectations.observed_delete(key, f"{d.kind}/{d.name}")
+            self.expectations.observed_delete(key, ChildRef(d.kind, d.name))
             raise
         if d.kind == "Pod":
             metrics.PODS_DELETED.labels(kind=job.kind, reason=d.reason).inc()
@@ -758,13 +777,17 @@ def _urgent(new: Child | None, old: Child | None) -> bool:
     )
 
 
+def _ref(obj: dict[str, Any]) -> ChildRef:
+    return ChildRef(obj["kind"], obj["metadata"]["name"])
+
+
 def _same_version(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
     return a is not None and (a.get("metadata") or {}).get("resourceVersion") == b["metadata"].get(
         "resourceVersion"
     )
 
 
-def _caught_up(cached: dict[str, Any] | None, written: dict[str, Any], base: str) -> bool:
+def _caught_up(cached: dict[str, Any] | None, written: Written) -> bool:
     """Whether the cache's copy has caught up with our write, comparing resourceVersions only for
     equality (the API conventions forbid ordering them): our write was conditional on ``base``,
     so nothing came between; a watch delivers an object's versions in order, so any version the
@@ -772,4 +795,4 @@ def _caught_up(cached: dict[str, Any] | None, written: dict[str, Any], base: str
     if cached is None:
         return True
     seen = (cached.get("metadata") or {}).get("resourceVersion", "")
-    return seen == written["metadata"].get("resourceVersion", "") or seen != base
+    return seen == written.obj["metadata"].get("resourceVersion", "") or seen != written.base

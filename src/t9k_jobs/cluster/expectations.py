@@ -16,47 +16,52 @@ delete when that pod disappears or gets a deletion timestamp.
 from __future__ import annotations
 
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 DEFAULT_TTL = 300.0
 
+K = TypeVar("K", bound=Hashable)  # a job: the controller's JobKey
+C = TypeVar("C", bound=Hashable)  # a child of a job: the controller's ChildRef
+
 
 @dataclass
-class _Pending:
-    creates: set[str] = field(default_factory=set)
-    deletes: set[str] = field(default_factory=set)
+class _Pending(Generic[C]):
+    creates: set[C] = field(default_factory=set)
+    deletes: set[C] = field(default_factory=set)
     since: float = field(default_factory=time.monotonic)
 
 
-class Expectations:
-    """Pending creates and deletes per job key; names are ``Kind/name`` strings of children."""
+class Expectations(Generic[K, C]):
+    """Pending creates and deletes (children ``C``) per job key ``K``."""
 
     def __init__(self, ttl: float = DEFAULT_TTL) -> None:
         self.ttl = ttl
-        self._pending: dict[str, _Pending] = {}
+        self._pending: dict[K, _Pending[C]] = {}
 
-    def expect(self, key: str, creates: set[str] | None = None, deletes: set[str] | None = None) -> None:
+    def expect(self, key: K, creates: set[C] | None = None, deletes: set[C] | None = None) -> None:
         """Record children about to be created/deleted; call *before* the API requests."""
-        p = self._pending.setdefault(key, _Pending())
+        p = self._pending.setdefault(key, _Pending[C]())
         p.creates |= creates or set()
         p.deletes |= deletes or set()
         p.since = time.monotonic()
 
-    def observed_create(self, key: str, child: str) -> None:
+    def observed_create(self, key: K, child: C) -> None:
         """The cache shows ``child`` (or its create failed for good): stop waiting for it."""
         p = self._pending.get(key)
         if p is not None:
             p.creates.discard(child)
             self._drop_if_empty(key, p)
 
-    def observed_delete(self, key: str, child: str) -> None:
+    def observed_delete(self, key: K, child: C) -> None:
         """The cache shows ``child`` gone or going (or its delete failed for good)."""
         p = self._pending.get(key)
         if p is not None:
             p.deletes.discard(child)
             self._drop_if_empty(key, p)
 
-    def satisfied(self, key: str) -> bool:
+    def satisfied(self, key: K) -> bool:
         """True when nothing is pending for ``key``, or what is pending is older than ``ttl``."""
         p = self._pending.get(key)
         if p is None:
@@ -66,13 +71,13 @@ class Expectations:
             return True
         return False
 
-    def pending(self, key: str) -> tuple[frozenset[str], frozenset[str]]:
+    def pending(self, key: K) -> tuple[frozenset[C], frozenset[C]]:
         p = self._pending.get(key)
         return (frozenset(p.creates), frozenset(p.deletes)) if p else (frozenset(), frozenset())
 
-    def forget(self, key: str) -> None:
+    def forget(self, key: K) -> None:
         self._pending.pop(key, None)
 
-    def _drop_if_empty(self, key: str, p: _Pending) -> None:
+    def _drop_if_empty(self, key: K, p: _Pending[C]) -> None:
         if not p.creates and not p.deletes:
             self._pending.pop(key, None)

@@ -15,6 +15,8 @@ import asyncio
 import heapq
 import time
 from collections import deque
+from collections.abc import Hashable
+from typing import Generic, TypeVar
 
 from . import metrics
 
@@ -23,8 +25,11 @@ class ShutDown(Exception):
     """Raised by :meth:`WorkQueue.get` once the queue is shut down."""
 
 
-class WorkQueue:
-    """Keys (strings) waiting for a worker. All methods must be called from the event loop thread.
+K = TypeVar("K", bound=Hashable)
+
+
+class WorkQueue(Generic[K]):
+    """Keys (any hashable: the controller's JobKey) waiting for a worker. All methods must be called from the event loop thread.
 
     ``base_delay`` and ``max_delay`` (seconds) bound the per-key backoff; ``qps``/``burst``
     the global rate of rate-limited adds.
@@ -39,14 +44,14 @@ class WorkQueue:
         burst: int = 100,
     ) -> None:
         self.name = name
-        self._queue: deque[str] = deque()
-        self._dirty: set[str] = set()
-        self._processing: set[str] = set()
-        self._added_at: dict[str, float] = {}
-        self._waiting: list[tuple[float, int, str]] = []
-        self._waiting_due: dict[str, float] = {}
+        self._queue: deque[K] = deque()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._added_at: dict[K, float] = {}
+        self._waiting: list[tuple[float, int, K]] = []
+        self._waiting_due: dict[K, float] = {}
         self._seq = 0
-        self._failures: dict[str, int] = {}
+        self._failures: dict[K, int] = {}
         self._base, self._max = base_delay, max_delay
         self._qps, self._burst = qps, burst
         self._tokens = float(burst)
@@ -60,7 +65,7 @@ class WorkQueue:
     def __len__(self) -> int:
         return len(self._queue)
 
-    def add(self, key: str) -> None:
+    def add(self, key: K) -> None:
         """Queue ``key`` unless it is already waiting; a key being processed is re-queued at :meth:`done`."""
         if self._shutdown or key in self._dirty:
             return
@@ -73,7 +78,7 @@ class WorkQueue:
         self._depth.set(len(self._queue))
         self._notify()
 
-    def add_after(self, key: str, delay: float) -> None:
+    def add_after(self, key: K, delay: float) -> None:
         """Queue ``key`` after ``delay`` seconds (at once when ``delay <= 0``); the earliest due time wins."""
         if self._shutdown:
             return
@@ -88,7 +93,7 @@ class WorkQueue:
         heapq.heappush(self._waiting, (due, self._seq, key))
         self._arm_timer()
 
-    def add_rate_limited(self, key: str) -> None:
+    def add_rate_limited(self, key: K) -> None:
         """Queue ``key`` again after its backoff; every call doubles that key's backoff."""
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
@@ -96,14 +101,14 @@ class WorkQueue:
         metrics.QUEUE_RETRIES.labels(name=self.name).inc()
         self.add_after(key, max(per_key, self._bucket_delay()))
 
-    def forget(self, key: str) -> None:
+    def forget(self, key: K) -> None:
         """Reset ``key``'s backoff (call after a successful pass)."""
         self._failures.pop(key, None)
 
-    def failures(self, key: str) -> int:
+    def failures(self, key: K) -> int:
         return self._failures.get(key, 0)
 
-    async def get(self) -> str:
+    async def get(self) -> K:
         """Wait for a key and mark it as being processed; raises :class:`ShutDown`."""
         while not self._queue and not self._shutdown:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -124,7 +129,7 @@ class WorkQueue:
             metrics.QUEUE_LATENCY.labels(name=self.name).observe(time.monotonic() - added)
         return key
 
-    def done(self, key: str) -> None:
+    def done(self, key: K) -> None:
         """The worker finished ``key``; if it was added meanwhile it goes back in the queue."""
         self._processing.discard(key)
         if key in self._dirty and not self._shutdown:
