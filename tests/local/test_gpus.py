@@ -302,11 +302,15 @@ def test_set_visible_devices_adds_env_after_the_containers_own() -> None:
     ]}}
     set_visible_devices(pod, {"main": (Gpu("4"), Gpu("5")), "side": ()})
     main, side = pod["spec"]["containers"]
-    assert main["env"][-2:] == [
+    assert main["env"][-3:] == [
+        {"name": "T9K_JOBS_GPUS", "value": "4,5"},  # its devices, whatever it sets itself
         {"name": "CUDA_VISIBLE_DEVICES", "value": "5"},
         {"name": "CUDA_DEVICE_ORDER", "value": "PCI_BUS_ID"},
     ]
-    assert side["env"] == [{"name": "CUDA_VISIBLE_DEVICES", "value": ""}]
+    assert side["env"] == [
+        {"name": "T9K_JOBS_GPUS", "value": ""},
+        {"name": "CUDA_VISIBLE_DEVICES", "value": ""},
+    ]
 
 
 def test_procpernode_gpu_is_the_training_containers_limit() -> None:
@@ -510,3 +514,246 @@ def test_a_pod_waits_for_gpus_still_held_and_starts_when_they_are_given_back(tmp
         return _cvds(log_a), _cvds(tmp_path / "wait-worker-1.pytorch.log")
 
     assert asyncio.run(scenario()) == (["0"], ["0"])
+
+
+# --------------------------------------------------------------------------- launchers' ranks
+
+#: A rank that records which node it is on and what it was given, in a file of its own beside the
+#: script (``ranks/<node>-<local rank>``; the launcher's log interleaves the output of two nodes):
+#: ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER``, ``-`` for unset. DeepSpeed's launch.py sets
+#: ``CROSS_RANK`` (the node), torchrun ``GROUP_RANK``; both set ``LOCAL_RANK``. No torch: what
+#: counts is the environment each rank starts with.
+RECORD_RANK = (
+    "import os, pathlib\n"
+    "e = os.environ\n"
+    "node = e.get('CROSS_RANK', e.get('GROUP_RANK'))\n"
+    "out = pathlib.Path(__file__).with_name('ranks')\n"
+    "out.mkdir(exist_ok=True)\n"
+    "(out / f\"{node}-{e['LOCAL_RANK']}\").write_text("
+    "e.get('CUDA_VISIBLE_DEVICES', '-') + ' ' + e.get('CUDA_DEVICE_ORDER', '-'))\n"
+)
+
+
+def _rank_script(tmp_path: Path) -> Path:
+    script = tmp_path / "rank.py"
+    script.write_text(RECORD_RANK)
+    return script
+
+
+def _ranks(tmp_path: Path) -> dict[str, str]:
+    """What each rank recorded: ``{"<node>-<local rank>": "<CUDA_VISIBLE_DEVICES> <CUDA_DEVICE_ORDER>"}``."""
+    return {f.name: f.read_text() for f in sorted((tmp_path / "ranks").glob("*"))}
+
+
+@e2e
+def test_deepspeed_ranks_see_the_devices_of_their_own_worker(start, tmp_path: Path) -> None:
+    """2 workers x 2 GPUs of 0,1,2,3, 2 slots each: deepspeed's launch.py gives each node's ranks
+    that node's slots (0,1), which in a pod are its own devices; locally they are translated into
+    the worker's physical devices, so worker-1's ranks see 2,3, never worker-0's 0,1."""
+    script = _rank_script(tmp_path)
+    worker = {"name": "worker", "image": "local", "env": [{"name": "DS_ACCELERATOR", "value": "cpu"}]}
+    worker.update(_limit(2))
+    manifest = job(
+        "DeepSpeedJob",
+        "dsgpu",
+        {
+            "config": {"slotsPerWorker": 2, "run": {"python": [str(script)]}},
+            "worker": {"replicas": 2, "template": {"spec": {"containers": [worker]}}},
+        },
+    )
+    run = start(manifest, "--gpus", "0,1,2,3", "--quiet")
+    assert run.finish(300) == 0, run.output
+    assert _ranks(tmp_path) == {
+        "0-0": "0,1 PCI_BUS_ID",
+        "0-1": "0,1 PCI_BUS_ID",
+        "1-0": "2,3 PCI_BUS_ID",
+        "1-1": "2,3 PCI_BUS_ID",
+    }, run.output
+
+
+@e2e
+def test_deepspeed_ranks_of_a_worker_without_gpus_see_none(start, tmp_path: Path) -> None:
+    """A worker that asks for no GPU: its pod on a cluster has no device, whatever slots deepspeed
+    lists; locally its ranks get an empty CUDA_VISIBLE_DEVICES, not the machine's first GPUs."""
+    script = _rank_script(tmp_path)
+    worker = {"name": "worker", "image": "local", "env": [{"name": "DS_ACCELERATOR", "value": "cpu"}]}
+    manifest = job(
+        "DeepSpeedJob",
+        "dscpu",
+        {
+            "config": {"slotsPerWorker": 1, "localRank": False, "run": {"python": [str(script)]}},
+            "worker": {"replicas": 1, "template": {"spec": {"containers": [worker]}}},
+        },
+    )
+    run = start(manifest, "--gpus", "0,1", "--quiet")
+    assert run.finish(300) == 0, run.output
+    assert _ranks(tmp_path) == {"0-0": " -"}, run.output
+
+
+@e2e
+def test_colossalai_ranks_see_the_devices_of_their_own_worker(start, tmp_path: Path) -> None:
+    """A launcher with 1 GPU and 2 workers x 2 GPUs of 0..4 (the launcher, first, gets 0), 2
+    processes each: the ranks run in ssh sessions of their worker's sshd, which on a cluster see
+    the worker container's devices. Locally each worker's sshd gives its sessions the worker's
+    devices and the launcher does not export its own: worker-0's ranks see 1,2 and worker-1's 3,4,
+    never the launcher's 0."""
+    script = _rank_script(tmp_path)
+    manifest = job(
+        "ColossalAIJob",
+        "caigpu",
+        {
+            "launcher": {"env": [{"name": "OMP_NUM_THREADS", "value": "1"}], **_limit(1)},
+            "worker": {
+                "replicas": 2,
+                "procPerWorker": 2,
+                "command": [str(script)],
+                "template": {"spec": {"containers": [{"name": "worker", "image": "local", **_limit(2)}]}},
+            },
+        },
+    )
+    run = start(manifest, "--gpus", "0,1,2,3,4", "--quiet")
+    assert run.finish(300) == 0, run.output
+    assert _ranks(tmp_path) == {
+        "0-0": "1,2 PCI_BUS_ID",
+        "0-1": "1,2 PCI_BUS_ID",
+        "1-0": "3,4 PCI_BUS_ID",
+        "1-1": "3,4 PCI_BUS_ID",
+    }, run.output
+
+
+# --------------------------------------------------------------------------- launchers: the pieces
+
+
+def test_translate_reads_slots_against_the_workers_devices_as_cuda_reads_a_containers() -> None:
+    from t9k_jobs.local.rank_gpus import translate
+
+    assert translate(["2", "3"], "0,1") == "2,3"
+    assert translate(["2", "3"], "1") == "3"
+    assert translate(["2", "3"], "0,1,2,3") == "2,3", "an index past its devices ends the list"
+    assert translate(["2"], "1,0") == "", "the first entry names none of its devices"
+    assert translate([], "0") == "", "a worker given no GPU sees none"
+    uuid = "GPU-8c6f2a1e-3b7d-4c8e-9f0a-1b2c3d4e5f60"
+    assert translate([uuid, "GPU-aa"], "1,0") == f"GPU-aa,{uuid}"
+    assert translate([uuid], "GPU-8c6f") == uuid and translate([uuid], "GPU-ff") == ""
+    assert translate(["2", "3"], "0,0,1") == "2,3"
+
+
+def test_rank_command_is_what_launch_py_would_have_started() -> None:
+    from t9k_jobs.local.rank_gpus import rank_command
+
+    py_rank = rank_command(["--local_rank=1", "python", "t.py", "-x"], "/py")
+    assert py_rank == ["/py", "-u", "t.py", "--local_rank=1", "-x"]
+    assert rank_command(["module", "pkg.train", "-x"], "/py") == ["/py", "-u", "-m", "pkg.train", "-x"]
+    exec_rank = rank_command(["--local_rank=0", "exec", "bash", "run.sh"], "/py")
+    assert exec_rank == ["bash", "--local_rank=0", "run.sh"]
+    with pytest.raises(ValueError, match="expected"):
+        rank_command(["t.py"], "/py")
+
+
+@pytest.mark.parametrize("mode", ["python", "module", "exec"])
+def test_rank_gpus_script_sets_the_devices_then_becomes_the_rank(tmp_path: Path, mode: str) -> None:
+    """As launch.py runs it: the rank it becomes (same process) sees the worker's devices and the
+    arguments deepspeed would have given it; without T9K_JOBS_GPUS nothing is translated."""
+    import os
+    import subprocess
+
+    from t9k_jobs.frameworks.ssh import RANK_GPUS_SCRIPT
+
+    code = "import os, sys; print(os.getpid(), os.environ['CUDA_VISIBLE_DEVICES'], sys.argv[1:])"
+    (tmp_path / "rankmod.py").write_text(code)
+    prog = tmp_path / "prog"
+    prog.write_text(f"#!{sys.executable}\n{code}\n")
+    prog.chmod(0o755)
+    target = {"python": str(tmp_path / "rankmod.py"), "module": "rankmod", "exec": str(prog)}[mode]
+
+    def rank(env: dict[str, str]) -> tuple[bool, str, str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-u", RANK_GPUS_SCRIPT, "--local_rank=1", mode, target, "-x"],
+            env={**os.environ, **env}, cwd=tmp_path, stdout=subprocess.PIPE, text=True,
+        )
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
+        pid, visible, argv = out.split(" ", 2)
+        return int(pid) == proc.pid, visible, argv.strip()
+
+    same_pid, visible, argv = rank({"T9K_JOBS_GPUS": "2,3", "CUDA_VISIBLE_DEVICES": "0,1"})
+    assert (same_pid, visible, argv) == (True, "2,3", "['--local_rank=1', '-x']")
+    assert rank({"T9K_JOBS_GPUS": "", "CUDA_VISIBLE_DEVICES": "0"})[1] == ""
+    env = {k: v for k, v in os.environ.items() if k != "T9K_JOBS_GPUS"}
+    proc = subprocess.run(
+        [sys.executable, RANK_GPUS_SCRIPT, "python", str(tmp_path / "rankmod.py")],
+        env={**env, "CUDA_VISIBLE_DEVICES": "0,1"}, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.stdout.split(" ")[1] == "0,1", proc
+
+
+def _local_pods(manifest: dict[str, Any], run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The pods a local run's first reconcile of ``manifest`` starts, by name."""
+    from t9k_jobs.engine import Observed, reconcile
+    from t9k_jobs.local.runner import LocalAddressing
+
+    plan = reconcile(parse_job(manifest), Observed(), 0.0, LocalAddressing(run_dir))
+    return {o["metadata"]["name"]: o for o in plan.create if o["kind"] == "Pod"}
+
+
+@pytest.mark.parametrize(
+    "run, tail",
+    [
+        ({"python": ["t.py", "-x"]}, ["python", "t.py", "-x"]),
+        ({"module": ["pkg.train", "-x"]}, ["module", "pkg.train", "-x"]),
+        ({"exec": ["bash", "run.sh"]}, ["exec", "bash", "run.sh"]),
+    ],
+)
+def test_local_deepspeed_runs_its_ranks_through_rank_gpus(
+    tmp_path: Path, run: dict[str, Any], tail: list[str]
+) -> None:
+    from t9k_jobs.frameworks.ssh import RANK_GPUS_SCRIPT
+
+    manifest = job(
+        "DeepSpeedJob",
+        "ds",
+        {"config": {"run": run}, "worker": {"replicas": 2, "template": template(["x"], **_limit(1))}},
+    )
+    for pod in _local_pods(manifest, tmp_path).values():
+        command = pod["spec"]["containers"][0]["command"]
+        assert command[0] == "deepspeed" and command[-len(tail) - 1 :] == [RANK_GPUS_SCRIPT, *tail], command
+        assert "--module" not in command and "--no_python" not in command
+    # On a cluster nothing changes: deepspeed runs the job's script itself.
+    cluster = next(o for o in render(parse_job(manifest)) if o["kind"] == "Pod")
+    assert RANK_GPUS_SCRIPT not in " ".join(cluster["spec"]["containers"][0]["command"])
+
+
+def test_local_colossalai_workers_give_their_sessions_their_devices(tmp_path: Path) -> None:
+    manifest = job(
+        "ColossalAIJob",
+        "cai",
+        {
+            "worker": {
+                "replicas": 2,
+                "command": ["t.py"],
+                "template": {"spec": {"containers": [{"name": "worker", "image": "i"}]}},
+            }
+        },
+    )
+    pods = _local_pods(manifest, tmp_path)
+    worker = pods["cai-worker-1"]["spec"]["containers"][0]["command"]
+    session_env = "CUDA_VISIBLE_DEVICES=$(T9K_JOBS_GPUS) CUDA_DEVICE_ORDER=PCI_BUS_ID T9K_JOBS_GPUS=$(T9K_JOBS_GPUS)"
+    assert worker[-2:] == ["-o", f"SetEnv={session_env}"], worker
+    launcher = pods["cai-launcher"]["spec"]["containers"][0]["command"]
+    assert launcher[2].startswith("unset CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER T9K_JOBS_GPUS && "), launcher
+
+
+def test_command_expands_a_containers_own_env_even_when_the_base_env_holds_the_same(tmp_path: Path) -> None:
+    """``$(T9K_JOBS_GPUS)`` in a local worker's command is the container's entry, also when
+    t9k-jobs itself runs with the same value (in a container of another local run)."""
+    from t9k_jobs.local.processes import LocalPod
+
+    manifest = {
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "command": ["echo", "$(T9K_JOBS_GPUS)", "$(HOME)"],
+                                 "env": [{"name": "T9K_JOBS_GPUS", "value": "2,3"}]}]},
+    }
+    base = {"T9K_JOBS_GPUS": "2,3", "HOME": "/h"}
+    pod = LocalPod(manifest, base, tmp_path, tmp_path, lambda *a: None, lambda: None)
+    c = manifest["spec"]["containers"][0]
+    assert pod._argv(c, pod._env(c)) == ["echo", "2,3", "$(HOME)"]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..api.kinds import ColossalAIJob, DeepSpeedJob, JobBase
+from ..local.rank_gpus import DEVICES_ENV
 from .base import (
     ANNOTATION_GENERATE,
     BuildContext,
@@ -41,6 +42,21 @@ COLOSSALAI_MASTER_PORT = 29500
 DEEPSPEED_MASTER_PORT = 29500
 #: How long a launcher waits for the workers' sshd (seconds) before it fails.
 SSHD_WAIT_SECONDS = 600
+#: The script a local run gives ``deepspeed`` in place of the training script: it reads the slots
+#: deepspeed gives each rank against its worker's devices, then starts the rank
+#: (:mod:`t9k_jobs.local.rank_gpus`).
+RANK_GPUS_SCRIPT = str(Path(__file__).resolve().parent.parent / "local" / "rank_gpus.py")
+#: What a local ColossalAIJob worker's sshd sets in every session (sshd's ``SetEnv``): the worker's
+#: devices, which the run puts in the worker's ``T9K_JOBS_GPUS`` (``$(...)`` is expanded when the
+#: worker starts, as Kubernetes expands a container's command).
+LOCAL_SESSION_GPU_ENV = (
+    f"CUDA_VISIBLE_DEVICES=$({DEVICES_ENV})",
+    "CUDA_DEVICE_ORDER=PCI_BUS_ID",
+    f"{DEVICES_ENV}=$({DEVICES_ENV})",
+)
+#: What a local ColossalAIJob launcher does not hand ``colossalai run``, which exports the
+#: launcher's environment into every rank's session: the launcher's own devices.
+LAUNCHER_OWN_GPU_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", DEVICES_ENV)
 
 
 def ssh_secret_name(job: JobBase) -> str:
@@ -313,7 +329,14 @@ class DeepSpeedFramework(Framework[DeepSpeedJob]):
         """What worker ``index`` runs in a local run: deepspeed's own launcher in its no-ssh mode,
         once per worker (``--no_ssh --node_rank=<index>``), all with the run's hostfile and worker-0
         as the master: no sshd, no root, and each worker's ranks stay in its process group. The
-        launcher reads no env file in this mode; each worker has the container's env itself."""
+        launcher reads no env file in this mode; each worker has the container's env itself.
+
+        GPUs: deepspeed's launch.py sets every rank's ``CUDA_VISIBLE_DEVICES`` to its node's slots
+        (``0,1,...``), indices that in a pod count the container's own devices. Locally the
+        training script is therefore :data:`RANK_GPUS_SCRIPT`, which reads them against the
+        worker's devices (worker-1 given GPUs 2,3 has ranks that see ``2,3``; a worker given none,
+        ranks that see none) and then starts the rank as deepspeed would have (script, ``-m``
+        module or ``--no_python`` program, with ``--local_rank``)."""
         hostfile = ctx.addressing.child_file("ConfigMap", config_map_name(job), "hostfile")
         master_port = ctx.addressing.port(job.name, "worker", 0, "deepspeed", DEEPSPEED_MASTER_PORT)
         return self._launch(
@@ -326,9 +349,13 @@ class DeepSpeedFramework(Framework[DeepSpeedJob]):
                 f"--master_addr={ctx.addressing.host(job.name, 'worker', 0)}",
                 f"--master_port={master_port}",
             ],
+            rank_script=RANK_GPUS_SCRIPT,
         )
 
-    def _launch(self, job: DeepSpeedJob, transport: list[str]) -> list[str]:
+    def _launch(self, job: DeepSpeedJob, transport: list[str], rank_script: str | None = None) -> list[str]:
+        """``deepspeed`` with ``transport``, the job's flags and what to run. ``rank_script``: a
+        script deepspeed runs instead, given ``python|module|exec`` and the job's ``run`` (the
+        local run's :data:`RANK_GPUS_SCRIPT`)."""
         config = job.spec.config
         cmd = ["deepspeed", *transport]
         if not config.local_rank:
@@ -338,6 +365,10 @@ class DeepSpeedFramework(Framework[DeepSpeedJob]):
         cmd += list(config.other_args)
         run = config.run
         assert run is not None
+        if rank_script is not None:
+            modes = (("python", run.python), ("module", run.module), ("exec", run.exec))
+            mode, target = next((m, t) for m, t in modes if t is not None)
+            return cmd + [rank_script, mode, *target]  # type: ignore[list-item]
         if run.python is not None:
             cmd += list(run.python)  # type: ignore[arg-type]
         elif run.module is not None:
@@ -522,7 +553,15 @@ class ColossalAIFramework(Framework[ColossalAIJob]):
         """A local run: each worker is a real sshd of its own (the sshd of ``ssh.sshdPath``) on its
         own loopback address, with the job's key pair as its host key and ``authorized_keys``
         from the run directory and no system configuration (``-f /dev/null``); the launcher runs
-        ``colossalai run`` with ``HOME`` in the run directory, where paramiko finds the key."""
+        ``colossalai run`` with ``HOME`` in the run directory, where paramiko finds the key.
+
+        GPUs: the ranks run in the workers' ssh sessions, which in a pod see the worker
+        container's devices. A session gets sshd's login environment, not the worker's, so each
+        worker's sshd sets its devices in every session (``SetEnv``, sshd_config(5):
+        :data:`LOCAL_SESSION_GPU_ENV`). ``colossalai run`` exports the launcher's whole
+        environment into the sessions after that (colossalai 0.5, ``cli/launcher``: every
+        non-empty variable), so the launcher leaves out its own devices
+        (:data:`LAUNCHER_OWN_GPU_ENV`), as a pod's devices stay in the pod."""
         key = ctx.addressing.child_file("Secret", ssh_secret_name(job), "id_ed25519")
         keys = str(Path(key or "").parent)
         c["args"] = []
@@ -535,11 +574,13 @@ class ColossalAIFramework(Framework[ColossalAIJob]):
                 "-o", f"AuthorizedKeysFile={keys}/authorized_keys",
                 "-o", "StrictModes=no",  # the run directory's modes are the user's
                 "-o", "PidFile=none",
+                "-o", "SetEnv=" + " ".join(LOCAL_SESSION_GPU_ENV),
             ]  # fmt: skip
             return
         port = self.local_ssh_port(job, ctx)
         workers = [f"{ctx.addressing.own_address(job.name, 'worker', i)}:{port}" for i in range(job.spec.worker.replicas)]
         prelude = (
+            f"unset {' '.join(LAUNCHER_OWN_GPU_ENV)} && "
             f'mkdir -p -m 700 "$HOME/.ssh" && for f in {shlex.quote(keys)}/*; do install -m 600 "$f" "$HOME/.ssh/" || exit 1; done'
         )
         add_env(c, {"HOME": str(Path(keys).parents[2] / "home")})  # <run dir>/home

@@ -6,6 +6,12 @@ sees only its own. A local run has no containers to hide devices in, so it does 
 ``CUDA_VISIBLE_DEVICES``: every replica pod takes devices of its own from an inventory when it
 starts and gives them back when its processes have ended.
 
+Ranks that a launcher starts outside the container's environment get their worker's devices
+too: a DeepSpeed rank's slots (``CUDA_VISIBLE_DEVICES=0,1`` from deepspeed's launch.py, which in
+a pod count the container's devices) are read against its worker's (:mod:`.rank_gpus`), and a
+ColossalAI worker's sshd sets its devices in the sessions the ranks run in
+(:mod:`t9k_jobs.frameworks.ssh`); both read ``T9K_JOBS_GPUS``, which every container gets.
+
 The inventory is declared (``t9k-jobs run --gpus 0,1``, which lets tests run on machines
 without GPUs) or discovered: NVML through ``nvidia-ml-py`` (``import pynvml``), else
 ``nvidia-smi``'s CSV, else none. Discovery never fails: no driver means no GPUs.
@@ -32,6 +38,7 @@ from typing import Any
 
 from ..api import Job
 from ..frameworks import ReplicaGroup, framework_for
+from .rank_gpus import DEVICES_ENV
 
 #: The extended resource the NVIDIA device plugin serves.
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -470,7 +477,14 @@ def set_visible_devices(pod: dict[str, Any], assignment: dict[str, tuple[Gpu, ..
     ``CUDA_VISIBLE_DEVICES`` after its own (so it wins), ``""`` for a container with none, and
     ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` when the ids are indices (CUDA's indices are then
     nvidia-smi's). A container's own literal ``CUDA_VISIBLE_DEVICES`` is kept in meaning, read
-    against its devices (:func:`visible_devices`)."""
+    against its devices (:func:`visible_devices`).
+
+    Every container also gets ``T9K_JOBS_GPUS`` (:data:`~t9k_jobs.local.rank_gpus.DEVICES_ENV`):
+    its devices' ids whatever it sets itself, what a container on a cluster has as its devices.
+    Launchers whose ranks do not inherit the container's ``CUDA_VISIBLE_DEVICES`` read it: a
+    DeepSpeed rank's slots are translated against it (:mod:`t9k_jobs.local.rank_gpus`), and a
+    ColossalAI worker's sshd gives it to the sessions its launcher's ranks run in
+    (:mod:`t9k_jobs.frameworks.ssh`)."""
     spec = pod["spec"]
     for c in [*(spec.get("initContainers") or []), *spec["containers"]]:
         devices = assignment.get(str(c.get("name")), ())
@@ -484,6 +498,7 @@ def set_visible_devices(pod: dict[str, Any], assignment: dict[str, tuple[Gpu, ..
             None,
         )
         value = visible_devices(devices, own)
+        env.append({"name": DEVICES_ENV, "value": ",".join(g.id for g in devices)})
         env.append({"name": VISIBLE_ENV, "value": value})
         if value and any(g.by_index for g in devices):
             env.append({"name": ORDER_ENV, "value": "PCI_BUS_ID"})

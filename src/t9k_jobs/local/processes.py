@@ -250,9 +250,10 @@ class LocalPod:
                 f"container {c['name']!r} has no command: the local runtime cannot use an image's "
                 "entrypoint; set command (and args) in the pod template"
             )
-        own = {
-            k: v for k, v in env.items() if k != CONTAINER_ENV and (k not in self.base_env or self.base_env[k] != v)
-        }
+        # $(VAR) names one of the container's env entries (Kubernetes), even one whose value the
+        # base env happens to hold too (a run's GPUs, T9K_JOBS_GPUS, when t9k-jobs runs in one).
+        declared = {str(e.get("name")) for e in c.get("env") or [] if isinstance(e, dict)}
+        own = {k: v for k, v in env.items() if k in declared}
         return [expand(x, own) for x in command + args]
 
     def _cwd(self, c: dict[str, Any]) -> Path:
