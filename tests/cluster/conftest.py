@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from . import helm
 from .kube import Kube, KubeError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,6 +52,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_collection_finish(session: pytest.Session) -> None:
     if any(_is_cluster_item(i) for i in session.items) and not session.config.option.collectonly:
         _run_build()
+        if any(Path(i.path).name == "test_chart.py" for i in session.items):
+            helm.build()
 
 
 def _run_build() -> None:

@@ -228,8 +228,26 @@ def test_probes_point_at_healthz_and_readyz_on_the_metrics_port() -> None:
         get = c[probe]["httpGet"]
         assert get["path"] == path
         assert ports.get(get["port"], get["port"]) == METRICS_PORT
-    # The operator's default port: no flag (a port flag, if given, must say the same).
-    assert not any(a.startswith(("--metrics-port", "--metrics-bind-address")) for a in c["args"])
+    # The operator serves them where --metrics-bind-address says: the same port.
+    assert c["args"][c["args"].index("--metrics-bind-address") + 1] == f":{METRICS_PORT}"
+
+
+def test_operator_flags_are_spelled_out_at_the_operators_defaults() -> None:
+    """Every setting the Helm chart maps to a value is in the manifest, at ``t9k-jobs operator``'s
+    own default (parsing no arguments gives the same as parsing the Deployment's)."""
+    import typer.main
+
+    from t9k_jobs import cli
+
+    command = typer.main.get_command(cli.app).commands["operator"]  # type: ignore[attr-defined]
+    args = container()["args"]
+    flags = ("--lease-name", "--metrics-bind-address", "--workers", "--kube-api-qps", "--kube-api-burst")
+    for name in (*flags, "--log-level"):
+        assert name in args, name
+    given = command.make_context("operator", args[1:]).params
+    defaults = command.make_context("operator", []).params
+    assert given.pop("lease_namespace") == NAMESPACE and defaults.pop("lease_namespace") == ""
+    assert given == defaults
 
 
 def test_operator_command_and_leader_election() -> None:

@@ -81,6 +81,7 @@ def _prepare() -> None:
         preflight()
         _build["cp_bin"] = Path(_run("bash", str(REPO / "tools" / "controlplane" / "build.sh")).split()[-1])
         _build["node_bin"] = Path(_run("bash", str(REPO / "tools" / "node" / "build.sh")).split()[-1])
+        _build["helm"] = Path(_run("bash", str(REPO / "tools" / "helm" / "build.sh")).split()[-1])
         lines = _run("bash", str(REPO / "tools" / "images" / "build.sh"), *IMAGES).splitlines()
         _build["images"] = dict(line.split(None, 1) for line in lines if line.strip())
     except NodeError as exc:
