@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
-from ..cluster.kube import Kube, job_path, pod_path
+from ..cluster.kube import Kube, core_path, job_path, pod_path
 from .conftest import TRAINING_IMAGE, wait_phase
 from .test_examples import apply_example, replicas
-from .test_lifecycle import condition, create
+from .test_lifecycle import condition, create, running_pod
 
 
 def final_accuracy(text: str) -> float:
@@ -68,3 +68,55 @@ def test_colossalai_job_whose_launcher_fails(node, kube: Kube, kubectl, namespac
     assert done["status"]["phase"] == "Failed", done["status"]
     assert "broken-launcher failed with exit code 1" in condition(done, "Failed")["message"], done["status"]
     assert kube.exists(pod_path(namespace, "broken-launcher"))
+
+
+ELASTIC_SCRIPT = """\
+import os, runpy, sys, time
+world = int(os.environ.get("WORLD_SIZE", "1"))
+print(f"rank {os.environ.get('RANK')} of {world}", flush=True)
+if world < 2:
+    # Wait for the second worker: the operator relaunches this launcher with both hosts.
+    time.sleep(3600)
+sys.argv = ["train_deepspeed.py", "--epochs", "2"]
+runpy.run_path("/workspace/train_deepspeed.py", run_name="__main__")
+"""
+
+
+def test_deepspeed_elastic_scale_up_reaches_the_launcher(node, kube: Kube, kubectl, namespace: str) -> None:
+    """§4.7 in real pods: raising ``expectedReplicas`` from 1 to 2 patches the hostfile ConfigMap
+    in place (same uid), creates worker-1 and relaunches worker-0 (a new pod, no restart counted);
+    deepspeed then reaches both sshds and trains with a world of 2."""
+    kube.create(core_path(namespace, "configmaps"), {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "elastic-script"},
+        "data": {"elastic.py": ELASTIC_SCRIPT}})
+    env = [{"name": "DS_ACCELERATOR", "value": "cpu"}, {"name": "OMP_NUM_THREADS", "value": "1"}]
+    job = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "DeepSpeedJob", "metadata": {"name": "grow"},
+           "spec": {"elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 2, "expectedReplicas": 1},
+                    "config": {"slotsPerWorker": 1, "run": {"python": ["/scripts/elastic.py"]}},
+                    "worker": {"replicas": 1, "template": {"spec": {
+                        "containers": [{"name": "worker", "image": TRAINING_IMAGE, "env": env,
+                                        "volumeMounts": [{"name": "script", "mountPath": "/scripts"}]}],
+                        "volumes": [{"name": "script", "configMap": {"name": "elastic-script"}}]}}}}}
+    path = create(kube, namespace, job)
+    first = running_pod(kube, namespace, "grow-worker-0", timeout=300)
+    Kube.wait_for(lambda: "rank 0 of 1" in kubectl("logs", "-n", namespace, "grow-worker-0", check=False).stdout,
+                  timeout=300, what="the one-worker launch to start its rank")
+    hostfile = kube.get(core_path(namespace, "configmaps", "grow-launch"))
+    assert hostfile["data"]["hostfile"].count("slots=") == 1, hostfile["data"]
+
+    kube.patch(path, {"spec": {"elastic": {"expectedReplicas": 2}}})
+    relaunched = Kube.wait_for(
+        lambda: (p := kube.get(pod_path(namespace, "grow-worker-0")))["metadata"]["uid"] != first["metadata"]["uid"]
+        and not p["metadata"].get("deletionTimestamp") and p,
+        timeout=300, interval=0.3, what="worker-0 to be relaunched")
+    patched = kube.get(core_path(namespace, "configmaps", "grow-launch"))
+    assert patched["metadata"]["uid"] == hostfile["metadata"]["uid"], "patched in place, not recreated"
+    assert patched["data"]["hostfile"].count("slots=") == 2, patched["data"]
+    assert relaunched["metadata"]["labels"]["batch.tensorstack.dev/restart-generation"] == \
+        first["metadata"]["labels"]["batch.tensorstack.dev/restart-generation"], "a relaunch is no restart"
+    done = wait_phase(kube, path, ("Succeeded", "Failed"), timeout=900)
+    launcher = kubectl("logs", "-n", namespace, "grow-worker-0").stdout
+    assert done["status"]["phase"] == "Succeeded", (done["status"], launcher[-3000:])
+    assert "rank 1 of 2" in launcher and "rank 0 of 2" in launcher, launcher[-3000:]
+    assert final_accuracy(launcher) > 0
+    assert done["status"].get("backoffCount", 0) == 0, done["status"]
