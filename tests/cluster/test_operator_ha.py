@@ -169,3 +169,30 @@ def test_network_partition_short_is_ridden_out_long_gives_up_the_lease(
     finally:
         op.stop()
         net.close()
+
+
+def test_an_operator_started_while_the_api_server_is_unreachable_waits_for_it(
+    kube: Kube, namespace: str, control_plane, tmp_path
+) -> None:
+    """Started with the API server cut off (after an outage, the operator pod restarts before the
+    API server is back): it stays up, healthy and not ready, retrying with backoff, and works as
+    soon as the link is back, instead of exiting into a CrashLoopBackOff."""
+    ns = namespace
+    net = ThreadedNetCut(control_plane.server)
+    kubeconfig = net.kubeconfig(control_plane.kubeconfig, tmp_path / "kubeconfig")
+    net.cut()
+    op = OperatorProcess(kubeconfig, tmp_path / "op.log", "-n", ns, "--no-leader-elect").start(wait_ready=False)
+    try:
+        kube.wait_for(lambda: "trying again" in op.tail(), timeout=60, what="a failed discovery, retried")
+        kube.wait_for(lambda: op.http("/healthz")[0] == 200, timeout=30, what="/healthz while waiting")
+        code, body = op.http("/readyz")
+        assert code == 503 and "waiting for the API server" in body, (code, body)
+        kube.wait_for(lambda: op.tail().count("trying again") >= 2, timeout=60, what="a second retry")
+        assert op.proc is not None and op.proc.poll() is None, f"exited while waiting:\n{op.tail()}"
+        net.mend()
+        op.wait_ready(timeout=60)
+        kube.create(job_path(ns, "PyTorchTrainingJob"), pytorch("late", ns, workers=1))
+        kube.wait_for(lambda: len(pods(kube, ns, "late")) == 2, timeout=30, what="pods of late")
+    finally:
+        op.stop()
+        net.close()

@@ -1,8 +1,10 @@
 """``t9k-jobs operator``: the process that runs the controller on a cluster.
 
-Start-up: load the kubeconfig (or the in-cluster account), find which optional child kinds
-the API server serves (PodGroup, TensorBoard), serve ``/healthz``, ``/readyz`` and
-``/metrics``, start the informers (every replica, so a standby's cache is warm), and, with
+Start-up: load the kubeconfig (or the in-cluster account), serve ``/healthz``, ``/readyz`` and
+``/metrics``, find which optional child kinds the API server serves (PodGroup, TensorBoard),
+retrying with backoff while the API server cannot be reached or answers 5xx/429 (healthy, not
+ready: a kubelet does not restart it, and it starts as soon as the API server is back instead
+of after a CrashLoopBackOff), start the informers (every replica, so a standby's cache is warm), and, with
 leader election on, start the workers only while holding the Lease. Losing the Lease ends
 the process with exit code 1, so its supervisor restarts it as a fresh candidate (as
 client-go controllers do). SIGTERM or SIGINT stop it cleanly: workers stop, the Lease is
@@ -16,8 +18,10 @@ import logging
 import os
 import signal
 import socket
+import time
 from dataclasses import dataclass, field
 
+import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -28,6 +32,8 @@ from .controller import Controller
 log = logging.getLogger("t9k_jobs.operator")
 
 EXIT_LOST_LEASE = 1
+#: Backoff between discovery attempts while the API server cannot be reached (seconds).
+DISCOVERY_BACKOFF = (0.5, 10.0)
 
 
 @dataclass
@@ -61,6 +67,7 @@ class Operator:
         self.stopping = asyncio.Event()
         self.exit_code = 0
         self._runner: web.AppRunner | None = None
+        self._waiting_for: str = "the API server"
 
     async def run(self) -> int:
         """Run until SIGTERM/SIGINT (exit 0) or until the Lease is lost (exit 1)."""
@@ -70,11 +77,13 @@ class Operator:
         c = self.config
         self.client = await KubeClient.from_config(c.kubeconfig, c.context, qps=c.qps, burst=c.burst)
         try:
-            served = await self._served_optional_kinds()
+            await self._serve_health()
+            served = await self._discover()
+            if served is None:  # stopped while waiting for the API server
+                return self.exit_code
             self.controller = Controller(
                 self.client, c.namespaces or None, c.workers, optional_kinds=served, identity=self.identity
             )
-            await self._serve_health()
             log.info(
                 "t9k-jobs operator %s starting: namespaces %s, %d workers, leader election %s",
                 self.identity,
@@ -119,6 +128,34 @@ class Operator:
         c = self.config
         await leader.lead(self.client, c.lease_name, c.lease_namespace, self.identity, started, stopped)
 
+    async def _discover(self) -> set[str] | None:
+        """The optional kinds served, asked again with exponential backoff
+        (:data:`DISCOVERY_BACKOFF`) while the API server cannot be reached or answers 5xx or 429;
+        None when a stop signal came first. Other API errors (401, 403) are raised: retrying
+        would not change them."""
+        delay, cap = DISCOVERY_BACKOFF
+        started = time.monotonic()
+        while not self.stopping.is_set():
+            try:
+                return await self._served_optional_kinds()
+            except ApiError as exc:
+                if exc.status < 500 and exc.status != 429:
+                    raise
+                problem = str(exc)
+            except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+            log.warning(
+                "the API server cannot be reached (%s); trying again in %.1f s (waiting %.0f s so far)",
+                problem, delay, time.monotonic() - started,
+            )
+            self._waiting_for = f"the API server ({problem})"
+            try:
+                await asyncio.wait_for(self.stopping.wait(), timeout=delay)
+            except asyncio.TimeoutError:
+                pass
+            delay = min(cap, delay * 2)
+        return None
+
     async def _served_optional_kinds(self) -> set[str]:
         assert self.client is not None
         served = set()
@@ -154,14 +191,16 @@ class Operator:
 
     async def _healthz(self, request: web.Request) -> web.Response:
         # The event loop answers, and no informer task has died.
-        assert self.controller is not None
+        if self.controller is None:
+            return web.Response(text="ok (starting)\n")
         dead = self.controller.stopped_tasks()
         if dead:
             return web.Response(status=500, text=f"stopped: {', '.join(dead)}\n")
         return web.Response(text="ok\n")
 
     async def _readyz(self, request: web.Request) -> web.Response:
-        assert self.controller is not None
+        if self.controller is None:
+            return web.Response(status=503, text=f"waiting for {self._waiting_for}\n")
         if not self.controller.synced:
             return web.Response(status=503, text="informer caches not synced\n")
         role = "leader" if self.leading else "standby"
