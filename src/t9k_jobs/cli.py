@@ -110,10 +110,15 @@ def run(
             inventory = GpuInventory.declared(gpus)
         except ValueError as exc:
             _fail([f"--gpus: {exc}"])
+    if detach:
+        from .client import Client
+
+        with _verb():
+            started = Client.local().run(file, run_dir=run_dir, gpus=gpus, watch=watch_manifest)
+        _print_detached(started)
+        raise typer.Exit(0)
     job = _load(file)
     from_stdin = str(file) == "-"
-    if detach:
-        _run_detached(job, None if from_stdin else file, run_dir, watch_manifest, gpus, inventory)
     code = run_job(
         job, manifest=None if from_stdin else file, run_dir=run_dir, quiet=quiet, watch=watch_manifest, gpus=inventory
     )
@@ -218,56 +223,61 @@ def install(
         typer.echo(line)
 
 
-def _run_detached(
-    job, manifest: Optional[Path], run_dir: Optional[Path], watch: bool, gpus: Optional[str], inventory
-) -> None:  # noqa: ANN001
-    """``run -d``: check the job can run here, make its run dir, start the runtime in the background."""
-    from .local.gpus import GpuInventory
-    from .local.runner import RunDirError, cannot_run_reason, make_run_dir, new_default_run_dir
-    from .local.runs import RunsError, start_detached
-    from .render import to_yaml
-
-    reason = cannot_run_reason(job, inventory if inventory is not None else GpuInventory.discovered())
-    if reason is not None:
-        _fail([reason])
-    try:
-        target = make_run_dir(run_dir) if run_dir is not None else new_default_run_dir(job)
-    except RunDirError as exc:
-        _fail([str(exc)])
-    extra = ([] if watch else ["--no-watch"]) + ([] if gpus is None else ["--gpus", gpus])
-    try:
-        run = start_detached(
-            manifest.resolve() if manifest is not None else None,
-            to_yaml([job.dump()]) if manifest is None else None,
-            target,
-            extra,
-        )
-    except RunsError as exc:
-        _fail([str(exc)], exc.exit_code)
-    short = _SHORT_KIND.get(job.kind, job.kind.lower())
-    typer.echo(
-        f"{job.kind}/{job.name}: running in the background (runtime pid {run.pid()}); run dir {run.run_dir}"
-    )
-    typer.echo(
-        f"  t9k-jobs get {short} {job.name}   t9k-jobs logs {short} {job.name} -f   "
-        f"t9k-jobs delete {short} {job.name}"
-    )
-    raise typer.Exit(0)
-
-
-# ------------------------------------------------------------------ day-two verbs over local runs
+# ------------------------------------------------------------------ day-two verbs: a cluster or local runs
 
 _SHORT_KIND = {"GenericJob": "gj", "PyTorchTrainingJob": "pj", "DeepSpeedJob": "dj", "ColossalAIJob": "caij"}
 _KIND_HELP = (
     "The kind: GenericJob (gj), PyTorchTrainingJob (pj), DeepSpeedJob (dj), ColossalAIJob (caij), "
     "any case, plural too."
 )
+_TARGET_HELP = (
+    "Target: a cluster when --kubeconfig, --context, -n or -A is given or $KUBECONFIG is set, else this "
+    "machine's runs; --cluster and --local choose."
+)
 _RunsDir = Annotated[
-    Optional[Path], typer.Option("--runs-dir", help="Where to look for local runs (default: ./t9k-runs).")
+    Optional[Path],
+    typer.Option("--runs-dir", help="Local: where to look for runs (default: ./t9k-runs).", rich_help_panel="Local runs"),
 ]
 _RunDir = Annotated[
     Optional[Path],
-    typer.Option("--run-dir", help="Act on the run in this directory (default: the newest run of NAME)."),
+    typer.Option(
+        "--run-dir",
+        help="Local: act on the run in this directory (default: the newest run of NAME).",
+        rich_help_panel="Local runs",
+    ),
+]
+_Kubeconfig = Annotated[
+    Optional[str],
+    typer.Option(
+        "--kubeconfig",
+        help="Cluster: the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).",
+        rich_help_panel="Cluster",
+    ),
+]
+_Context = Annotated[
+    Optional[str], typer.Option("--context", help="Cluster: the kubeconfig context.", rich_help_panel="Cluster")
+]
+_Namespace = Annotated[
+    Optional[str],
+    typer.Option(
+        "--namespace", "-n", help="Cluster: the namespace (default: the context's, else default).", rich_help_panel="Cluster"
+    ),
+]
+_AllNamespaces = Annotated[
+    bool,
+    typer.Option("--all-namespaces", "-A", help="Cluster: jobs of every namespace.", rich_help_panel="Cluster"),
+]
+_Local = Annotated[
+    bool,
+    typer.Option("--local", help="Act on this machine's runs, even with $KUBECONFIG set.", rich_help_panel="Target"),
+]
+_Cluster = Annotated[
+    bool,
+    typer.Option(
+        "--cluster",
+        help="Act on the cluster ($KUBECONFIG or ~/.kube/config) without other cluster options.",
+        rich_help_panel="Target",
+    ),
 ]
 
 
@@ -278,22 +288,135 @@ class GetOutput(str, Enum):
     name = "name"
 
 
+class CreateOutput(str, Enum):
+    name = "name"
+    yaml = "yaml"
+    json = "json"
+
+
 @contextlib.contextmanager
 def _verb() -> Iterator[None]:
-    """Turn the local verbs' errors into one line and their exit code (2 usage, 1 not found)."""
-    from .local.runs import RunsError
+    """Turn the verbs' errors (:mod:`t9k_jobs.errors`) into their one line and exit code."""
+    from .errors import JobsError
 
     try:
         yield
-    except RunsError as exc:
-        _fail([str(exc)], exc.exit_code)
+    except JobsError as exc:
+        _fail(exc.lines(), exc.exit_code)
 
 
-def _find(kind: str, name: str, runs_dir: Optional[Path], run_dir: Optional[Path]):  # noqa: ANN202 - LocalRun
-    from .local.runs import find_run, resolve_kind
+def _target(
+    *,
+    local: bool = False,
+    cluster: bool = False,
+    kubeconfig: Optional[str] = None,
+    context: Optional[str] = None,
+    namespace: Optional[str] = None,
+    all_namespaces: bool = False,
+    runs_dir: Optional[Path] = None,
+    run_dir: Optional[Path] = None,
+):  # noqa: ANN202 - a t9k_jobs.Client
+    """The client the options choose (docs/decisions.md, "Day-two verbs: which target"): a cluster
+    when a cluster option is given, or --cluster, or $KUBECONFIG is set and no local option is;
+    else this machine's runs. Options of both kinds together are a usage error."""
+    from .client import Client
+    from .errors import UsageError
+
+    cluster_opts = [
+        flag
+        for flag, value in (
+            ("--kubeconfig", kubeconfig),
+            ("--context", context),
+            ("-n/--namespace", namespace),
+            ("-A/--all-namespaces", all_namespaces or None),
+        )
+        if value is not None
+    ]
+    local_opts = [flag for flag, value in (("--runs-dir", runs_dir), ("--run-dir", run_dir)) if value is not None]
+    if local and cluster:
+        raise UsageError("--local and --cluster cannot be combined")
+    if local and cluster_opts:
+        raise UsageError(f"--local: {cluster_opts[0]} is a cluster option; drop one of them")
+    if cluster and local_opts:
+        raise UsageError(f"--cluster: {local_opts[0]} is for local runs; drop one of them")
+    if cluster_opts and local_opts:
+        raise UsageError(f"{cluster_opts[0]} (a cluster) and {local_opts[0]} (local runs) cannot be combined")
+    use_cluster = cluster or bool(cluster_opts) or (not local and not local_opts and bool(os.environ.get("KUBECONFIG")))
+    if use_cluster:
+        return Client.cluster(kubeconfig, context, namespace)
+    return Client.local(runs_dir, run_dir)
+
+
+def _out(lines: Iterator[str] | list[str], follow: bool = False) -> None:
+    """Print ``lines`` as they come; a reader that went away (``| head``) ends the command quietly."""
+    try:
+        for line in lines:
+            sys.stdout.write(line + "\n")
+            if follow:
+                sys.stdout.flush()
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise typer.Exit(0) from None
+
+
+def _dump(doc: object, output: str) -> None:
+    if output == "json":
+        typer.echo(json.dumps(doc, indent=2))
+    else:
+        import yaml
+
+        typer.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
+
+
+def _print_detached(job) -> None:  # noqa: ANN001 - a job model returned by Client.run
+    from .client import LOCAL_PID, LOCAL_RUN_DIR
+
+    notes = job.metadata.annotations or {}
+    short = _SHORT_KIND.get(job.kind, job.kind.lower())
+    typer.echo(
+        f"{job.kind}/{job.name}: running in the background (runtime pid {notes.get(LOCAL_PID, '-')}); "
+        f"run dir {notes.get(LOCAL_RUN_DIR, '-')}"
+    )
+    typer.echo(
+        f"  t9k-jobs get {short} {job.name}   t9k-jobs logs {short} {job.name} -f   "
+        f"t9k-jobs delete {short} {job.name}"
+    )
+
+
+@app.command()
+def create(
+    file: Annotated[
+        Path, typer.Option("--filename", "-f", help="The job manifest (YAML or JSON), or - for standard input.")
+    ],
+    output: Annotated[Optional[CreateOutput], typer.Option("--output", "-o", help="name, yaml or json.")] = None,
+    kubeconfig: _Kubeconfig = None,
+    context: _Context = None,
+    namespace: _Namespace = None,
+) -> None:
+    """Create the job in FILE on the cluster (validated here first). `t9k-jobs run` runs one on this machine."""
+    from .client import Client
+    from .show import ref
 
     with _verb():
-        return find_run(resolve_kind(kind), name, runs_dir, run_dir)
+        job = _load_for_create(file)
+        with Client.cluster(kubeconfig, context, namespace) as client:
+            created = client.create(job, namespace)
+    if output is CreateOutput.name:
+        typer.echo(ref(created.kind, created.name))
+    elif output is not None:
+        _dump(created.dump(), output.value)
+    else:
+        typer.echo(f"{ref(created.kind, created.name)} created")
+
+
+def _load_for_create(file: Path) -> dict:
+    """The manifest of ``create -f``, validated (InvalidJob: the lines validate prints)."""
+    from .client import load_job
+
+    _job, manifest, _path = load_job(file)
+    return manifest
 
 
 @app.command()
@@ -303,59 +426,65 @@ def get(
     output: Annotated[
         Optional[GetOutput], typer.Option("--output", "-o", help="wide, yaml, json or name.")
     ] = None,
+    kubeconfig: _Kubeconfig = None,
+    context: _Context = None,
+    namespace: _Namespace = None,
+    all_namespaces: _AllNamespaces = False,
+    local: _Local = False,
+    cluster: _Cluster = False,
     runs_dir: _RunsDir = None,
     run_dir: _RunDir = None,
 ) -> None:
-    """List local runs (the newest of each name): NAME, PHASE, READY (running/total), RESTARTS, AGE.
+    """List jobs: NAME, PHASE, READY (running/replicas), RESTARTS, AGE. On this machine, the newest run
+    of each name; PHASE is Stopped for a run whose runtime is gone before the job finished.
 
-    PHASE is Stopped for a run whose runtime is gone before the job finished (delete, Ctrl-C, a kill)."""
-    from .local.runs import find_run, list_runs, resolve_kind
+    Target: a cluster when --kubeconfig, --context, -n or -A is given or $KUBECONFIG is set, else this
+    machine's runs; --cluster and --local choose."""
+    from .client import resolve_kind
+    from .show import format_table
 
     with _verb():
-        kind_name = resolve_kind(kind) if kind is not None else None
-        if name is not None or run_dir is not None:
-            runs = [find_run(kind_name, name, runs_dir, run_dir)]
-        else:
-            runs = list_runs(runs_dir, kind_name)
+        with _target(
+            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace,
+            all_namespaces=all_namespaces, runs_dir=runs_dir, run_dir=run_dir,
+        ) as client:
+            rows = client.summaries(kind, name, all_namespaces=all_namespaces)
+    kind_name = resolve_kind(kind) if kind is not None else None  # valid: summaries took it
+    single = name is not None or (client.target == "local" and run_dir is not None)
     if output in (GetOutput.yaml, GetOutput.json):
-        objects = [r.to_object() for r in runs]
-        doc = (
-            objects[0]
-            if name is not None or run_dir is not None
-            else {"apiVersion": "v1", "kind": "List", "items": objects}
-        )
-        if output is GetOutput.json:
-            typer.echo(json.dumps(doc, indent=2))
-        else:
-            import yaml
-
-            typer.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
+        objects = [r.object for r in rows]
+        doc = objects[0] if single and objects else {"apiVersion": "v1", "kind": "List", "items": objects}
+        _dump(doc, output.value)
         return
     if output is GetOutput.name:
-        for r in runs:
-            typer.echo(r.ref())
+        for r in rows:
+            typer.echo(r.ref)
         return
-    if not runs:
-        from .local.runs import runs_dir_default
+    if not rows:
+        what = f" of {kind_name}" if kind_name else ""
+        if client.target == "local":
+            from .local.runs import runs_dir_default
 
-        typer.echo(
-            f"No local runs{f' of {kind_name}' if kind_name else ''} found in "
-            f"{runs_dir or runs_dir_default()}.",
-            err=True,
-        )
+            typer.echo(f"No local runs{what} found in {runs_dir or runs_dir_default()}.", err=True)
+        elif all_namespaces:
+            typer.echo(f"No jobs{what} found in any namespace.", err=True)
+        else:
+            typer.echo(f"No jobs{what} found in namespace {client.namespace}.", err=True)
         return
-    from .local.runs import format_table
-
-    rows = [r.summary() for r in runs]
     cols = ["name", "phase", "ready", "restarts", "age"]
     if kind is None:
         cols.insert(0, "kind")
+    if client.target == "cluster" and all_namespaces:
+        cols.insert(0, "namespace")
+    wide = ["backoff", "pid", "run_dir"] if client.target == "local" else ["backoff", "mode"]
     if output is GetOutput.wide:
-        cols += ["backoff", "pid", "run_dir"]
-    for line in format_table(
-        [c.upper().replace("_", " ") for c in cols],
-        [[row[c] if row[c] is not None else "-" for c in cols] for row in rows],
-    ):
+        cols += wide
+
+    def cell(row, col: str) -> object:  # noqa: ANN001
+        value = row.wide.get(col) if col in row.wide else getattr(row, col)
+        return "-" if value is None else value
+
+    for line in format_table([c.upper().replace("_", " ") for c in cols], [[cell(r, c) for c in cols] for r in rows]):
         typer.echo(line)
 
 
@@ -363,14 +492,23 @@ def get(
 def describe(
     kind: Annotated[str, typer.Argument(help=_KIND_HELP)],
     name: Annotated[str, typer.Argument(help="The job's name.")],
+    kubeconfig: _Kubeconfig = None,
+    context: _Context = None,
+    namespace: _Namespace = None,
+    local: _Local = False,
+    cluster: _Cluster = False,
     runs_dir: _RunsDir = None,
     run_dir: _RunDir = None,
 ) -> None:
-    """Show a local run: spec summary, why it is not Running, conditions, replicas, recent events."""
-    from .local.runs import describe as describe_lines
-
-    for line in describe_lines(_find(kind, name, runs_dir, run_dir)):
-        typer.echo(line)
+    """Show a job: spec summary, why it is not Running, conditions, replicas (phase, restarts, exit
+    codes; node on a cluster), recent events (of its pods too, on a cluster)."""
+    with _verb():
+        with _target(
+            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace,
+            runs_dir=runs_dir, run_dir=run_dir,
+        ) as client:
+            text = client.describe(kind, name)
+    typer.echo(text)
 
 
 @app.command()
@@ -394,35 +532,46 @@ def logs(
         ),
     ] = False,
     follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="Go on until the run ends, restarted replicas included.")
+        bool,
+        typer.Option(
+            "--follow", "-f", help="Go on until the job has finished, new and restarted replicas included."
+        ),
     ] = False,
     tail: Annotated[
-        Optional[int], typer.Option("--tail", min=0, help="Only the last N lines written so far.")
+        Optional[int],
+        typer.Option("--tail", min=0, help="Only the last N lines written so far (per replica when following a cluster job)."),
     ] = None,
+    timestamps: Annotated[
+        bool, typer.Option("--timestamps", help="Cluster: each line's RFC 3339 time (local logs have none).")
+    ] = False,
+    previous: Annotated[
+        bool,
+        typer.Option("--previous", "-p", help="Cluster: the previous container of each pod, where the kubelet restarted one."),
+    ] = False,
+    kubeconfig: _Kubeconfig = None,
+    context: _Context = None,
+    namespace: _Namespace = None,
+    local: _Local = False,
+    cluster: _Cluster = False,
     runs_dir: _RunsDir = None,
     run_dir: _RunDir = None,
 ) -> None:
-    """Print a local run's logs: every replica merged, each line prefixed with its replica, or one replica's.
+    """Print a job's logs: every replica merged, each line prefixed with its replica (\\[worker-1] ...),
+    or one replica's (--type T --index I). With -f, until the job has finished and every log is read."""
+    from .errors import UsageError
 
-    Local logs carry no timestamps (lines are kept as printed): there is no --timestamps here.
-    """
-    from .local.runs import UsageError, follow_logs
-
-    run = _find(kind, name, runs_dir, run_dir)
     with _verb():
         if all_replicas and (replica_type is not None or index is not None):
             raise UsageError("--all cannot be combined with --type or --index")
-        lines = follow_logs(run, replica_type, index, container, follow=follow, tail=tail)
-        try:
-            for line in lines:
-                sys.stdout.write(line + "\n")
-                if follow:
-                    sys.stdout.flush()
-            sys.stdout.flush()
-        except BrokenPipeError:  # `| head`: the reader has what it wanted
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            raise typer.Exit(0) from None
+        with _target(
+            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace,
+            runs_dir=runs_dir, run_dir=run_dir,
+        ) as client:
+            with client.logs(
+                kind, name, replica_type, index, container, follow=follow, tail=tail,
+                timestamps=timestamps, previous=previous,
+            ) as lines:
+                _out(lines, follow)
 
 
 @app.command()
@@ -438,21 +587,28 @@ def wait(
             "--timeout", help="Give up after this long: 30s, 5m, 1h or seconds (default: no limit)."
         ),
     ] = None,
+    kubeconfig: _Kubeconfig = None,
+    context: _Context = None,
+    namespace: _Namespace = None,
+    local: _Local = False,
+    cluster: _Cluster = False,
     runs_dir: _RunsDir = None,
     run_dir: _RunDir = None,
 ) -> None:
-    """Wait until a local run's job is in a phase: exit 0 when it is, 1 when it ends otherwise or times out."""
-    from .local.runs import parse_duration, wait_for, wait_phase
+    """Wait until a job is in a phase: exit 0 when it is, 1 when it ends otherwise (with why) or time runs out."""
+    from .client import seconds
+    from .local.runs import wait_phase
 
     target = for_.split("=", 1)[1] if for_.lower().startswith("condition=") else for_
     with _verb():
-        target = wait_phase(target)
-        seconds = parse_duration(timeout) if timeout is not None else None
-        run = _find(kind, name, runs_dir, run_dir)
-        result = wait_for(run, target, seconds)
-    if not result.reached:
-        _fail([result.message], 1)
-    typer.echo(result.message)
+        wanted = wait_phase(target)
+        limit = seconds(timeout)
+        with _target(
+            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace,
+            runs_dir=runs_dir, run_dir=run_dir,
+        ) as client:
+            job = client.wait(kind, name, wanted, limit)
+    typer.echo(f"{job.kind} {job.name} is {wanted}")
 
 
 @app.command()
@@ -460,45 +616,125 @@ def delete(
     kind: Annotated[str, typer.Argument(help=_KIND_HELP)],
     name: Annotated[str, typer.Argument(help="The job's name.")],
     purge: Annotated[
-        bool, typer.Option("--purge", help="Also remove the run dir (its logs and status).")
+        bool, typer.Option("--purge", help="Local: also remove the run dir (its logs and status).")
     ] = False,
     timeout: Annotated[
         Optional[str],
         typer.Option(
             "--timeout",
-            help="Wait this long for the runtime to stop before killing it (default: grace period + 15s).",
+            help="Local: wait this long for the runtime to stop before killing it (default: grace period + 15s).",
         ),
     ] = None,
+    kubeconfig: _Kubeconfig = None,
+    context: _Context = None,
+    namespace: _Namespace = None,
+    local: _Local = False,
+    cluster: _Cluster = False,
     runs_dir: _RunsDir = None,
     run_dir: _RunDir = None,
 ) -> None:
-    """Stop a local run (SIGTERM to its runtime, which stops every replica gracefully) and keep its run dir.
-
-    A run that is not running is left as it is (exit 0); --purge removes its run dir either way."""
-    from .local.runs import parse_duration, stop_run
-    from .local.runs import purge as purge_run
+    """Delete a job. On a cluster its pods, Services, ConfigMaps and Secrets go with it. Locally, stop
+    the run (SIGTERM to its runtime, which stops every replica gracefully) and keep its run dir;
+    a run that is not running is left as it is (exit 0); --purge removes its run dir either way."""
+    from .client import seconds
 
     with _verb():
-        seconds = parse_duration(timeout) if timeout is not None else None
-    run = _find(kind, name, runs_dir, run_dir)
-    pid = run.pid()
-    if pid is not None:
-        typer.echo(f"stopping {run.kind} {run.name} (runtime pid {pid})...")
+        seconds(timeout)  # a bad duration is refused before anything is stopped
+        with _target(
+            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace,
+            runs_dir=runs_dir, run_dir=run_dir,
+        ) as client:
+            done = client.delete(kind, name, purge=purge, timeout=timeout)
+    for line in done.lines:
+        typer.echo(line)
+
+
+def _spec_verb(
+    verb: str,
+    kind: str,
+    name: str,
+    target: dict,
+    replicas: Optional[int] = None,
+) -> None:
+    from .show import ref
+
     with _verb():
-        result = stop_run(run, seconds)
-        if not result.was_running:
-            typer.echo(f"{run.kind} {run.name} is not running ({run.phase()}); nothing to stop")
-        elif result.exited:
-            typer.echo(f"{run.ref()} stopped in {result.seconds:.1f}s")
-        else:
-            typer.echo(f"{run.ref()} did not stop in time: killed after {result.seconds:.1f}s")
-        if result.swept:
-            typer.echo(f"killed {result.swept} leftover process(es) of the run")
-        if purge:
-            purge_run(run)
-            typer.echo(f"removed {run.run_dir}")
-        else:
-            typer.echo(f"logs and status kept in {run.run_dir}")
+        with _target(**target) as client:
+            if verb == "pause":
+                job = client.pause(kind, name)
+            elif verb == "resume":
+                job = client.resume(kind, name)
+            else:
+                job = client.scale(kind, name, replicas)  # type: ignore[arg-type]
+    where = "" if client.target == "local" else f" in namespace {job.namespace}"
+    if verb == "scale":
+        typer.echo(f"{ref(job.kind, job.name)}{where} scaled: spec.elastic.expectedReplicas is {replicas}")
+    else:
+        typer.echo(
+            f"{ref(job.kind, job.name)}{where} {'paused' if verb == 'pause' else 'resumed'}: "
+            f"spec.runMode.pause.enabled is {str(verb == 'pause').lower()}"
+        )
+
+
+@app.command()
+def pause(
+    kind: Annotated[str, typer.Argument(help=_KIND_HELP)],
+    name: Annotated[str, typer.Argument(help="The job's name.")],
+    kubeconfig: _Kubeconfig = None,
+    context: _Context = None,
+    namespace: _Namespace = None,
+    local: _Local = False,
+    cluster: _Cluster = False,
+    runs_dir: _RunsDir = None,
+    run_dir: _RunDir = None,
+) -> None:
+    """Pause a job (spec.runMode.pause.enabled: true): its replicas stop until resume. A local run's
+    manifest file is edited (that field only) and the run applies it."""
+    _spec_verb("pause", kind, name, dict(
+        local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace,
+        runs_dir=runs_dir, run_dir=run_dir,
+    ))
+
+
+@app.command()
+def resume(
+    kind: Annotated[str, typer.Argument(help=_KIND_HELP)],
+    name: Annotated[str, typer.Argument(help="The job's name.")],
+    kubeconfig: _Kubeconfig = None,
+    context: _Context = None,
+    namespace: _Namespace = None,
+    local: _Local = False,
+    cluster: _Cluster = False,
+    runs_dir: _RunsDir = None,
+    run_dir: _RunDir = None,
+) -> None:
+    """Resume a paused job (spec.runMode.pause.enabled: false)."""
+    _spec_verb("resume", kind, name, dict(
+        local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace,
+        runs_dir=runs_dir, run_dir=run_dir,
+    ))
+
+
+@app.command()
+def scale(
+    kind: Annotated[str, typer.Argument(help="PyTorchTrainingJob (pj) or DeepSpeedJob (dj), elastic.")],
+    name: Annotated[str, typer.Argument(help="The job's name.")],
+    replicas: Annotated[
+        int, typer.Option("--replicas", min=0, help="spec.elastic.expectedReplicas, within [minReplicas, maxReplicas].")
+    ],
+    kubeconfig: _Kubeconfig = None,
+    context: _Context = None,
+    namespace: _Namespace = None,
+    local: _Local = False,
+    cluster: _Cluster = False,
+    runs_dir: _RunsDir = None,
+    run_dir: _RunDir = None,
+) -> None:
+    """Set an elastic job's expectedReplicas (PyTorchTrainingJob, DeepSpeedJob with spec.elastic.enabled)."""
+    _spec_verb("scale", kind, name, dict(
+        local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace,
+        runs_dir=runs_dir, run_dir=run_dir,
+    ), replicas)
 
 
 @app.command()

@@ -339,6 +339,37 @@ class KubeClient:
         finally:
             metrics.API_REQUESTS.labels(verb="watch", code=code).inc()
 
+    async def stream_lines(
+        self, path: str, params: dict[str, Any] | None = None, idle_timeout: float | None = None
+    ) -> AsyncIterator[str]:
+        """Yield the lines (UTF-8, undecodable bytes replaced, without the newline) of a plain-text
+        answer as they arrive: a pod's log (``/api/v1/namespaces/NS/pods/P/log``), followed or not.
+
+        ``idle_timeout`` (seconds, None: none) bounds the silence between two reads. Raises
+        :class:`ApiError` for a non-2xx answer. Like watches, it skips the token bucket."""
+        url = self.host + path
+        if params:
+            url += "?" + urlencode({k: _param(v) for k, v in params.items() if v is not None})
+        headers = await self._headers(None)
+        headers["Accept"] = "*/*"
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=idle_timeout)
+        code = "error"
+        try:
+            async with self._session.get(url, headers=headers, timeout=timeout, proxy=self._proxy) as resp:
+                code = str(resp.status)
+                if resp.status >= 300:
+                    raise _error(resp.status, await resp.read())
+                buf = b""
+                async for chunk in resp.content.iter_any():
+                    buf += chunk
+                    *lines, buf = buf.split(b"\n")
+                    for line in lines:
+                        yield line.decode("utf-8", errors="replace")
+                if buf:
+                    yield buf.decode("utf-8", errors="replace")
+        finally:
+            metrics.API_REQUESTS.labels(verb="get", code=code).inc()
+
 
 def _param(v: Any) -> str:
     if isinstance(v, bool):

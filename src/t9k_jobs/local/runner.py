@@ -46,6 +46,9 @@ END_GRACE = 5.0
 #: The most replicas one local run starts (each a process group here); more is a cluster's job,
 #: and a typo (``replicas: 10000``) must not fork a workstation to its knees.
 MAX_LOCAL_REPLICAS = 256
+#: The run-dir file naming the manifest a run watches for edits (absent: it watches none).
+WATCHED_MANIFEST = "manifest.path"
+
 
 class LocalAddressing:
     """Every replica's host is this machine; every (replica, port name) gets its own free port.
@@ -252,6 +255,9 @@ def run_job(
         # What `get`, `describe`, `wait` and `delete` read (t9k_jobs.local.runs): the job as it
         # started, and this runtime's pid (the process that a SIGTERM stops gracefully).
         (run_dir / "job.yaml").write_text(to_yaml([job.dump()]), encoding="utf-8")
+        if watch and manifest is not None:
+            # The file this run applies edits of: where pause, resume and scale write (runs.py).
+            (run_dir / WATCHED_MANIFEST).write_text(f"{manifest.resolve()}\n", encoding="utf-8")
         (run_dir / "runtime.pid").write_text(f"{os.getpid()}\n", encoding="utf-8")
     except RunDirError as exc:
         display.error(str(exc))
@@ -613,7 +619,21 @@ class LocalRunner:
             self.display.error(f"{reason} (edit ignored; the job goes on with the previous spec)")
             return
         self.job = new.model_copy(update={"status": self.job.status})
+        self._write_job_yaml()
         self.display.note("manifest changed: applying the new spec")
+
+    def _write_job_yaml(self) -> None:
+        """``job.yaml`` again with the spec now applied (what ``get``/``describe`` read), keeping its
+        modification time: that is when the run started."""
+        path = self.run_dir / "job.yaml"
+        try:
+            st = path.stat()
+            tmp = path.with_name(".job.yaml.new")
+            tmp.write_text(to_yaml([self.job.model_copy(update={"status": None}).dump()]), encoding="utf-8")
+            os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+            os.replace(tmp, path)
+        except OSError as exc:
+            self.display.error(f"cannot write {path}: {exc.strerror or exc}")
 
     async def _count_down(self, live: list[LocalPod]) -> None:
         """Say how long the stop may take: SIGTERM was sent; SIGKILL follows after the longest

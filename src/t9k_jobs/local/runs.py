@@ -1,7 +1,8 @@
 """Day-two verbs over local runs: find them, read their status, follow their logs, wait, stop.
 
 A local run is a run directory written by :func:`t9k_jobs.local.runner.run_job`: ``job.yaml``
-(the job as it started), ``runtime.pid`` (the process that runs it), ``status.yaml``,
+(the job as it runs: written at the start, its modification time, and again when an edit of the
+watched manifest is applied), ``manifest.path`` (the manifest it watches), ``runtime.pid`` (the process that runs it), ``status.yaml``,
 ``events.log``, ``job.log`` (every replica, ``[worker-1] `` prefixes) and
 ``<pod>.<container>.log``. Runs are found under a runs directory (default ``./t9k-runs``), one
 level deep; a job is named by kind and name, and the newest run of that name wins.
@@ -11,8 +12,9 @@ Whether a run is still going is read from ``runtime.pid`` and /proc: the process
 unrelated process later is not taken for the runtime. A run whose runtime is gone while its
 status is not terminal (stopped by ``delete``, Ctrl-C, a kill) has the phase ``Stopped`` here.
 
-Errors are :class:`RunsError` subclasses whose message is one line: :class:`UsageError`
-(exit code 2) and :class:`NotFound` (exit code 1).
+Errors are those of :mod:`t9k_jobs.errors` (``RunsError`` is their base, ``JobsError``), each
+one line: :class:`UsageError` and :class:`NotSupported` (exit code 2), :class:`NotFound` and
+the others (exit code 1).
 """
 
 from __future__ import annotations
@@ -37,6 +39,17 @@ import yaml
 
 from ..api import GROUP, KINDS, JobStatus, parse_job
 from ..api.common import TERMINAL_PHASES
+from ..errors import JobsError, NotFound, NotSupported, UsageError
+from ..show import (
+    condition_lines,
+    ended_why,
+    exit_codes,
+    format_table,
+    human_age,
+    replica_problems,
+    replica_reason,
+    spec_lines,
+)
 
 #: Where ``t9k-jobs run`` puts run directories by default, relative to the working directory.
 DEFAULT_RUNS_DIR = Path("t9k-runs")
@@ -50,23 +63,8 @@ STOP_MARGIN = 15.0
 _SHORT_NAMES = {"gj": "GenericJob", "pj": "PyTorchTrainingJob", "dj": "DeepSpeedJob", "caij": "ColossalAIJob"}
 
 
-class RunsError(Exception):
-    """A verb cannot do what was asked; ``str()`` is one line, ``exit_code`` the CLI's code."""
-
-    exit_code = 1
-
-
-class UsageError(RunsError):
-    """Bad usage: an unknown kind, a bad duration or phase (exit code 2)."""
-
-    exit_code = 2
-
-
-class NotFound(RunsError):
-    """No local run of that kind and name, or no such run directory (exit code 1)."""
-
-    exit_code = 1
-
+#: Every verb's error (``str()`` one line, ``exit_code`` the CLI's code): the SDK's base error.
+RunsError = JobsError
 
 # ----------------------------------------------------------------------------- names, durations
 
@@ -111,20 +109,6 @@ def parse_duration(text: str) -> float:
     if seconds < 0 or math.isnan(seconds):
         raise UsageError(f"bad duration {text!r}: it must be zero or more")
     return seconds
-
-
-def human_age(seconds: float) -> str:
-    """A short age like kubectl's AGE column: ``42s``, ``3m20s``, ``25m``, ``5h``, ``3d``."""
-    s = max(0, int(seconds))
-    if s < 120:
-        return f"{s}s"
-    if s < 600:
-        return f"{s // 60}m{s % 60}s"
-    if s < 3 * 3600:
-        return f"{s // 60}m"
-    if s < 48 * 3600:
-        return f"{s // 3600}h"
-    return f"{s // 86400}d"
 
 
 # ----------------------------------------------------------------------------- the runtime's process
@@ -307,13 +291,12 @@ class LocalRun:
         phase = self.phase(status, alive)
         if phase == STOPPED:
             return "its runtime is not running (stopped by delete, Ctrl-C or a kill) before the job finished"
-        replicas = _replica_problems(status)
+        replicas = replica_problems(status)
         if phase in TERMINAL_PHASES and status is not None:
-            cond = status.condition("Failed" if phase == "Failed" else "Completed")
-            head = cond.message if cond is not None and cond.message else phase
-            return head + (f"; {replicas}" if phase == "Failed" and replicas else "")
+            return ended_why(status)
         if phase == "Paused":
-            return "paused (spec.runMode.pause): resume by editing the manifest"
+            short = {v: k for k, v in _SHORT_NAMES.items()}.get(self.kind, self.kind)
+            return f"paused (spec.runMode.pause): t9k-jobs resume {short} {self.name}"
         if status is None:
             return "the runtime has not written a status yet"
         failure = status.condition("ReplicaFailure")
@@ -324,29 +307,6 @@ class LocalRun:
         if phase != "Running":
             return f"{phase}: no replica reports a reason"
         return None
-
-
-def _replica_problems(status: JobStatus | None) -> str:
-    """``"<pod>: <phase> (<reason>: <message>)"`` for each replica not running well, ``; ``-joined."""
-    if status is None:
-        return ""
-    out = []
-    for task in status.tasks:
-        for rs in task.replicas:
-            reason, message = rs.reason, rs.message
-            for c in rs.containers:
-                if c.state in ("Waiting", "Terminated") and (
-                    c.message or (c.reason not in (None, "Completed"))
-                ):
-                    reason, message = reason or c.reason, message or c.message
-            healthy = rs.phase in ("Running", "Succeeded") and not message
-            if healthy or (rs.phase == "Succeeded"):
-                continue
-            if rs.phase == "Running" and not (reason or message):
-                continue
-            detail = ": ".join(x for x in (reason, message) if x)
-            out.append(f"{rs.name}: {rs.phase}" + (f" ({detail})" if detail else ""))
-    return "; ".join(out)
 
 
 # ----------------------------------------------------------------------------- finding runs
@@ -409,10 +369,12 @@ def find_run(
 # ----------------------------------------------------------------------------- logs
 
 
-def _log_source(
+def log_source(
     run: LocalRun, replica_type: str | None, index: int | None, container: str | None
 ) -> tuple[Path, Callable[[str], bool] | None]:
-    """The file to read and a filter of its lines for the replicas asked for."""
+    """The file to read and a filter of its lines for the replicas asked for. Raises
+    :class:`UsageError` (``index`` without ``replica_type``), :class:`NotFound` (a replica type or
+    container the job does not have)."""
     if replica_type is None and index is None:
         return run.run_dir / "job.log", None
     if replica_type is None:
@@ -458,7 +420,7 @@ def follow_logs(
     the same files, so its new lines come too. A file that is not there yet is waited for while
     the runtime runs. Raises :class:`UsageError`/:class:`NotFound` for replicas that are not in
     the job."""
-    path, keep = _log_source(run, replica_type, index, container)
+    path, keep = log_source(run, replica_type, index, container)
     keep = keep or (lambda _line: True)
     pos, pending = 0, b""
     ident = None
@@ -635,18 +597,6 @@ def purge(run: LocalRun) -> None:
 # ----------------------------------------------------------------------------- text output
 
 
-def format_table(headers: list[str], rows: list[list[Any]]) -> list[str]:
-    """Rows under upper-case headers in columns three spaces apart, as kubectl prints them."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    return ["   ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
-
-
-def _short(text: str, limit: int = 100) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def describe(run: LocalRun, events: int = 15) -> list[str]:
     """``describe``'s lines for ``run``: identity and runtime, a spec summary per replica type,
     why it is not Running (when it is not), conditions, a per-replica table (phase, restarts,
@@ -674,56 +624,17 @@ def describe(run: LocalRun, events: int = 15) -> list[str]:
     if why and phase != "Succeeded":
         out.append(f"Why:         {why}")
     out.append("Spec:")
-    spec = run.manifest.get("spec") or {}
     if run.job is not None:
-        for group in run.groups():
-            containers = (group.template.get("spec") or {}).get("containers") or []
-            main = next(
-                (c for c in containers if c.get("name") == group.training_container),
-                containers[0] if containers else {},
-            )
-            command = " ".join(str(x) for x in (main.get("command") or []) + (main.get("args") or []))
-            gpus = ((main.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu")
-            line = f"  {group.type}: {group.replicas} replica(s), restart {group.restart_policy}"
-            if group.limit is not None:
-                line += f" (limit {group.limit})"
-            if gpus is not None:
-                line += f", {gpus} GPU(s)"
-            out.append(line)
-            if command:
-                out.append(f"    command: {_short(command)}")
-        for key in ("runPolicy", "runMode", "cleanUpPolicy", "elastic"):
-            if key in spec and spec[key] not in (None, {}, "None"):
-                out.append(
-                    f"  {key}: {_short(yaml.safe_dump(spec[key], default_flow_style=True).strip(), 120)}"
-                )
+        out += spec_lines(run.job, run.manifest.get("spec") or {})
     else:
         out.append("  (job.yaml no longer validates; see it in the run dir)")
     out.append("Conditions:")
-    conds = status.conditions if status is not None else []
-    if conds:
-        out += [
-            "  " + line
-            for line in format_table(
-                ["TYPE", "STATUS", "REASON", "MESSAGE"],
-                [[c.type, c.status, c.reason, _short(c.message, 80)] for c in conds],
-            )
-        ]
-    else:
-        out.append("  <none>")
+    out += condition_lines(status)
     out.append("Replicas:")
     rows = []
     for task in status.tasks if status is not None else []:
         for rs in task.replicas:
-            codes = ",".join(str(c.exit_code) for c in rs.containers if c.exit_code is not None) or "-"
-            reason = (
-                rs.reason
-                or next((c.reason for c in rs.containers if c.reason and c.reason != "Completed"), "")
-                or "-"
-            )
-            message = rs.message or next((c.message for c in rs.containers if c.message), "") or ""
-            detail = reason if not message else f"{reason}: {_short(message, 80)}"
-            rows.append([rs.name, rs.phase, rs.restart_count, codes, detail])
+            rows.append([rs.name, rs.phase, rs.restart_count, exit_codes(rs), replica_reason(rs)])
     if rows:
         out += [
             "  " + line for line in format_table(["NAME", "PHASE", "RESTARTS", "EXIT CODE", "REASON"], rows)
@@ -734,6 +645,102 @@ def describe(run: LocalRun, events: int = 15) -> list[str]:
     lines = run.events(events)
     out += [f"  {line}" for line in lines] if lines else ["  <none>"]
     return out
+
+
+# ----------------------------------------------------------------------------- pause, resume, scale
+
+#: Seconds an edit of the watched manifest is given to be applied by the runtime.
+APPLY_TIMEOUT = 15.0
+
+
+def watched_manifest(run: LocalRun) -> Path | None:
+    """The manifest file ``run``'s runtime applies edits of (``manifest.path`` in the run dir), or
+    None when it watches none (started from standard input, or with ``--no-watch``)."""
+    from .runner import WATCHED_MANIFEST
+
+    try:
+        text = (run.run_dir / WATCHED_MANIFEST).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return Path(text) if text else None
+
+
+def edit_spec(
+    run: LocalRun, path: list[str], value: Any, verb: str, timeout: float = APPLY_TIMEOUT
+) -> LocalRun:
+    """Set ``path`` (e.g. ``["spec", "runMode", "pause", "enabled"]``) to ``value`` in the manifest
+    the running ``run`` watches, as a person editing it would (comments and layout kept,
+    :func:`t9k_jobs.yamledit.set_field`), and wait up to ``timeout`` seconds for the runtime to
+    apply it (its ``job.yaml`` shows the new spec). Returns the run as it is then.
+
+    Raises :class:`NotSupported` when the run watches no manifest, :class:`JobsError` when it is
+    not running, when the manifest holds edits the run did not apply, when the file cannot be
+    edited or written, or when the runtime did not apply the edit in time; ``verb`` names the
+    action in those messages (``pause``)."""
+    from ..api import fixed_field_changes
+    from ..api.reading import ReadError, decode, parse_documents
+    from ..yamledit import EditError, set_field
+
+    what = f"{run.kind} {run.name}"
+    if run.pid() is None:
+        raise JobsError(f"{what} is not running ({run.phase()}): nothing to {verb}")
+    manifest = watched_manifest(run)
+    if manifest is None:
+        raise NotSupported(
+            f"{verb} is not supported for this local run: it watches no manifest (it was started from "
+            "standard input or with --no-watch)"
+        )
+    if run.job is None:
+        raise JobsError(f"{what}: {run.run_dir / 'job.yaml'} does not validate; cannot {verb} it")
+
+    def parse(text: str) -> Any:
+        try:
+            docs = parse_documents(text)
+            return parse_job(docs[0], str(manifest)) if len(docs) == 1 else None
+        except (ReadError, ValueError):
+            return None
+
+    try:
+        real = manifest.resolve(strict=True)
+        text = decode(real.read_bytes())
+    except (OSError, ReadError) as exc:
+        raise JobsError(f"cannot read {manifest}, the manifest the run watches: {exc}") from None
+    current = parse(text)
+    if current is None or current.dump().get("spec") != run.job.dump().get("spec"):
+        raise JobsError(
+            f"{manifest} holds edits the run has not applied (see {run.run_dir / 'runtime.log'}); "
+            f"fix or undo them, then {verb} again"
+        )
+    try:
+        new_text = set_field(text, path, value)
+    except EditError as exc:
+        raise JobsError(f"cannot {verb}: {manifest} cannot be edited in place: {exc}") from None
+    new = parse(new_text)
+    if new is None:
+        raise JobsError(f"cannot {verb}: the edited manifest would not validate")
+    problems = fixed_field_changes(run.job, new)
+    if problems:
+        raise UsageError(problems[0])
+    wanted = new.dump().get("spec")
+    try:
+        tmp = real.with_name(f".{real.name}.t9k-jobs-edit")
+        tmp.write_text(new_text, encoding="utf-8")
+        shutil.copymode(real, tmp)
+        os.replace(tmp, real)
+    except OSError as exc:
+        raise JobsError(f"cannot write {manifest}: {exc.strerror or exc}") from None
+    end = time.monotonic() + timeout
+    while True:
+        now = LocalRun.load(run.run_dir) or run
+        if now.job is not None and now.job.dump().get("spec") == wanted:
+            return now
+        if now.pid() is None:
+            raise JobsError(f"{what} stopped before it applied the edit of {manifest}")
+        if time.monotonic() >= end:
+            log = run.run_dir / "runtime.log"
+            where = f"; see {log}" if log.exists() else ""
+            raise JobsError(f"edited {manifest}, but the run has not applied it in {timeout:g}s{where}")
+        time.sleep(POLL)
 
 
 # ----------------------------------------------------------------------------- run -d
@@ -813,7 +820,9 @@ def start_detached(
 
 
 __all__ = [
+    "APPLY_TIMEOUT",
     "DEFAULT_RUNS_DIR",
+    "NotSupported",
     "STOPPED",
     "LocalRun",
     "NotFound",
@@ -821,9 +830,11 @@ __all__ = [
     "StopResult",
     "UsageError",
     "WaitResult",
+    "edit_spec",
     "find_run",
     "follow_logs",
     "list_runs",
+    "log_source",
     "parse_duration",
     "purge",
     "resolve_kind",
@@ -832,4 +843,5 @@ __all__ = [
     "stop_run",
     "wait_for",
     "wait_phase",
+    "watched_manifest",
 ]

@@ -1,0 +1,923 @@
+"""Day-two verbs against a cluster: create, get, list, describe, logs, wait, delete, patch.
+
+Async functions over :class:`~t9k_jobs.cluster.client.KubeClient`; :class:`t9k_jobs.Client`
+runs them on a private event loop for synchronous callers, and the CLI prints what they return.
+Every failure is one of :mod:`t9k_jobs.errors` with the one line the CLI prints.
+
+A job's pods are found by the labels the operator puts on every child
+(``tensorstack.dev/owner-kind``, ``tensorstack.dev/owner-name``), their replica by
+``batch.tensorstack.dev/replica-type`` and ``replica-index``. Logs come from the pods' ``log``
+subresource, always with timestamps (so that several replicas merge in time order and a
+broken stream resumes where it stopped), which are cut off unless asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from ..api import GROUP, KINDS, VERSION, Job, JobStatus, ManifestError, parse_job
+from ..api.common import TERMINAL_PHASES, ReplicaStatus
+from ..errors import (
+    AlreadyExists,
+    ClusterError,
+    InvalidJob,
+    JobEndedOtherwise,
+    JobsError,
+    NotFound,
+    UsageError,
+    WaitTimeout,
+)
+from ..frameworks.base import LABEL_OWNER_KIND, LABEL_OWNER_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from ..show import (
+    age_of,
+    condition_lines,
+    ended_why,
+    exit_codes,
+    format_table,
+    groups,
+    human_age,
+    parse_time,
+    replica_reason,
+    replicas_wanted,
+    restarts,
+    run_mode,
+    short,
+    spec_lines,
+    waiting_summary,
+)
+from .client import EVENTS, PODS, ApiError, KubeClient, Resource
+
+#: The REST resource of each kind.
+JOB_RESOURCES = {kind: Resource(GROUP, VERSION, cls.PLURAL, kind) for kind, cls in KINDS.items()}
+SHORT_NAMES = {"GenericJob": "gj", "PyTorchTrainingJob": "pj", "DeepSpeedJob": "dj", "ColossalAIJob": "caij"}
+#: Seconds between two looks at a job and its pods while following logs.
+POLL = 1.0
+#: Seconds the log streams of pods still running get once their job has finished.
+DRAIN = 5.0
+#: Where a pod's ServiceAccount namespace is, in a pod.
+SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+_NETWORK_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+
+
+@dataclass
+class Cluster:
+    """A connection to one API server: the client, the namespace used when none is given (the
+    kubeconfig context's, or ``default``) and the server's URL."""
+
+    kube: KubeClient
+    namespace: str
+    server: str
+
+    async def close(self) -> None:
+        await self.kube.close()
+
+    def unreachable(self, exc: BaseException) -> ClusterError:
+        detail = str(exc) or type(exc).__name__
+        return Unreachable(f"cannot reach the API server at {self.server}: {short(detail, 200)}")
+
+
+class Unreachable(ClusterError):
+    """The API server cannot be reached (a connection refused, broken or timed out)."""
+
+
+# ----------------------------------------------------------------------------- connecting
+
+
+async def connect(
+    kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None, namespace: str | None = None
+) -> Cluster:
+    """Load ``kubeconfig`` (default ``$KUBECONFIG``, then ``~/.kube/config``; in a pod without
+    either, its ServiceAccount) with ``context`` (default: the current one). ``namespace``: the
+    namespace verbs use when given none (default: the context's, else ``default``). Nothing is
+    sent to the server yet.
+
+    Raises :class:`UsageError` for a kubeconfig that is not a file or a context it does not have,
+    :class:`ClusterError` when no configuration can be loaded."""
+    from kubernetes_asyncio import client as k8s_client
+    from kubernetes_asyncio import config as k8s_config
+    from kubernetes_asyncio.config.config_exception import ConfigException
+
+    if kubeconfig is not None and not Path(kubeconfig).is_file():
+        raise UsageError(f"--kubeconfig: {kubeconfig} is not a file")
+    conf = k8s_client.Configuration()
+    conf.connection_pool_maxsize = 16
+    env = os.environ.get("KUBECONFIG")
+    in_cluster = kubeconfig is None and not env and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    default_ns = "default"
+    try:
+        if in_cluster and not Path(os.path.expanduser("~/.kube/config")).exists():
+            k8s_config.load_incluster_config(client_configuration=conf)
+            try:
+                default_ns = SA_NAMESPACE.read_text().strip() or "default"
+            except OSError:
+                pass
+        else:
+            files = str(kubeconfig) if kubeconfig is not None else env or os.path.expanduser("~/.kube/config")
+            if not any(Path(f).is_file() for f in files.split(os.pathsep) if f):
+                raise ClusterError(
+                    f"no kubeconfig: {files} does not exist; give --kubeconfig FILE or set KUBECONFIG "
+                    "(or --local for this machine's runs)"
+                )
+            if context is not None:
+                contexts, _ = k8s_config.list_kube_config_contexts(files)
+                names = [c.get("name") for c in contexts]
+                if context not in names:
+                    raise UsageError(
+                        f"--context: no context {context!r} in {files}; it has {', '.join(map(str, names)) or 'none'}"
+                    )
+            loader = await k8s_config.load_kube_config(
+                config_file=files, context=context, client_configuration=conf, persist_config=False
+            )
+            current = getattr(loader, "current_context", None) or {}
+            default_ns = (current.get("context") or {}).get("namespace") or "default"
+    except JobsError:
+        raise
+    except ConfigException as exc:
+        raise ClusterError(f"the kubeconfig cannot be used: {short(str(exc), 200)}") from None
+    except Exception as exc:  # noqa: BLE001 - bad YAML, a file of another shape: one line, no traceback
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ClusterError(f"the kubeconfig cannot be read: {type(exc).__name__}: {short(first, 200)}") from None
+    kube = KubeClient(k8s_client.ApiClient(configuration=conf))
+    return Cluster(kube, namespace or default_ns, kube.host)
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def _api_error(cl: Cluster, exc: ApiError, res: Resource, namespace: str | None, name: str | None) -> JobsError:
+    """One line for an API server's refusal, named after what was asked for."""
+    details = exc.body.get("details") if isinstance(exc.body.get("details"), dict) else {}
+    if exc.status == 404:
+        if name is not None and details.get("name") == name:
+            return NotFound(f"{res.kind} {name!r} not found in namespace {namespace!r}")
+        if details.get("kind") == "namespaces":
+            return NotFound(f"namespace {details.get('name') or namespace!r} not found")
+        if res.group == GROUP:
+            return ClusterError(
+                f"the cluster at {cl.server} does not serve {res.plural}.{GROUP}: install the CRDs "
+                "(t9k-jobs install, or the Helm chart)"
+            )
+        return NotFound(short(exc.message, 200))
+    if exc.status == 409 and exc.reason == "AlreadyExists":
+        return AlreadyExists(f"{res.kind} {name!r} already exists in namespace {namespace!r}")
+    if exc.status == 403:
+        return ClusterError(f"forbidden: {short(exc.message, 300)}")
+    if exc.status == 401:
+        return ClusterError(f"unauthorized: the kubeconfig's credentials are not accepted by {cl.server}")
+    if exc.status in (400, 422) and exc.reason in ("Invalid", "BadRequest"):
+        return InvalidJob([f"{res.kind} {name}: the API server refused it: {short(exc.message, 400)}"])
+    return ClusterError(f"{exc.status} {exc.reason}: {short(exc.message, 300)}")
+
+
+async def _call(cl: Cluster, coro: Any, res: Resource, namespace: str | None, name: str | None) -> Any:
+    try:
+        return await coro
+    except ApiError as exc:
+        raise _api_error(cl, exc, res, namespace, name) from None
+    except _NETWORK_ERRORS as exc:
+        raise cl.unreachable(exc) from None
+
+
+# ----------------------------------------------------------------------------- reading jobs
+
+
+def parse(raw: dict[str, Any]) -> Job | None:
+    """The typed job of a server object (its status included), None when it does not validate
+    (the operator leaves such a job alone, with an ``InvalidSpec`` event)."""
+    try:
+        return parse_job(raw, f"{raw.get('kind')}/{(raw.get('metadata') or {}).get('name')}")
+    except (ManifestError, ValueError):
+        return None
+
+
+def status_of(raw: dict[str, Any]) -> JobStatus | None:
+    """The job's status as the model, None when it has none yet (or an unreadable one)."""
+    data = raw.get("status")
+    if not isinstance(data, dict) or not data:
+        return None
+    try:
+        return JobStatus.model_validate(data)
+    except ValueError:
+        return None
+
+
+def phase_of(raw: dict[str, Any]) -> str:
+    """The job's phase (``Pending`` before the operator has written a status)."""
+    return str((raw.get("status") or {}).get("phase") or "Pending")
+
+
+async def get_job(cl: Cluster, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+    """The job as the server has it (a dict). Raises :class:`NotFound`, :class:`ClusterError`."""
+    ns = namespace or cl.namespace
+    res = JOB_RESOURCES[kind]
+    return await _call(cl, cl.kube.get(res, ns, name), res, ns, name)
+
+
+async def list_jobs(
+    cl: Cluster, kinds: list[str], namespace: str | None = None, all_namespaces: bool = False
+) -> list[dict[str, Any]]:
+    """Every job of ``kinds`` in ``namespace`` (default: the cluster's) or in all namespaces,
+    sorted by kind, namespace and name. Lists page by page (500 a page)."""
+    ns = None if all_namespaces else (namespace or cl.namespace)
+    out: list[dict[str, Any]] = []
+    for kind in kinds:
+        res = JOB_RESOURCES[kind]
+        token: str | None = None
+        while True:
+            params: dict[str, Any] = {"limit": 500}
+            if token:
+                params["continue"] = token
+            page = await _call(cl, cl.kube.list(res, ns, params=params), res, ns, None)
+            for item in page.get("items") or []:
+                item.setdefault("apiVersion", res.api_version)
+                item.setdefault("kind", kind)
+                out.append(item)
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                break
+    out.sort(key=lambda o: (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+    return out
+
+
+def summary(raw: dict[str, Any], now: float | None = None) -> dict[str, Any]:
+    """One row of ``get``: ``kind namespace name phase ready ("1/2": running/replicas) restarts
+    age backoff mode``."""
+    now = now if now is not None else time.time()
+    job, status = parse(raw), status_of(raw)
+    meta = raw.get("metadata") or {}
+    running = status.aggregate.running if status is not None else 0
+    return {
+        "kind": raw.get("kind"),
+        "namespace": meta.get("namespace"),
+        "name": meta.get("name"),
+        "phase": phase_of(raw),
+        "ready": f"{running}/{replicas_wanted(job, status)}",
+        "restarts": restarts(status),
+        "age": age_of(meta.get("creationTimestamp"), now),
+        "backoff": status.backoff_count if status is not None else 0,
+        "mode": run_mode(job),
+    }
+
+
+# ----------------------------------------------------------------------------- writing jobs
+
+
+async def create_job(cl: Cluster, manifest: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+    """Create the job ``manifest`` (a valid manifest, as written) in ``namespace`` (default: its
+    own ``metadata.namespace``, else the cluster's). Raises :class:`UsageError` when the manifest
+    names another namespace than ``namespace``, :class:`AlreadyExists`, :class:`NotFound` (no such
+    namespace), :class:`InvalidJob` (refused by the server's validation), :class:`ClusterError`."""
+    body = dict(manifest)
+    meta = dict(body.get("metadata") or {})
+    own = meta.get("namespace")
+    if own and namespace and own != namespace:
+        raise UsageError(
+            f"-n/--namespace: the manifest's metadata.namespace is {own!r}, not {namespace!r}; "
+            "drop one of them or make them agree"
+        )
+    ns = own or namespace or cl.namespace
+    meta["namespace"] = ns
+    body["metadata"] = meta
+    res = JOB_RESOURCES[body["kind"]]
+    return await _call(cl, cl.kube.create(res, ns, body), res, ns, meta.get("name"))
+
+
+async def delete_job(cl: Cluster, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+    """Delete the job; the garbage collector then deletes its pods, Services, ConfigMaps and
+    Secrets (background propagation, as ``kubectl delete``). Raises :class:`NotFound`."""
+    ns = namespace or cl.namespace
+    res = JOB_RESOURCES[kind]
+    return await _call(cl, cl.kube.delete(res, ns, name), res, ns, name)
+
+
+async def patch_job(
+    cl: Cluster, kind: str, name: str, body: dict[str, Any], namespace: str | None = None
+) -> dict[str, Any]:
+    """A JSON merge patch of the job (``{"spec": {...}}``); with ``metadata.resourceVersion`` in
+    ``body`` it applies only to that version (a 409 otherwise, raised as :class:`ClusterError`).
+    Raises :class:`NotFound`, :class:`InvalidJob` when the server's validation refuses it."""
+    ns = namespace or cl.namespace
+    res = JOB_RESOURCES[kind]
+    return await _call(cl, cl.kube.patch(res, ns, name, body), res, ns, name)
+
+
+# ----------------------------------------------------------------------------- pods and events
+
+
+async def job_pods(cl: Cluster, kind: str, name: str, namespace: str | None = None) -> list[dict[str, Any]]:
+    """The job's pods (by its owner labels), sorted by replica type, index and creation."""
+    ns = namespace or cl.namespace
+    selector = f"{LABEL_OWNER_KIND}={kind},{LABEL_OWNER_NAME}={name}"
+    page = await _call(cl, cl.kube.list(PODS, ns, params={"labelSelector": selector}), PODS, ns, None)
+    pods = list(page.get("items") or [])
+    for pod in pods:
+        pod.setdefault("kind", "Pod")  # items of a list do not carry it
+
+    def key(pod: dict[str, Any]) -> tuple[str, int, str]:
+        labels = pod["metadata"].get("labels") or {}
+        index = labels.get(LABEL_REPLICA_INDEX, "0")
+        return (
+            labels.get(LABEL_REPLICA_TYPE, ""),
+            int(index) if index.isdigit() else 0,
+            pod["metadata"].get("creationTimestamp") or "",
+        )
+
+    return sorted(pods, key=key)
+
+
+async def job_events(
+    cl: Cluster, kind: str, name: str, pod_names: set[str], namespace: str | None = None, last: int = 20
+) -> list[dict[str, Any]]:
+    """The last ``last`` Events of the job and of the pods named ``pod_names``, oldest first."""
+    ns = namespace or cl.namespace
+    selectors = [f"involvedObject.kind={kind},involvedObject.name={name}"]
+    if pod_names:
+        selectors.append("involvedObject.kind=Pod")
+    found = []
+    for selector in selectors:
+        page = await _call(
+            cl, cl.kube.list(EVENTS, ns, params={"fieldSelector": selector, "limit": 2000}), EVENTS, ns, None
+        )
+        for ev in page.get("items") or []:
+            obj = ev.get("involvedObject") or {}
+            if obj.get("kind") == "Pod" and obj.get("name") not in pod_names:
+                continue
+            found.append(ev)
+    found.sort(key=_event_time)
+    return found[-last:]
+
+
+def _event_time(ev: dict[str, Any]) -> float:
+    for value in (ev.get("lastTimestamp"), ev.get("eventTime"), (ev.get("metadata") or {}).get("creationTimestamp")):
+        when = parse_time(value)
+        if when is not None:
+            return when
+    return 0.0
+
+
+def pod_replica(pod: dict[str, Any]) -> ReplicaStatus:
+    """A live pod as a replica's status (as the operator derives it: ``Creating`` while not
+    scheduled, with the scheduler's reason; waiting reasons of init containers)."""
+    from ..engine.replica_status import from_pod
+    from .controller import project_child
+
+    observed = project_child({**pod, "kind": "Pod"}).pod
+    assert observed is not None
+    return from_pod(observed, 0)
+
+
+# ----------------------------------------------------------------------------- describe
+
+
+def why(raw: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
+    """One line saying why the job is not (or no longer) Running, None when it runs well.
+
+    In order: no status yet (the operator has not seen it), how a finished job ended, pause,
+    replicas that wait for a reason (unschedulable with the scheduler's message, an image that
+    cannot be pulled, a missing ConfigMap, from the live pods and then from the status), pods no
+    scheduler has looked at (a queue of the T9k scheduler, or no scheduler running), replicas
+    being restarted (with the backoff count), the ``ReplicaFailure`` condition."""
+    job, status = parse(raw), status_of(raw)
+    kind, name = raw.get("kind", ""), raw["metadata"]["name"]
+    if status is None:
+        if job is None:
+            return "its spec does not validate, so the operator leaves it alone (see its InvalidSpec event)"
+        return (
+            "no status yet: the operator has not reconciled it (is it running? t9k-jobs install "
+            "--with-operator, or the Helm chart)"
+        )
+    phase = status.phase
+    if phase in TERMINAL_PHASES:
+        return ended_why(status)
+    if phase == "Paused":
+        return f"paused (spec.runMode.pause): t9k-jobs resume {SHORT_NAMES.get(kind, kind)} {name}"
+    live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
+    waits = waiting_summary([pod_replica(p) for p in live]) or waiting_summary(
+        [rs for t in status.tasks for rs in t.replicas]
+    )
+    if phase == "Resuming":
+        return "resuming from pause" + (f": {waits}" if waits else "")
+    if waits:
+        return waits
+    unseen = [
+        p["metadata"]["name"]
+        for p in live
+        if not (p.get("spec") or {}).get("nodeName")
+        and not any(c.get("type") == "PodScheduled" for c in (p.get("status") or {}).get("conditions") or [])
+    ]
+    if unseen:
+        who = ", ".join(unseen[:3]) + (f" and {len(unseen) - 3} more" if len(unseen) > 3 else "")
+        sched = job.scheduler.t9k_scheduler if job is not None and job.scheduler else None
+        if sched is not None:
+            return f"{who} wait for the T9k scheduler to admit the job's PodGroup (queue {sched.queue or 'default'})"
+        return f"{who} not scheduled yet: no scheduler has looked at {'it' if len(unseen) == 1 else 'them'}"
+    restarting = [rs for t in status.tasks for rs in t.replicas if rs.phase == "Creating" and rs.uid]
+    if restarting:
+        limit = job.spec.run_policy.backoff_limit if job is not None and hasattr(job.spec, "run_policy") else None
+        of = f" of {limit}" if isinstance(limit, int) else ""
+        names = ", ".join(rs.name for rs in restarting)
+        return f"restarting {names} (backoff count {status.backoff_count}{of})"
+    failure = status.condition("ReplicaFailure")
+    if failure is not None and failure.status == "True":
+        return failure.message
+    if phase != "Running":
+        if not live:
+            return f"{phase}: no pods yet"
+        return f"{phase}: no replica reports a reason"
+    return None
+
+
+async def describe_job(cl: Cluster, kind: str, name: str, namespace: str | None = None) -> list[str]:
+    """``describe``'s lines: identity, phase, why it is not Running, spec summary, conditions,
+    replicas (phase, restarts, exit codes, node, reason) and the recent Events of the job and its
+    pods. Raises :class:`NotFound`."""
+    ns = namespace or cl.namespace
+    raw = await get_job(cl, kind, name, ns)
+    pods = await job_pods(cl, kind, name, ns)
+    job, status = parse(raw), status_of(raw)
+    meta = raw["metadata"]
+    now = time.time()
+    out = [
+        f"Name:        {name}",
+        f"Namespace:   {ns}",
+        f"Kind:        {kind}",
+        f"Created:     {meta.get('creationTimestamp', '-')} ({age_of(meta.get('creationTimestamp'), now)} ago)",
+        f"Phase:       {phase_of(raw)}",
+        f"Run mode:    {run_mode(job)}",
+    ]
+    if status is not None:
+        out.append(f"Backoff:     {status.backoff_count}")
+        for label, value in (("Started:", status.start_time), ("Completed:", status.completion_time)):
+            if value:
+                out.append(f"{label:<12} {value}")
+    reason = why(raw, pods)
+    if reason and phase_of(raw) != "Succeeded":
+        out.append(f"Why:         {reason}")
+    out.append("Spec:")
+    out += spec_lines(job, raw.get("spec") or {})
+    out.append("Conditions:")
+    out += condition_lines(status)
+    out.append("Replicas:")
+    nodes = {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName") or "-" for p in pods}
+    rows = []
+    seen = set()
+    for task in status.tasks if status is not None else []:
+        for rs in task.replicas:
+            seen.add(rs.name)
+            rows.append([rs.name, rs.phase, rs.restart_count, exit_codes(rs), nodes.get(rs.name, "-"), replica_reason(rs)])
+    for pod in pods:
+        pname = pod["metadata"]["name"]
+        if pname not in seen:
+            rs = pod_replica(pod)
+            rows.append([rs.name, rs.phase, 0, exit_codes(rs), nodes.get(pname, "-"), replica_reason(rs)])
+    if rows:
+        out += [
+            "  " + line
+            for line in format_table(["NAME", "PHASE", "RESTARTS", "EXIT CODE", "NODE", "REASON"], rows)
+        ]
+    else:
+        out.append("  <none>")
+    out.append("Events:")
+    names = set(nodes) | seen
+    events = await job_events(cl, kind, name, names, ns)
+    if events:
+        rows = []
+        for ev in events:
+            obj = ev.get("involvedObject") or {}
+            when = _event_time(ev)
+            rows.append(
+                [
+                    human_age(now - when) if when else "-",
+                    ev.get("type", ""),
+                    ev.get("reason", ""),
+                    f"{str(obj.get('kind', '')).lower()}/{obj.get('name', '')}",
+                    short(ev.get("message"), 100),
+                ]
+            )
+        out += ["  " + line for line in format_table(["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], rows)]
+    else:
+        out.append("  <none>")
+    return out
+
+
+# ----------------------------------------------------------------------------- wait
+
+
+async def wait_job(
+    cl: Cluster, kind: str, name: str, wanted: str, timeout: float | None = None, namespace: str | None = None
+) -> dict[str, Any]:
+    """Wait until the job's phase is ``wanted`` (``Succeeded``, ``Failed`` or ``Running``) and
+    return it; watches the job (reconnecting as needed) rather than polling.
+
+    Raises :class:`JobEndedOtherwise` when it ends in another terminal phase (the message says
+    how: its Failed condition, the replicas that failed) or is deleted, :class:`WaitTimeout` after
+    ``timeout`` seconds (None: no limit), :class:`NotFound` when there is no such job."""
+    ns = namespace or cl.namespace
+    res = JOB_RESOURCES[kind]
+    what = f"{kind} {name}"
+    raw = await get_job(cl, kind, name, ns)
+    loop = asyncio.get_running_loop()
+    end = None if timeout is None else loop.time() + timeout
+
+    def check(obj: dict[str, Any]) -> bool:
+        phase = phase_of(obj)
+        if phase == wanted:
+            return True
+        if phase in TERMINAL_PHASES:
+            status = status_of(obj)
+            reason = ended_why(status) if status is not None else ""
+            raise JobEndedOtherwise(
+                f"{what} ended {phase}, not {wanted}" + (f": {reason}" if reason else ""), phase
+            )
+        return False
+
+    def timed_out() -> WaitTimeout:
+        return WaitTimeout(
+            f"timed out after {timeout:g}s waiting for {what} to be {wanted}; it is {phase_of(raw)}",
+            phase_of(raw),
+        )
+
+    while True:
+        if check(raw):
+            return raw
+        left = None if end is None else end - loop.time()
+        if left is not None and left <= 0:
+            raise timed_out()
+        rv = (raw.get("metadata") or {}).get("resourceVersion")
+        params = {"fieldSelector": f"metadata.name={name}", "resourceVersion": rv, "timeoutSeconds": 300}
+        try:
+            async with asyncio.timeout(left):
+                try:
+                    async for event in cl.kube.watch(res, ns, params, idle_timeout=330):
+                        kind_of = event.get("type")
+                        if kind_of == "ERROR":
+                            break  # e.g. 410 Gone: read it again and watch from there
+                        if kind_of == "DELETED":
+                            raise JobEndedOtherwise(f"{what} was deleted while waiting for it to be {wanted}", None)
+                        if kind_of in ("ADDED", "MODIFIED"):
+                            raw = event["object"]
+                            if check(raw):
+                                return raw
+                except ApiError as exc:
+                    if exc.status != 410:  # 410 Gone: the version is too old; read it again below
+                        raise _api_error(cl, exc, res, ns, name) from None
+                except _NETWORK_ERRORS:
+                    await asyncio.sleep(1.0)  # the server restarts, a connection broke: look again
+        except TimeoutError:  # the wait's own limit (a stalled stream is handled inside)
+            raise timed_out() from None
+        try:
+            raw = await get_job(cl, kind, name, ns)
+        except NotFound:
+            raise JobEndedOtherwise(f"{what} was deleted while waiting for it to be {wanted}", None) from None
+        except Unreachable:  # the server restarts: keep looking until the time is up
+            if end is not None and loop.time() >= end:
+                raise timed_out() from None
+            await asyncio.sleep(1.0)
+
+
+# ----------------------------------------------------------------------------- logs
+
+
+def _ts_key(stamp: str) -> tuple[str, int]:
+    """A sortable key of an RFC 3339 timestamp with up to nanoseconds (``...:05.12Z``)."""
+    base, _, frac = stamp.rstrip("Z").partition(".")
+    digits = "".join(ch for ch in frac if ch.isdigit())[:9]
+    return base, int(digits.ljust(9, "0") or 0)
+
+
+def _split(line: str) -> tuple[str, str]:
+    """``(timestamp, text)`` of a log line read with ``timestamps=true``."""
+    stamp, _, text = line.partition(" ")
+    return stamp, text
+
+
+def _prefix(job_name: str, pod: dict[str, Any], container: str) -> str:
+    """``worker-1`` (``worker-1/sidecar`` when the pod has several containers), as the local job.log."""
+    name = pod["metadata"]["name"]
+    tag = name[len(job_name) + 1 :] if name.startswith(job_name + "-") else name
+    if len((pod.get("spec") or {}).get("containers") or []) > 1:
+        tag = f"{tag}/{container}"
+    return tag
+
+
+def _started(pod: dict[str, Any], container: str) -> bool:
+    """Whether ``container`` of ``pod`` has run (running or terminated): its log can be read."""
+    status = pod.get("status") or {}
+    if status.get("phase") in ("Succeeded", "Failed") and any(
+        cs.get("name") == container for cs in status.get("containerStatuses") or []
+    ):
+        return True
+    for cs in status.get("containerStatuses") or []:
+        if cs.get("name") == container:
+            state = cs.get("state") or {}
+            return "running" in state or "terminated" in state or bool((cs.get("lastState") or {}).get("terminated"))
+    return False
+
+
+@dataclass
+class LogOptions:
+    """What ``logs`` reads. ``replica_type``/``index``: one type, or one replica (then lines carry
+    no prefix); ``container``: with ``index``, that container (default: the first); ``follow``:
+    go on until the job has finished and every stream is drained, following new and replaced
+    pods; ``tail``: the last N lines (of the merged log; when following, of each replica);
+    ``timestamps``: keep each line's RFC 3339 timestamp (after the prefix); ``previous``: the
+    previous container of each pod (a restarted replica is a new pod, so this finds one only
+    where the kubelet restarted a container in place)."""
+
+    replica_type: str | None = None
+    index: int | None = None
+    container: str | None = None
+    follow: bool = False
+    tail: int | None = None
+    timestamps: bool = False
+    previous: bool = False
+
+
+async def open_logs(
+    cl: Cluster, kind: str, name: str, options: LogOptions, namespace: str | None = None
+) -> AsyncIterator[str]:
+    """Check what is asked for and return an async iterator of the job's log lines (no newline):
+    every replica merged, each line prefixed ``[worker-1] `` like the local ``job.log``, or one
+    type's replicas, or one replica's container (no prefix).
+
+    Raises :class:`NotFound` (no such job, replica type or container), :class:`UsageError`
+    (``index`` without ``replica_type``, ``previous`` with ``follow``); the iterator raises
+    :class:`NotFound` (one replica whose pod is not there), :class:`ClusterError`."""
+    ns = namespace or cl.namespace
+    o = options
+    if o.index is not None and o.replica_type is None:
+        raise UsageError("--index needs --type")
+    if o.container is not None and o.index is None:
+        raise UsageError("--container needs --type and --index")
+    if o.previous and o.follow:
+        raise UsageError("--previous cannot be combined with -f: a previous container's log is complete")
+    raw = await get_job(cl, kind, name, ns)
+    job = parse(raw)
+    if o.replica_type is not None and job is not None:
+        types = [g.type for g in groups(job)]
+        if o.replica_type not in types:
+            raise NotFound(f"{kind} {name} has no replica type {o.replica_type!r}; it has {', '.join(types)}")
+    single = o.index is not None
+    pod_name = None
+    if single:
+        from ..addressing import replica_name
+
+        pod_name = replica_name(name, o.replica_type or "", o.index)
+        if job is not None:
+            group = next(g for g in groups(job) if g.type == o.replica_type)
+            names = [c.get("name") for c in (group.template.get("spec") or {}).get("containers") or []]
+            if o.container is not None and o.container not in names:
+                raise NotFound(f"{pod_name} has no container {o.container!r}; it has {', '.join(map(str, names))}")
+
+    def wanted(pod: dict[str, Any]) -> bool:
+        labels = pod["metadata"].get("labels") or {}
+        if o.replica_type is not None and labels.get(LABEL_REPLICA_TYPE) != o.replica_type:
+            return False
+        return pod_name is None or pod["metadata"]["name"] == pod_name
+
+    def containers(pod: dict[str, Any]) -> list[str]:
+        names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
+        if single:
+            return [o.container] if o.container is not None else names[:1]
+        return names
+
+    def show(pod: dict[str, Any], container: str, stamp: str, text: str) -> str:
+        body = f"{stamp} {text}" if o.timestamps else text
+        return body if single else f"[{_prefix(name, pod, container)}] {body}"
+
+    def path(pod: dict[str, Any]) -> str:
+        return PODS.path(ns, pod["metadata"]["name"], "log")
+
+    if o.follow:
+        queue: asyncio.Queue[str | BaseException | None] = asyncio.Queue(maxsize=10000)
+        return _follow(cl, kind, name, ns, o, wanted, containers, show, path, queue)
+    return _read(cl, kind, name, ns, o, wanted, containers, show, path, single, pod_name)
+
+
+async def _read(
+    cl: Cluster,
+    kind: str,
+    name: str,
+    ns: str,
+    o: LogOptions,
+    wanted: Any,
+    containers: Any,
+    show: Any,
+    path: Any,
+    single: bool,
+    pod_name: str | None,
+) -> AsyncIterator[str]:
+    """The logs as they are now, merged in time order (the last ``o.tail`` lines of that)."""
+    pods = [p for p in await job_pods(cl, kind, name, ns) if wanted(p)]
+    if single and not pods:
+        raise NotFound(f"{kind} {name} has no pod {pod_name} (not created yet, or deleted)")
+    entries: list[tuple[tuple[str, int], int, str]] = []
+    seq = 0
+    for pod in pods:
+        for container in containers(pod):
+            params: dict[str, Any] = {"container": container, "timestamps": True}
+            if o.tail is not None:
+                params["tailLines"] = o.tail
+            if o.previous:
+                params["previous"] = True
+            try:
+                async for line in cl.kube.stream_lines(path(pod), params, idle_timeout=60):
+                    stamp, text = _split(line)
+                    entries.append((_ts_key(stamp), seq, show(pod, container, stamp, text)))
+                    seq += 1
+            except ApiError as exc:
+                if single:
+                    raise ClusterError(f"{pod['metadata']['name']}: {short(exc.message, 300)}") from None
+                continue  # a replica that has not started yet: nothing to show
+            except _NETWORK_ERRORS as exc:
+                raise cl.unreachable(exc) from None
+    entries.sort(key=lambda e: (e[0], e[1]))
+    lines = [e[2] for e in entries]
+    if o.tail is not None:
+        lines = lines[-o.tail :] if o.tail > 0 else []
+    for line in lines:
+        yield line
+
+
+@dataclass
+class _Stream:
+    """One container's followed log: its task, the timestamp of the last line read (a restarted
+    request skips what it already gave), how often it was started, and whether it is done."""
+
+    pod: dict[str, Any]
+    container: str
+    task: asyncio.Task[str] | None = None
+    last: tuple[str, int] | None = None
+    starts: int = 0
+    done: bool = False
+
+
+#: How often one container's log request is started again after it broke or ended early.
+MAX_STARTS = 30
+#: Seconds ``logs -f`` goes on while the API server cannot be reached.
+UNREACHABLE_LIMIT = 60.0
+
+
+def _terminated(pod: dict[str, Any], container: str) -> bool:
+    """Whether ``pod``'s status shows ``container`` ended (its log is complete)."""
+    status = pod.get("status") or {}
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return True
+    return any(
+        cs.get("name") == container and "terminated" in (cs.get("state") or {})
+        for cs in status.get("containerStatuses") or []
+    )
+
+
+async def _follow(
+    cl: Cluster,
+    kind: str,
+    name: str,
+    ns: str,
+    o: LogOptions,
+    wanted: Any,
+    containers: Any,
+    show: Any,
+    path: Any,
+    queue: asyncio.Queue[str | BaseException | None],
+) -> AsyncIterator[str]:
+    """Follow every wanted pod's containers as they start, until the job has finished (or is
+    deleted) and the streams are drained (those of pods still running get :data:`DRAIN` s).
+
+    A request that breaks, or ends while the pod's status still shows its container running, is
+    started again from the second of its last line (lines already given are skipped)."""
+    streams: dict[tuple[str, str], _Stream] = {}
+    loop = asyncio.get_running_loop()
+
+    async def read(st: _Stream, tail: int | None) -> str:
+        """One log request; ``"ended"`` (the server closed it), ``"gone"`` (no such pod any more)
+        or ``"broken"`` (an error: worth another try)."""
+        params: dict[str, Any] = {"container": st.container, "timestamps": True, "follow": True}
+        given = st.last  # lines up to this one were given by an earlier request
+        if given is not None:
+            params["sinceTime"] = f"{given[0]}Z"  # whole seconds: the lines of that second come again
+        elif tail is not None:
+            params["tailLines"] = tail
+        try:
+            async for line in cl.kube.stream_lines(path(st.pod), params):
+                stamp, text = _split(line)
+                key = _ts_key(stamp)
+                if given is not None and key <= given:
+                    continue
+                st.last = key
+                await queue.put(show(st.pod, st.container, stamp, text))
+            return "ended"
+        except ApiError as exc:
+            return "gone" if exc.status == 404 else "broken"
+        except _NETWORK_ERRORS:
+            return "broken"
+
+    def start(st: _Stream, tail: int | None) -> None:
+        st.starts += 1
+        st.task = loop.create_task(read(st, tail))
+
+    async def watch() -> None:
+        first = True
+        ended_at: float | None = None
+        try:
+            unreachable_since: float | None = None
+            while True:
+                try:
+                    try:
+                        raw = await get_job(cl, kind, name, ns)
+                        gone = False
+                    except NotFound:
+                        raw, gone = None, True
+                    pods = [] if gone else [p for p in await job_pods(cl, kind, name, ns) if wanted(p)]
+                    unreachable_since = None
+                except Unreachable:  # the server restarts: the streams wait, so do we (a minute)
+                    unreachable_since = unreachable_since if unreachable_since is not None else loop.time()
+                    if loop.time() - unreachable_since > UNREACHABLE_LIMIT:
+                        raise
+                    await asyncio.sleep(POLL)
+                    continue
+                live = {p["metadata"].get("uid", ""): p for p in pods}
+                for pod in pods:
+                    for container in containers(pod):
+                        key = (pod["metadata"].get("uid", ""), container)
+                        if key not in streams and _started(pod, container):
+                            streams[key] = _Stream(pod, container)
+                            start(streams[key], o.tail if first else None)
+                first = False
+                for (uid, container), st in streams.items():
+                    if st.done or st.task is None or not st.task.done():
+                        continue
+                    result = st.task.result()
+                    pod = live.get(uid)
+                    if result == "gone" or pod is None or st.starts >= MAX_STARTS:
+                        st.done = True
+                    elif result == "ended" and _terminated(pod, container):
+                        st.done = True
+                    else:  # broken, or ended while its container runs: read on (once per look)
+                        st.pod = pod
+                        start(st, None)
+                active = [st for st in streams.values() if not st.done]
+                finished = gone or (raw is not None and phase_of(raw) in TERMINAL_PHASES)
+                if finished:
+                    ended_at = ended_at if ended_at is not None else loop.time()
+                    if not active:
+                        break
+                    if loop.time() - ended_at >= DRAIN:
+                        break
+                await asyncio.sleep(POLL if not finished else 0.2)
+            for st in streams.values():
+                if st.task is not None and not st.task.done():
+                    st.task.cancel()
+            await asyncio.gather(*(st.task for st in streams.values() if st.task), return_exceptions=True)
+            await queue.put(None)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - handed to the reader
+            await queue.put(exc)
+
+    watcher = loop.create_task(watch())
+    try:
+        while True:
+            item = await queue.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        watcher.cancel()
+        tasks = [st.task for st in streams.values() if st.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(watcher, *tasks, return_exceptions=True)
+
+
+__all__ = [
+    "JOB_RESOURCES",
+    "Cluster",
+    "LogOptions",
+    "connect",
+    "create_job",
+    "delete_job",
+    "describe_job",
+    "get_job",
+    "job_events",
+    "open_logs",
+    "job_pods",
+    "list_jobs",
+    "parse",
+    "patch_job",
+    "phase_of",
+    "status_of",
+    "summary",
+    "wait_job",
+    "why",
+]
