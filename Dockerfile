@@ -6,10 +6,15 @@ ARG BASE=python:3.11-slim
 FROM ${BASE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
+COPY requirements/operator.txt ./requirements/
+# The runtime dependencies only (no torch: the examples extra is not installed), each from uv.lock
+# with its hash (requirements/operator.txt, exported by scripts/lock.sh), and the build backend.
+RUN python -m venv /opt/t9k-jobs \
+ && /opt/t9k-jobs/bin/pip install --require-hashes --no-deps -r requirements/operator.txt
 COPY pyproject.toml README.md ./
 COPY src ./src
-# The package and its runtime dependencies only (no torch: the examples extra is not installed).
-RUN python -m venv /opt/t9k-jobs && /opt/t9k-jobs/bin/pip install .
+# The package itself, built by the locked backend (no isolation: nothing else is fetched).
+RUN /opt/t9k-jobs/bin/pip install --no-build-isolation --no-deps .
 
 FROM ${BASE}
 ENV PATH=/opt/t9k-jobs/bin:$PATH \

@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
-# Creates (once) a virtual environment under ~/.cache/t9k-jobs and installs this checkout
-# into it with the given extras. Sourced by the other scripts; prints the venv's bin dir.
-# Needs only python3 (3.11+) and access to PyPI; the second run takes seconds.
+# Installs exactly what uv.lock pins (this checkout and the given extras) into a virtual
+# environment under ~/.cache/t9k-jobs, and prints that environment's bin dir. Sourced by the other
+# scripts:
+#
+#   bash scripts/bootstrap.sh [EXTRAS]      # EXTRAS: comma-separated, default "examples"
+#
+# Needs only python3 (3.11+) and access to PyPI. The only thing pip installs is uv, pinned with its
+# hashes in scripts/uv-requirements.txt; uv then installs the lock's versions with their hashes
+# (`uv sync --locked`). A lock that no longer matches pyproject.toml is refused, never re-resolved:
+# scripts/lock.sh refreshes it (docs/install.md). A second run with the same lock takes a second.
 set -euo pipefail
 extras="${1:-examples}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -11,14 +18,31 @@ import sys
 sys.exit(0 if sys.version_info >= (3, 11) else 1)
 PY
 cache="${T9K_JOBS_CACHE:-$HOME/.cache/t9k-jobs}"
-venv="$cache/venv-$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-if [ ! -x "$venv/bin/python" ]; then
-  mkdir -p "$cache"
-  "$py" -m venv "$venv" >&2
-  "$venv/bin/python" -m pip install -q --upgrade pip >&2
+pyver="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+mkdir -p "$cache"
+# uv's own TLS roots would refuse a machine whose PyPI traffic goes through a proxy with its own CA;
+# the system's store is what pip uses too.
+export UV_SYSTEM_CERTS=1 UV_PYTHON_DOWNLOADS=never
+
+# uv, once per version of scripts/uv-requirements.txt.
+uv_env="$cache/uv-$(sha256sum "$root/scripts/uv-requirements.txt" | cut -c1-12)"
+if [ ! -x "$uv_env/bin/uv" ]; then
+  echo "installing uv (scripts/uv-requirements.txt) into $uv_env" >&2
+  rm -rf "$uv_env.tmp"
+  "$py" -m venv "$uv_env.tmp" >&2
+  "$uv_env.tmp/bin/python" -m pip install -q --require-hashes --no-deps -r "$root/scripts/uv-requirements.txt" >&2
+  rm -rf "$uv_env" && mv "$uv_env.tmp" "$uv_env"
 fi
-stamp="$venv/.installed-$extras-$(cat "$root/pyproject.toml" | sha256sum | cut -c1-16)-$(echo "$root" | sha256sum | cut -c1-8)"
-# The venv is shared by every checkout on the machine: another clone's install repoints the
+uv="$uv_env/bin/uv"
+
+# One environment per set of extras (sorted), so that each command gets exactly its part of the
+# lock; the packages themselves are hard links into uv's cache, so a second environment costs little.
+extras_sorted="$(echo "$extras" | tr ',' '\n' | sed '/^$/d' | sort -u | paste -sd, -)"
+venv="$cache/venv-$pyver-${extras_sorted//,/-}"
+extra_args=()
+for e in ${extras_sorted//,/ }; do extra_args+=(--extra "$e"); done
+stamp="$venv/.locked-$(cat "$root/uv.lock" "$root/pyproject.toml" | sha256sum | cut -c1-16)-$(echo "$root" | sha256sum | cut -c1-8)"
+# The environment is shared by every checkout on the machine: another clone's sync repoints the
 # editable t9k_jobs at itself, so the stamp alone is not trusted; the import must resolve here.
 installed_here() {
   "$venv/bin/python" - "$root" <<'PY' 2>/dev/null
@@ -28,20 +52,33 @@ here = os.path.realpath(os.path.join(sys.argv[1], "src", "t9k_jobs"))
 sys.exit(0 if os.path.realpath(os.path.dirname(t9k_jobs.__file__)) == here else 1)
 PY
 }
-if [ ! -f "$stamp" ] || ! installed_here; then
-  echo "installing t9k-jobs[$extras] into $venv (first run downloads torch; later runs reuse it)" >&2
+sync() {
+  local log
+  log="$(mktemp)"
+  echo "installing t9k-jobs[$extras_sorted] from uv.lock into $venv (the first run downloads torch; later runs reuse it)" >&2
   # DS_BUILD_OPS=0: deepspeed (the launchers extra) builds without its CUDA ops.
-  DS_BUILD_OPS=0 "$venv/bin/python" -m pip install -q -e "$root[$extras]" >&2
-  case ",$extras," in
-    *,launchers,*)
-      # ColossalAI's launcher and Booster on the project's torch: colossalai's own metadata pins
-      # torch<=2.5.1 and more, so it goes in without its pins, with what it imports (docs/launchers.md).
-      "$venv/bin/python" -m pip install -q --no-deps colossalai==0.5.0 galore-torch==1.0 >&2
-      "$venv/bin/python" -m pip install -q click fabric psutil einops tqdm safetensors bitsandbytes \
-        "peft==0.13.2" "transformers==4.51.3" >&2
-      ;;
-  esac
-  # An install for one checkout invalidates the stamps of every other one.
-  rm -f "$venv"/.installed-* && touch "$stamp"
+  if ! DS_BUILD_OPS=0 UV_PROJECT_ENVIRONMENT="$venv" "$uv" sync --locked --quiet --project "$root" \
+      --python "$py" "${extra_args[@]}" 2>"$log"; then
+    if grep -q "needs to be updated" "$log"; then
+      echo "uv.lock is out of date with pyproject.toml: refresh it with 'bash scripts/lock.sh' and commit it (docs/install.md)" >&2
+    else
+      cat "$log" >&2
+    fi
+    rm -f "$log"
+    exit 1
+  fi
+  rm -f "$log"
+  rm -f "$venv"/.locked-* && touch "$stamp"
+}
+if [ ! -f "$stamp" ] || ! installed_here; then
+  if command -v flock >/dev/null; then
+    # Two bootstraps at once (two checkouts, a test and a run) take turns on one environment.
+    exec 9>"$venv.lock"
+    flock 9
+    if [ ! -f "$stamp" ] || ! installed_here; then sync; fi
+    flock -u 9
+  else
+    sync
+  fi
 fi
 echo "$venv/bin"

@@ -1,24 +1,60 @@
 #!/usr/bin/env bash
 # Installs what is needed and runs the whole test suite (engine, render, CLI, local end-to-end,
-# cluster, and real pods on a real node).
+# cluster, and real pods on a real node), in a random order.
 #
 #   bash scripts/test.sh [--no-node] [PYTEST ARGS...]
 #
 # --no-node leaves out tests/node (real pods on a kubelet built here: they need root, cgroups and
 # about 10 GB of disk for the images); everything else runs as any user with Python, Go and PyPI.
+# The order is random (pytest-randomly); the seed is printed first, and --randomly-seed=N replays
+# it (-p no:randomly runs the files in their own order). Python packages come from uv.lock
+# (scripts/bootstrap.sh), Go tools from the committed go.mod/go.sum files, Debian packages by name
+# (docs/install.md lists the versions measured).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 node=1
+seeded=0
 args=()
 for arg in "$@"; do
-  if [ "$arg" = "--no-node" ]; then node=0; else args+=("$arg"); fi
+  case "$arg" in
+    --no-node) node=0 ;;
+    --randomly-seed=* | -pno:randomly | no:randomly) seeded=1; args+=("$arg") ;;
+    *) args+=("$arg") ;;
+  esac
 done
+if [ "$seeded" = 0 ]; then
+  seed="$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')"
+  echo "test order: pytest-randomly seed $seed (replay: bash scripts/test.sh --randomly-seed=$seed)"
+  args=("--randomly-seed=$seed" "${args[@]}")
+fi
+started=$SECONDS
+step() { echo "[test.sh +$((SECONDS - started))s] $*" >&2; }
 bin="$(bash "$root/scripts/bootstrap.sh" examples,test,launchers)"
 cd "$root"
+if [ "$(id -u)" = 0 ] && [ ! -x /usr/sbin/sshd ]; then
+  # Local ColossalAIJob runs (tests/local) run each worker as a real sshd: OpenSSH's server.
+  step "installing openssh-server for the local ColossalAIJob tests"
+  apt-get update -q >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server openssh-client >&2
+fi
+images_pid=
+images_log="$(mktemp)"
+trap 'rm -f "$images_log"; [ -z "$images_pid" ] || kill "$images_pid" 2>/dev/null || true' EXIT
+if [ "$node" = 1 ] && [ "$(id -u)" = 0 ]; then
+  # The node tests (tests/node): Debian packages first (apt-get takes one lock), then the images
+  # (pause, the operator from the Dockerfile, the training image with torch) built in the
+  # background: mostly downloads and pip, they overlap with the Go builds below, which are mostly
+  # compiling. Without root, tests/node fails with one line that says so (use --no-node).
+  bash "$root/tools/node/packages.sh"
+  step "building the images in the background (log: $images_log)"
+  bash "$root/tools/images/build.sh" pause operator training >"$images_log" 2>&1 &
+  images_pid=$!
+fi
 # The cluster tests (tests/cluster) run a real kube-apiserver built from Go modules, and the
 # benchmark's smoke test kwok and Kubeflow's training operator; build them (and cache them) now so
 # that a cold build (about 8 + 4 minutes on 2 cores) is not charged to a test's timeout.
 for build in build.sh build-peers.sh; do
+  step "tools/controlplane/$build"
   if ! bash "$root/tools/controlplane/$build" >/dev/null; then
     command -v go >/dev/null || echo "the cluster tests (tests/cluster) need the Go toolchain (go >= 1.24) on PATH to build the control plane" >&2
     exit 1
@@ -26,26 +62,27 @@ for build in build.sh build-peers.sh; do
 done
 # The chart tests (tests/cluster/test_chart.py, tests/node/test_helm.py) run helm, built from Go
 # modules too (about 4 minutes cold on 2 cores) and cached.
+step "tools/helm/build.sh"
 bash "$root/tools/helm/build.sh" >/dev/null
-if [ "$(id -u)" = 0 ] && [ ! -x /usr/sbin/sshd ]; then
-  # Local ColossalAIJob runs (tests/local) run each worker as a real sshd: OpenSSH's server.
-  echo "installing openssh-server for the local ColossalAIJob tests" >&2
-  apt-get update -q >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server openssh-client >&2
-fi
 if [ "$node" = 1 ] && [ "$(id -u)" = 0 ]; then
-  # The node tests (tests/node): Debian packages, kubelet, kube-proxy and CoreDNS, and the images
-  # (pause, the operator from the Dockerfile, the training image with torch): all cached. Without
-  # root, tests/node fails with one line that says so (use --no-node).
-  bash "$root/tools/node/packages.sh"
+  step "tools/node/build.sh"
   bash "$root/tools/node/build.sh" >/dev/null
-  bash "$root/tools/images/build.sh" pause operator training >/dev/null
+  step "waiting for the images"
+  if ! wait "$images_pid"; then
+    images_pid=
+    echo "building the images failed:" >&2
+    tail -n 40 "$images_log" >&2
+    exit 1
+  fi
+  images_pid=
 fi
 [ "$node" = 1 ] || args=(-m "not node" "${args[@]}")
+step "pytest"
 set +e
 "$bin/python" -m pytest -p no:cacheprovider "${args[@]}"
 code=$?
 set -e
+step "done (pytest exit $code)"
 if [ "$code" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure" >&2
   exit 1

@@ -237,6 +237,21 @@ def test_names_kubernetes_would_refuse(tmp_path: Path) -> None:
     one_line(cli("validate", str(path)), "metadata.name", "DNS label")
 
 
+@pytest.mark.parametrize("namespace", ["Not A/Namespace", "UPPER", "a" * 64, "-dash", "dots.are.not.labels"])
+def test_a_namespace_must_be_a_dns_label(tmp_path: Path, namespace: str) -> None:
+    """metadata.namespace names a Namespace, a DNS-1123 label, as the name does (it was accepted
+    as any string, and a cluster refused the job only on create)."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    doc = yaml.safe_load((examples / "pytorch-ddp" / "job.yaml").read_text())
+    doc["metadata"]["namespace"] = namespace
+    path = tmp_path / "ns.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    one_line(cli("validate", str(path)), "metadata.namespace", "DNS label")
+    doc["metadata"]["namespace"] = "team-a"
+    path.write_text(yaml.safe_dump(doc))
+    assert cli("validate", str(path)).returncode == 0
+
+
 def test_a_service_name_must_start_with_a_letter(tmp_path: Path) -> None:
     examples = Path(__file__).resolve().parents[2] / "examples"
     doc = yaml.safe_load((examples / "pytorch-ddp" / "job.yaml").read_text())

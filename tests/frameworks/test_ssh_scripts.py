@@ -135,10 +135,12 @@ def test_a_refused_key_fails_the_wait_at_once_with_sshs_words(tmp_path) -> None:
     import socket
 
     from t9k_jobs.frameworks.ssh import WAIT_SSH_FUNCTION
+    from t9k_jobs.local.runner import ensure_sshd_privsep_dir
     from t9k_jobs.sshkeys import generate_ssh_keypair
 
     if not os.access("/usr/sbin/sshd", os.X_OK):
         raise AssertionError("this test needs OpenSSH's server (/usr/sbin/sshd): scripts/test.sh installs it as root")
+    ensure_sshd_privsep_dir()  # as a local run does before its workers' sshds start
     server_keys, other_keys = generate_ssh_keypair(), generate_ssh_keypair()
     files = {"host": server_keys["id_ed25519"], "auth": server_keys["authorized_keys"], "client": other_keys["id_ed25519"]}
     for name, text in files.items():

@@ -250,6 +250,26 @@ def test_deepspeedjob_without_deepspeed_says_what_to_install(monkeypatch) -> Non
     assert reason is not None and "pip install deepspeed==0.19.8" in reason
 
 
+def test_checking_a_colossalai_job_creates_nothing_and_starting_it_makes_sshds_directory(monkeypatch, tmp_path) -> None:
+    """cannot_run_reason is a predicate: it makes nothing on the machine (it once made /run/sshd, so
+    a test of a bare sshd passed only after a ColossalAI test had run). The runtime makes sshd's
+    privilege-separation directory when the job starts, before any worker's sshd does."""
+    import os
+
+    from t9k_jobs.api import load_manifest
+    from t9k_jobs.local import runner
+
+    privsep = tmp_path / "run-sshd"
+    monkeypatch.setattr(runner, "SSHD_PRIVSEP_DIR", str(privsep))
+    monkeypatch.setattr(runner.os, "access", lambda path, mode: True)  # sshd "installed"
+    monkeypatch.setattr(runner.shutil, "which", lambda name, path=None: f"/bin/{name}")  # so is colossalai
+    cai = load_manifest(REPO / "examples" / "colossalai-digits" / "job.yaml")
+    assert runner.cannot_run_reason(cai) is None
+    assert not privsep.exists()
+    runner.prepare_host(cai)
+    assert privsep.is_dir() == (os.geteuid() == 0)
+
+
 def test_generic_exchange_example(start) -> None:
     run = start(REPO / "examples" / "generic-exchange" / "job.yaml")
     assert run.finish(120) == 0, run.output

@@ -1027,7 +1027,7 @@ def operator_key(b: Builder) -> str:
         .add("recipe", "operator-1")
         .add("ref", IMAGES["operator"].ref)
         .add("base", b.key("base"))
-        .files(["Dockerfile", ".dockerignore", "pyproject.toml", "README.md", "src"])
+        .files(["Dockerfile", ".dockerignore", "requirements/operator.txt", "pyproject.toml", "README.md", "src"])
         .hex()
     )
 

@@ -422,3 +422,10 @@ class ObjectMeta(Model):
     @classmethod
     def _name_is_label(cls, value: str) -> str:
         return check_dns_label(value, "metadata.name")
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace_is_label(cls, value: str) -> str:
+        """A namespace is a DNS-1123 label, as Kubernetes validates Namespace names; an empty one
+        means unset, as for kubectl."""
+        return check_dns_label(value, "metadata.namespace") if value else "default"

@@ -193,9 +193,29 @@ def _parse_json(text: str) -> Any:
 
 
 def _check_depth(text: str) -> None:
-    """Scan the YAML events (no structure is built) and refuse nesting over MAX_DEPTH."""
+    """Scan the YAML events (no structure is built) and refuse nesting over MAX_DEPTH.
+
+    libyaml (PyYAML's C loader, 6.0.2 on) has a nesting limit of its own, far deeper than ours,
+    which its scanner can reach while it looks ahead (``[[[[...``), before we see an event. Its
+    refusal is then replayed, up to where libyaml stopped, with PyYAML's pure-Python parser, which
+    has no limit and is not recursive: it reaches our limit first (one line in our words);
+    otherwise libyaml's own error stands."""
+    try:
+        _scan_depth(text, _Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        if _Loader is yaml.SafeLoader or mark is None:
+            raise
+        try:
+            _scan_depth(text[: mark.index + 1], yaml.SafeLoader)
+        except yaml.YAMLError:
+            pass  # the prefix ends mid-document: libyaml's error is the one to report
+        raise
+
+
+def _scan_depth(text: str, loader: type[yaml.SafeLoader]) -> None:
     depth = 0
-    for event in yaml.parse(text, Loader=_Loader):
+    for event in yaml.parse(text, Loader=loader):
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             depth += 1
             if depth > MAX_DEPTH:

@@ -148,14 +148,34 @@ def cannot_run_reason(job: Job, gpus: GpuInventory | None = None) -> str | None:
             )
         if shutil.which("colossalai", path=base_environment().get("PATH")) is None:
             return (
-                "ColossalAIJob's launcher, colossalai, is not installed here: see docs/launchers.md "
-                "(pip install --no-deps colossalai==0.5.0 and the packages its launcher imports)"
+                "ColossalAIJob's launcher, colossalai, is not installed here: pip install colossalai==0.5.0 into "
+                "the environment t9k-jobs runs in (bash scripts/bootstrap.sh examples,test,launchers installs "
+                "the locked set; docs/launchers.md)"
             )
-        if os.geteuid() == 0 and not os.path.isdir("/run/sshd"):
-            # sshd run as root needs its privilege-separation directory (Debian's ssh service makes it at boot).
-            os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         return None
     return None
+
+
+#: OpenSSH's privilege-separation directory (Debian's build): sshd started as root exits 255 at once
+#: without it. Debian's ssh service makes it at boot; a machine that never ran that service lacks it.
+SSHD_PRIVSEP_DIR = "/run/sshd"
+
+
+def prepare_host(job: Job) -> None:
+    """Make what this machine must have before the job's replicas start, as a kubelet prepares a
+    pod's sandbox: for a ColossalAIJob run as root, sshd's privilege-separation directory
+    (:data:`SSHD_PRIVSEP_DIR`, mode 0755), since every worker is a real sshd. Nothing else is made.
+
+    Raises ``OSError`` when the directory cannot be made (a read-only ``/run``)."""
+    if isinstance(job, ColossalAIJob) and not job.run_mode.debug_enabled:
+        ensure_sshd_privsep_dir()
+
+
+def ensure_sshd_privsep_dir() -> None:
+    """Make :data:`SSHD_PRIVSEP_DIR` (mode 0755) when this process is root and it is missing; an sshd
+    run as another user does not need it. Raises ``OSError`` when it cannot be made."""
+    if os.geteuid() == 0:
+        os.makedirs(SSHD_PRIVSEP_DIR, mode=0o755, exist_ok=True)
 
 
 #: Signals that stop a run: Ctrl-C, a kill, a closed terminal or dropped ssh session, Ctrl-\\.
@@ -445,6 +465,10 @@ class LocalRunner:
         watchdog = start_watchdog(self.base_env[RUN_ENV])
         self.display.start(self.job, self.run_dir)
         try:
+            prepare_host(self.job)
+        except OSError as exc:
+            self._fatal(f"cannot make {SSHD_PRIVSEP_DIR}, which each worker's sshd needs: {exc.strerror or exc}")
+        try:
             return await self._loop()
         finally:
             await self._teardown()
@@ -676,4 +700,4 @@ class LocalRunner:
                 pass
 
 
-__all__ = ["LocalAddressing", "LocalRunner", "cannot_run_reason", "run_job"]
+__all__ = ["SSHD_PRIVSEP_DIR", "LocalAddressing", "LocalRunner", "cannot_run_reason", "ensure_sshd_privsep_dir", "prepare_host", "run_job"]
