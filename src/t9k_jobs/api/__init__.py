@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ValidationError
 
-from .common import API_VERSION, GROUP, VERSION, JobStatus
+from .common import API_VERSION, GROUP, VERSION, FieldError, JobStatus
 from .kinds import (
     KINDS,
     ColossalAIJob,
@@ -181,6 +181,13 @@ def _format_errors(cls: type[BaseModel], exc: ValidationError) -> list[str]:
         if kind == "literal_error":
             expected = err.get("ctx", {}).get("expected", "")
             out.append(f"{path}: {_short(err.get('input'))} is not accepted; expected {expected}")
+            continue
+        error = (err.get("ctx") or {}).get("error")
+        if isinstance(error, FieldError):
+            # A check about a field below the validated one: its path is joined to this one's.
+            sub = error.path
+            path = f"{path}{sub}" if sub.startswith("[") or not path else f"{path}.{sub}"
+            out.append(f"{path}: {error.message}")
             continue
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]

@@ -50,6 +50,20 @@ PositiveInt64 = Annotated[int, Field(gt=0, json_schema_extra={"format": "int64"}
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
+class FieldError(ValueError):
+    """A validation error about a field below the one being validated.
+
+    ``path`` (``torchArgs[1]``, ``successRules[0].worker``) is relative to the model or field
+    whose validator raises it; the manifest loader joins it to that field's own path, so the
+    message names the exact field (``spec.worker.torchArgs[1]: ...``).
+    """
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        self.message = message
+        super().__init__(f"{path}: {message}")
+
+
 class Model(BaseModel):
     """Base of every API model: camelCase on the wire, unknown fields rejected."""
 
@@ -145,11 +159,35 @@ class RunMode(Model):
         return self.pause is not None and self.pause.is_enabled
 
 
+#: The queue a job's pods use when ``t9kScheduler.queue`` is absent, null or empty (T9k's
+#: examples leave it empty; its docs call the queue ``default``). ``validate`` says so.
+DEFAULT_QUEUE = "default"
+_QUEUE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
 class T9kScheduler(Model):
-    """``spec.scheduler.t9kScheduler``. ``queue`` is required by the docs; priority is in [0, 100]."""
+    """``spec.scheduler.t9kScheduler``. ``queue`` is required by the docs but real examples leave
+    it empty: absent, null or empty means the queue ``default``. A queue names a cluster object
+    and is written as a label value, so it must be both: a lower-case DNS-1123 subdomain of at
+    most 63 characters. ``priority`` is in [0, 100] (T9k API reference)."""
 
     queue: str | None = None
     priority: Annotated[int, Field(ge=0, le=100)] = 0
+
+    @field_validator("queue")
+    @classmethod
+    def _queue_name(cls, value: str | None) -> str | None:
+        if value and (len(value) > 63 or not _QUEUE_NAME.match(value)):
+            raise ValueError(
+                f"{value!r} is not a queue name: lower-case letters, digits, '-' and '.', starting and "
+                "ending with a letter or digit, at most 63 characters (it names the Queue and is a pod label)"
+            )
+        return value
+
+    @property
+    def queue_name(self) -> str:
+        """The queue the pods use: ``queue``, or :data:`DEFAULT_QUEUE` when it is not set."""
+        return self.queue or DEFAULT_QUEUE
 
 
 class SchedulerPolicy(Model):
@@ -249,7 +287,7 @@ def validate_pod_template(template: Any, *, required_container: str | None = Non
                 if not isinstance(env, list):
                     raise ValueError(f"{where}.env: must be a list of {{name, value}} entries")
                 for j, entry in enumerate(env):
-                    _check_env(entry, f"{where}.env[{j}]")
+                    check_env_entry(entry, f"{where}.env[{j}]")
     if required_container is not None and not any(
         c.get("name") == required_container for c in containers
     ):
@@ -263,7 +301,7 @@ def validate_pod_template(template: Any, *, required_container: str | None = Non
 _ENV_NAME = re.compile(r"^[\x21-\x3c\x3e-\x7e]+$")  # printable ASCII but '=' and space (Kubernetes 1.30+)
 
 
-def _check_env(entry: Any, where: str) -> None:
+def check_env_entry(entry: Any, where: str) -> None:
     """One ``env`` entry as the API server validates it: a name of printable ASCII without ``=``,
     and either a string ``value`` or a ``valueFrom`` mapping."""
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):

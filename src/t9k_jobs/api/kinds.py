@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
 from .common import (
     API_VERSION,
@@ -21,6 +21,7 @@ from .common import (
     CleanUpPolicyName,
     ElasticConfig,
     EnabledFlag,
+    FieldError,
     JobStatus,
     Model,
     ObjectMeta,
@@ -31,6 +32,7 @@ from .common import (
     RunPolicy,
     SchedulerPolicy,
     check_dns_label,
+    check_env_entry,
     validate_pod_template,
 )
 
@@ -89,7 +91,10 @@ class GenericReplicaSpec(ReplicaSpecBase):
 
 
 class ServicePort(Model):
-    name: str
+    """One port of the per-replica Services (Kubernetes ServicePort). ``name`` is optional when
+    it is the only port, as Kubernetes allows; ``$(service.port[<name>])`` needs a name."""
+
+    name: str | None = None
     port: Annotated[int, Field(ge=1, le=65535)]
     protocol: Literal["TCP", "UDP", "SCTP"] | None = None
     target_port: IntOrString | None = None
@@ -97,12 +102,35 @@ class ServicePort(Model):
 
     @field_validator("name")
     @classmethod
-    def _name_is_label(cls, value: str) -> str:
-        return check_dns_label(value, "port name")
+    def _name_is_label(cls, value: str | None) -> str | None:
+        return None if value is None else check_dns_label(value, "port name")
 
 
 class ServiceSpec(Model):
+    """``spec.service``: the ports of every replica's Service. As the API server checks a
+    Service: with more than one port each needs a name, names are unique, and a port number is
+    used once per protocol."""
+
     ports: list[ServicePort] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _ports_apart(self) -> ServiceSpec:
+        names: dict[str, int] = {}
+        numbers: dict[tuple[int, str], int] = {}
+        for i, port in enumerate(self.ports):
+            if port.name is None and len(self.ports) > 1:
+                raise FieldError(f"ports[{i}].name", "required when the Service has more than one port (a DNS label)")
+            if port.name is not None:
+                if port.name in names:
+                    raise FieldError(f"ports[{i}].name", f"{port.name!r} is also the name of ports[{names[port.name]}]")
+                names[port.name] = i
+            key = (port.port, port.protocol or "TCP")
+            if key in numbers:
+                raise FieldError(
+                    f"ports[{i}].port", f"{port.port}/{key[1]} is also ports[{numbers[key]}]; each port once per protocol"
+                )
+            numbers[key] = i
+        return self
 
 
 class GenericJobSpec(Model):
@@ -132,6 +160,9 @@ class GenericJobSpec(Model):
     def _unique_types(self) -> GenericJobSpec:
         _check_unique_types([r.type for r in self.replica_specs])
         _check_some_replicas([r.replicas for r in self.replica_specs])
+        counts = {r.type: r.replicas for r in self.replica_specs}
+        for field, rules in (("successRules", self.success_rules), ("failureRules", self.failure_rules)):
+            _check_rule_members(field, rules or [], counts)
         return self
 
 
@@ -262,9 +293,11 @@ class DeepSpeedConfig(Model):
         return self
 
     @property
-    def slots(self) -> int:
-        """Slots per worker: ``slotsPerWorker``, else the older ``slotPerWorker``, else 1."""
-        return self.slots_per_worker or self.slot_per_worker or 1
+    def slots(self) -> int | None:
+        """Slots per worker as given: ``slotsPerWorker``, else the older ``slotPerWorker``, else
+        ``None``: the framework then takes the training container's GPUs (T9k: slots are normally
+        the GPUs of a worker)."""
+        return self.slots_per_worker or self.slot_per_worker
 
 
 class DeepSpeedWorker(Model):
@@ -329,10 +362,87 @@ class ColossalAISSH(Model):
 
 
 class ColossalAILauncher(Model):
+    """``spec.launcher``: the launcher container's image (default: the worker's), working
+    directory, env (Kubernetes EnvVars, checked as the API server would) and resources."""
+
     image: str | None = None
     working_dir: str | None = None
     env: list[dict[str, Any]] = Field(default_factory=list)
     resources: dict[str, Any] | None = None
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_vars(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value  # the type check reports it
+        for j, entry in enumerate(value):
+            try:
+                check_env_entry(entry, f"[{j}]")
+            except ValueError as exc:
+                where, _, what = str(exc).partition(": ")
+                raise FieldError(where, what) from None
+        return value
+
+
+def launch_items(torch_args: list[str]) -> list[tuple[str, str | None, int]]:
+    """torchrun options as ``colossalai run --extra_launch_args`` takes them: ``(name, value,
+    index)`` per option, ``index`` the item of ``torch_args`` that holds the value (or the name).
+
+    ``["--max_restarts", "3", "--standalone", "--rdzv_backend=c10d"]`` gives ``[("max_restarts",
+    "3", 1), ("standalone", None, 2), ("rdzv_backend", "c10d", 3)]``: a flag takes the next item
+    as its value unless that starts with ``-``.
+    """
+    out: list[tuple[str, str | None, int]] = []
+    i = 0
+    while i < len(torch_args):
+        item = torch_args[i].strip()
+        name, sep, value = item.lstrip("-").partition("=")
+        if sep:
+            out.append((name, value, i))
+        elif i + 1 < len(torch_args) and not torch_args[i + 1].startswith("-"):
+            out.append((name, torch_args[i + 1].strip(), i + 1))
+            i += 1
+        else:
+            out.append((name, None, i))
+        i += 1
+    return out
+
+
+def extra_launch_args(torch_args: list[str]) -> str:
+    """The value of ``colossalai run --extra_launch_args``: ``name=value`` (or ``name``) items
+    joined with ``,`` (``["--max_restarts", "3"]`` gives ``max_restarts=3``)."""
+    return ",".join(name if value is None else f"{name}={value}" for name, value, _ in launch_items(torch_args))
+
+
+def check_launch_args(torch_args: list[str]) -> list[str]:
+    """Refuse torchrun options that ``colossalai run`` (0.5, ``cli/launcher/run.py``) cannot pass:
+    it splits ``--extra_launch_args`` at every ``,`` and each item at ``=`` into exactly two parts,
+    so a ``,`` or ``=`` inside a value (``--rdzv_conf=timeout=30``), or an empty name, makes the
+    launcher fail. Raises :class:`FieldError` at the item's index; returns ``torch_args``."""
+    for name, value, index in launch_items(torch_args):
+        if not name or "," in name or "=" in name or (value is not None and ("," in value or "=" in value)):
+            held = torch_args[index]
+            bad = "," if "," in f"{name}{value or ''}" else "=" if name else "an empty option name"
+            what = f"holds {bad!r}" if bad in (",", "=") else f"is {bad}"
+            raise FieldError(
+                f"[{index}]",
+                f"{held!r} {what}: colossalai run passes torchrun options as one "
+                "--extra_launch_args=name=value,name=value list, so a name or value cannot contain ',' or '='",
+            )
+    return torch_args
+
+
+def check_colossalai_command(value: list[str]) -> list[str]:
+    """``colossalai run`` (0.5) takes a ``.py`` script or ``-m module`` and starts it with torchrun
+    itself; anything else (``python train.py``, ``run.sh``) is a usage error after which it exits
+    0, and the job would end Succeeded with nothing trained. Raises ``ValueError``."""
+    first = value[0].strip()
+    if first.endswith(".py") or (first == "-m" and len(value) > 1):
+        return value
+    raise ValueError(
+        f"command[0] is {value[0]!r}: give the training script (a .py file) or -m and a module "
+        '(e.g. ["train.py", "--epochs", "3"]); colossalai run starts it with python itself'
+    )
 
 
 class ColossalAIWorker(Model):
@@ -345,16 +455,12 @@ class ColossalAIWorker(Model):
     @field_validator("command")
     @classmethod
     def _script_first(cls, value: list[str]) -> list[str]:
-        """``colossalai run`` (0.5) takes a ``.py`` script or ``-m module`` and starts it with torchrun
-        itself; anything else (``python train.py``, ``run.sh``) is a usage error after which it
-        exits 0, and the job would end Succeeded with nothing trained."""
-        first = value[0].strip()
-        if first.endswith(".py") or (first == "-m" and len(value) > 1):
-            return value
-        raise ValueError(
-            f"command[0] is {value[0]!r}: give the training script (a .py file) or -m and a module "
-            '(e.g. ["train.py", "--epochs", "3"]); colossalai run starts it with python itself'
-        )
+        return check_colossalai_command(value)
+
+    @field_validator("torch_args")
+    @classmethod
+    def _launch_args(cls, value: list[str]) -> list[str]:
+        return check_launch_args(value)
 
     @field_validator("template", mode="before")
     @classmethod
@@ -391,22 +497,42 @@ class ColossalAIRunPolicy(Model):
 
 class ColossalAITorchConfig(Model):
     """The older ColossalAIJob form's ``spec.torchConfig``: ``procPerWorker``, the ``script`` (or
-    ``command``) every worker runs, and ``torchArgs``/``extraArgs``: torchrun options that
-    ``colossalai run`` passes on (``--extra_launch_args``), the two lists joined."""
+    ``command``, not both) every worker runs, and ``torchArgs``/``extraArgs``: torchrun options
+    that ``colossalai run`` passes on (``--extra_launch_args``), the two lists joined."""
 
     proc_per_worker: Annotated[int, Field(ge=1, le=INT32_MAX)] = 1
-    script: list[str] | None = None
-    command: list[str] | None = None
+    script: Annotated[list[str], Field(min_length=1)] | None = None
+    command: Annotated[list[str], Field(min_length=1)] | None = None
     torch_args: list[str] = Field(default_factory=list)
     extra_args: list[str] = Field(default_factory=list)
+
+    @field_validator("script", "command")
+    @classmethod
+    def _script_first(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else check_colossalai_command(value)
+
+    @field_validator("torch_args", "extra_args")
+    @classmethod
+    def _launch_args(cls, value: list[str]) -> list[str]:
+        return check_launch_args(value)
+
+    @model_validator(mode="after")
+    def _one_script(self) -> ColossalAITorchConfig:
+        if self.script is not None and self.command is not None:
+            raise FieldError("command", "give the training script in script or in command, not both")
+        if self.script is None and self.command is None:
+            raise FieldError("script", "required: the training script (a .py file) and its arguments")
+        return self
 
 
 class ColossalAIReplicaSpec(ReplicaSpecBase):
     """The older ColossalAIJob form's ``spec.replicaSpecs[]``, type launcher or worker.
 
-    ``restartPolicy`` is accepted as a policy name or as ``{policy, limit}`` (that form's API
-    reference) and has no effect: ColossalAIJob never restarts a replica, since a restarted pod
-    would not rejoin the training (T9k docs, reference §5.4)."""
+    The launcher is one pod: its ``replicas`` is 1 (or left out). The worker's template needs a
+    container named ``worker``, as the newer form's. ``restartPolicy`` is accepted as a policy
+    name or as ``{policy, limit}`` (that form's API reference); ColossalAIJob never restarts a
+    replica, since a restarted pod would not rejoin the training (T9k docs, reference §5.4), so a
+    policy that would restart draws a warning (:func:`t9k_jobs.frameworks.notes.spec_warnings`)."""
 
     type: Literal["launcher", "worker"]  # type: ignore[assignment]
     restart_policy: Annotated[
@@ -414,8 +540,46 @@ class ColossalAIReplicaSpec(ReplicaSpecBase):
         Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}),
     ] = None
 
+    @model_validator(mode="after")
+    def _per_type(self) -> ColossalAIReplicaSpec:
+        if self.type == "launcher" and self.replicas != 1:
+            raise FieldError(
+                "replicas", f"{self.replicas} launchers asked for: a ColossalAIJob has exactly one launcher (1, or leave it out)"
+            )
+        if self.type == "worker":
+            try:
+                validate_pod_template(self.template, required_container="worker")
+            except ValueError as exc:
+                where, _, what = str(exc).partition(": ")
+                raise FieldError(f"template.{where}", what) from None
+        return self
+
+    @property
+    def would_restart(self) -> bool:
+        """Whether ``restartPolicy`` asks for restarts (a name other than Never, or a ``limit`` > 0
+        with a policy other than Never), which a ColossalAIJob never makes."""
+        policy = self.restart_policy
+        if policy is None:
+            return False
+        if isinstance(policy, str):
+            return policy != "Never"
+        return policy.policy != "Never" and policy.limit > 0
+
+
+#: The two forms of a ColossalAIJob spec: fields of one may not be mixed with the other's.
+_NEWER_FORM = ("launcher", "worker")
+_OLDER_FORM = ("torchConfig", "replicaSpecs")
+
 
 class ColossalAIJobSpec(Model):
+    """A ColossalAIJob spec in the current form (``launcher`` + ``worker``) or the older one
+    (``torchConfig`` + ``replicaSpecs`` of types launcher and worker), never the two mixed: a
+    field of the other form would be ignored, so it is refused."""
+
+    # The older form is read into ``worker`` (the launcher's template is kept), so the frameworks
+    # see one shape (reference §5.5). ``worker``/``launcher`` made that way, and the default
+    # ``launcher``, are left out when the spec is written back (``dump``): the manifest round-trips.
+
     ssh: ColossalAISSH = Field(default_factory=ColossalAISSH)
     launcher: ColossalAILauncher | None = None
     worker: ColossalAIWorker | None = None
@@ -425,43 +589,63 @@ class ColossalAIJobSpec(Model):
     run_mode: RunMode | None = None
     scheduler: SchedulerPolicy | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _normalise_legacy(cls, data: Any) -> Any:
-        """Map the older ``torchConfig``/``replicaSpecs`` form onto ``launcher``/``worker``."""
-        if not isinstance(data, dict) or "replicaSpecs" not in data or "worker" in data:
-            return data
-        specs = data.get("replicaSpecs")
-        torch = data.get("torchConfig") or {}
-        if not isinstance(specs, list) or not isinstance(torch, dict):
-            return data
-        worker = next((s for s in specs if isinstance(s, dict) and s.get("type") == "worker"), None)
-        if worker is None:
-            return data
-        out = dict(data)
-        out["worker"] = {
-            "replicas": worker.get("replicas", 1),
-            "procPerWorker": torch.get("procPerWorker", 1),
-            "command": torch.get("script") or torch.get("command") or [],
-            "torchArgs": [*(torch.get("torchArgs") or []), *(torch.get("extraArgs") or [])],
-            "template": worker.get("template"),
-        }
-        return out
+    #: Fields this model filled in itself (not given in the manifest): left out of its dump.
+    _derived: set[str] = PrivateAttr(default_factory=set)
 
     @model_validator(mode="after")
     def _checks(self) -> ColossalAIJobSpec:
-        if self.worker is None:
-            raise ValueError(
-                "worker: required (or the older form: torchConfig with replicaSpecs of type worker)"
+        newer = [f for f in _NEWER_FORM if getattr(self, _snake(f)) is not None]
+        older = [f for f in _OLDER_FORM if getattr(self, _snake(f)) is not None]
+        if newer and older:
+            raise FieldError(
+                older[0],
+                f"belongs to the older form (torchConfig with replicaSpecs), and this spec has {newer[0]} of "
+                "the current form; use one form: launcher with worker (worker.procPerWorker, worker.command, "
+                "worker.torchArgs), or torchConfig with replicaSpecs of types launcher and worker",
             )
+        if older:
+            self._read_older_form()
+        if self.worker is None:
+            raise FieldError("worker", "required (or the older form: torchConfig with replicaSpecs of type worker)")
         if self.worker.replicas < 1:
-            raise ValueError("worker.replicas: at least 1 (colossalai run with no worker exits 0 having run nothing)")
-        if self.replica_specs:
-            types = [r.type for r in self.replica_specs]
-            _check_unique_types(types)
+            where = "worker.replicas" if "worker" not in self._derived else f"replicaSpecs[{self._worker_index()}].replicas"
+            raise FieldError(where, "at least 1 (colossalai run with no worker exits 0 having run nothing)")
         if self.launcher is None and self.legacy_launcher_template is None:
             self.launcher = ColossalAILauncher()
+            self._derived.add("launcher")
         return self
+
+    def _worker_index(self) -> int:
+        return next(i for i, s in enumerate(self.replica_specs or []) if s.type == "worker")
+
+    def _read_older_form(self) -> None:
+        """``torchConfig`` + ``replicaSpecs`` into ``worker``; raises :class:`FieldError`."""
+        if self.replica_specs is None:
+            raise FieldError("replicaSpecs", "required with torchConfig: entries of types launcher and worker")
+        _check_unique_types([r.type for r in self.replica_specs])
+        spec = next((s for s in self.replica_specs if s.type == "worker"), None)
+        if spec is None:
+            raise FieldError("replicaSpecs", "an entry of type worker is required (the workers that run the training)")
+        torch = self.torch_config
+        if torch is None:
+            raise FieldError("torchConfig", "required with replicaSpecs: procPerWorker and the script the workers run")
+        command = torch.script or torch.command
+        assert command is not None  # ColossalAITorchConfig requires one
+        self.worker = ColossalAIWorker.model_construct(
+            replicas=spec.replicas,
+            proc_per_worker=torch.proc_per_worker,
+            command=list(command),
+            torch_args=[*torch.torch_args, *torch.extra_args],
+            template=spec.template,
+        )
+        self._derived.add("worker")
+
+    @model_serializer(mode="wrap")
+    def _without_derived(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        for name in self._derived:
+            data.pop(name, None)
+        return data  # type: ignore[no-any-return]
 
     @property
     def legacy_launcher_template(self) -> dict[str, Any] | None:
@@ -483,6 +667,32 @@ def _check_some_replicas(counts: list[int]) -> None:
     """A job of no replica at all would wait for ever: refuse it."""
     if not any(counts):
         raise ValueError("replicaSpecs: every replicas is 0; a job needs at least one replica")
+
+
+def _snake(field: str) -> str:
+    """``torchConfig`` -> ``torch_config``: a wire name as the model's attribute."""
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in field)
+
+
+def _check_rule_members(field: str, rules: list[FinishRule], counts: dict[str, int]) -> None:
+    """Every replica a GenericJob rule names exists: a rule naming a type the job lacks, or a
+    rank at or past its type's ``replicas``, could never be met (reference §2.3), so it is
+    refused at ``<field>[i].<type>`` or ``<field>[i].<type>[j]``. Raises :class:`FieldError`."""
+    for i, rule in enumerate(rules):
+        for replica_type, ranks in rule.items():
+            if replica_type not in counts:
+                known = ", ".join(counts)
+                raise FieldError(
+                    f"{field}[{i}].{replica_type}", f"no replica type {replica_type!r} in replicaSpecs (types: {known})"
+                )
+            for j, rank in enumerate(ranks):
+                if int(rank) >= counts[replica_type]:
+                    n = counts[replica_type]
+                    have = f"ranks 0 to {n - 1}" if n > 1 else ("rank 0" if n == 1 else "no replica")
+                    raise FieldError(
+                        f"{field}[{i}].{replica_type}[{j}]",
+                        f"rank {int(rank)} does not exist: type {replica_type!r} has {n} replicas ({have})",
+                    )
 
 
 def _check_unique_types(types: list[str]) -> None:

@@ -19,6 +19,9 @@ The pass, in order (reference sections in brackets):
 7. replicas that wait for a reason (no image, no ConfigMap, no node) are reported, once;
 8. phase, conditions, tasks and aggregate are derived [§1.8].
 
+On the first pass (no status yet) the spec's warnings (fields accepted without effect, silent
+defaults: :func:`t9k_jobs.frameworks.spec_warnings`) are emitted as ``SpecWarning`` events.
+
 Each step lives in the module named after it: :mod:`.desired` (children and pods, their
 stamps), :mod:`.deadline`, :mod:`.run_mode`, :mod:`.replicas` (with :mod:`.replica_status`),
 :mod:`.restart`, :mod:`.outcome`, :mod:`.clean_up`, :mod:`.waiting` and :mod:`.status`; a pass's
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 from ..api.common import TERMINAL_PHASES, JobStatus
 from ..api.kinds import JobBase
-from ..frameworks import BuildContext, framework_for
+from ..frameworks import BuildContext, framework_for, spec_warnings
 from .clean_up import clean_up
 from .context import CONFLICT_RECHECK, UNFINISHED_GRACE, Pass, parse_time, rfc3339
 from .deadline import deadline_passed, start_clock
@@ -62,6 +65,10 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
     ctx = BuildContext(addressing, resumed=old.condition("Paused") is not None, groups=tuple(groups))
     p = Pass(job, fw, groups, observed, now, ctx, old, status, Plan(status=status))
     status.observed_generation = job.metadata.generation
+    if job.status is None:
+        # The first pass: fields accepted without effect are said once, as `validate` says them.
+        for line in spec_warnings(job):
+            p.event("Warning", "SpecWarning", line)
 
     p.owned = children(job, addressing)
     p.plan.create, p.plan.update, p.plan.delete = plan_children(p.owned, observed)

@@ -89,11 +89,14 @@ def conditions(p: Pass, phase: str, outcome: Outcome | None) -> list[Condition]:
         rows.append(("Running", False, reason, outcome.message))
         rows.append(("Failed", not outcome.succeeded, outcome.reason or reason, outcome.message))
         rows.append(("Completed", True, reason, outcome.message))
-        if failures or not outcome.succeeded:
-            msg = "; ".join(f.describe() for f in failures) or outcome.message
-            rows.append(("ReplicaFailure", True, "Failed", msg if failures else outcome.message))
-        else:
+        # ReplicaFailure says whether a replica failed, not whether the job did: a job failed by
+        # its deadline or by no rule matching may have no failed replica at all.
+        if failures:
+            rows.append(("ReplicaFailure", True, "Failed", "; ".join(f.describe() for f in failures)))
+        elif outcome.succeeded:
             rows.append(("ReplicaFailure", False, "-", "All pods are running normally."))
+        else:
+            rows.append(("ReplicaFailure", False, "-", "No replica has failed."))
     else:
         running = phase == "Running"
         rows.append(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..api.kinds import JobBase
 from .base import BuildContext, Final, Framework, Outcome, ReplicaGroup
 from .genericjob import GenericJobFramework
+from .notes import spec_warnings
 from .pytorch import PyTorchFramework
 from .ssh import ColossalAIFramework, DeepSpeedFramework
 
@@ -18,4 +19,4 @@ def framework_for(job: JobBase) -> Framework:
     return _FRAMEWORKS[job.kind]
 
 
-__all__ = ["BuildContext", "Final", "Framework", "Outcome", "ReplicaGroup", "framework_for"]
+__all__ = ["BuildContext", "Final", "Framework", "Outcome", "ReplicaGroup", "framework_for", "spec_warnings"]

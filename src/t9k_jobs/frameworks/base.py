@@ -232,6 +232,21 @@ def training_container(template: dict[str, Any], preferred: tuple[str, ...]) -> 
     return str(names[0])
 
 
+def container_gpus(c: dict[str, Any]) -> int:
+    """The ``nvidia.com/gpu`` of container ``c``: its limit, else its request (Kubernetes sets an
+    extended resource's request from its limit), else 0; 0 too for a quantity that is not a
+    whole number (the API server, or a local run, refuses that one with its field path)."""
+    resources = c.get("resources") or {}
+    for key in ("limits", "requests"):
+        value = (resources.get(key) or {}).get("nvidia.com/gpu")
+        if value is not None:
+            try:
+                return max(0, int(str(value)))
+            except ValueError:
+                return 0
+    return 0
+
+
 def container(pod: dict[str, Any], name: str) -> dict[str, Any]:
     for c in pod["spec"]["containers"]:
         if c.get("name") == name:
@@ -282,7 +297,7 @@ def base_pod(job: JobBase, group: ReplicaGroup, index: int) -> dict[str, Any]:
     scheduler = job.scheduler.t9k_scheduler if job.scheduler else None
     if scheduler is not None:
         spec["schedulerName"] = T9K_SCHEDULER_NAME
-        labels[LABEL_QUEUE] = scheduler.queue or "default"
+        labels[LABEL_QUEUE] = scheduler.queue_name
         if group.in_pod_group:
             labels[LABEL_GROUP_NAME] = job.name
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
@@ -318,7 +333,7 @@ def pod_group(job: JobBase, min_member: int) -> dict[str, Any] | None:
         "spec": {
             "minMember": min_member,
             "priority": scheduler.priority,
-            "queue": scheduler.queue or "default",
+            "queue": scheduler.queue_name,
         },
     }
 

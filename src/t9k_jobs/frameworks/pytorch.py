@@ -12,6 +12,7 @@ from .base import (
     ReplicaGroup,
     add_env,
     container,
+    container_gpus,
     split_by_weight,
     training_container,
 )
@@ -127,7 +128,7 @@ class PyTorchFramework(Framework[PyTorchTrainingJob]):
             nnodes = str(total)
         proc = str(config.proc_per_node).strip()
         if proc == "gpu":  # T9k sizes it from the container's GPUs (reference §3.4)
-            proc = str(_gpu_count(c))
+            proc = str(max(1, container_gpus(c)))
         flags = [
             f"--nnodes={nnodes}",
             f"--nproc_per_node={proc}",
@@ -136,28 +137,27 @@ class PyTorchFramework(Framework[PyTorchTrainingJob]):
             f"--rdzv_id={job.metadata.uid or job.name}",
             f"--max_restarts={config.max_restarts}",
         ]
-        return flags + list(config.extra_options) + _script_args(c)
+        return flags + list(config.extra_options) + script_args(c)
 
 
-def _script_args(c: dict[str, Any]) -> list[str]:
-    """The script and its arguments: ``args``; with no ``args``, ``command`` minus a leading python."""
+
+def is_python(program: str) -> bool:
+    """Whether ``program`` (a command's first word) is a Python interpreter: ``python``,
+    ``python3``, ``/opt/conda/bin/python3.11``..."""
+    return os.path.basename(program.strip()).startswith("python")
+
+
+def script_args(c: dict[str, Any]) -> list[str]:
+    """What torchrun runs (reference §3.4): the script and its arguments.
+
+    A ``command`` that starts with python gives the rest of itself followed by ``args``, as the
+    container would have run them (``command: [python, train.py]`` with ``args: [--lr, "0.1"]``
+    gives ``train.py --lr 0.1``; ``command: [python]`` with ``args: [train.py]`` gives
+    ``train.py``). Otherwise ``args`` (T9k docs: with torchrun the command no longer takes
+    effect), or, with no ``args``, the ``command`` itself (``[train.py, --x]``).
+    """
     args = [str(a) for a in c.get("args") or []]
-    if args:
-        return args
     command = [str(a) for a in c.get("command") or []]
-    if command and os.path.basename(command[0].strip()).startswith("python"):
-        return command[1:]
-    return command
-
-
-def _gpu_count(c: dict[str, Any]) -> int:
-    """``nvidia.com/gpu`` of the container's limits, else its requests, else 1."""
-    resources = c.get("resources") or {}
-    for key in ("limits", "requests"):
-        value = (resources.get(key) or {}).get("nvidia.com/gpu")
-        if value is not None:
-            try:
-                return max(1, int(str(value)))
-            except ValueError:
-                break
-    return 1
+    if command and is_python(command[0]):
+        return command[1:] + args
+    return args or command

@@ -11,7 +11,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from ..api.kinds import ColossalAIJob, DeepSpeedJob, JobBase
+from ..api.kinds import ColossalAIJob, DeepSpeedJob, JobBase, extra_launch_args
 from ..local.rank_gpus import DEVICES_ENV
 from .base import (
     ANNOTATION_GENERATE,
@@ -23,6 +23,7 @@ from .base import (
     add_env,
     child_meta,
     container,
+    container_gpus,
     training_container,
 )
 
@@ -298,12 +299,24 @@ class DeepSpeedFramework(Framework[DeepSpeedJob]):
         launcher, worker-0 (reference §4.7); locally every worker runs a launcher of its own."""
         return job.spec.elastic_enabled and (index == 0 or ctx.addressing.local)
 
+    def slots(self, job: DeepSpeedJob) -> int:
+        """Slots (ranks) per worker: ``slotsPerWorker`` (or ``slotPerWorker``) when given, else the
+        training container's ``nvidia.com/gpu`` limit (its request without one), else 1. T9k:
+        slots are "normally the number of GPUs" of a worker; ``procPerNode: gpu`` counts alike."""
+        explicit = job.spec.config.slots
+        if explicit is not None:
+            return explicit
+        template = job.spec.worker.template
+        name = training_container(template, ("worker",))
+        c = next(c for c in template["spec"]["containers"] if c.get("name") == name)
+        return max(1, container_gpus(c))
+
     def hostfile(self, job: DeepSpeedJob, ctx: BuildContext) -> str:
-        """DeepSpeed hostfile: ``<worker host> slots=<slotsPerWorker>`` per worker. Locally every
-        host is this machine, so the lines name the workers (``worker-<i>``): with ``--no_ssh`` the
-        names are only the nodes' keys, and deepspeed refuses a host twice."""
+        """DeepSpeed hostfile: ``<worker host> slots=<slots>`` per worker (:meth:`slots`). Locally
+        every host is this machine, so the lines name the workers (``worker-<i>``): with
+        ``--no_ssh`` the names are only the nodes' keys, and deepspeed refuses a host twice."""
         count = self.groups_in(job, ctx)[0].replicas
-        slots = job.spec.config.slots
+        slots = self.slots(job)
         if ctx.addressing.local:
             return "".join(f"worker-{i} slots={slots}\n" for i in range(count))
         return "".join(f"{ctx.addressing.host(job.name, 'worker', i)} slots={slots}\n" for i in range(count))
@@ -513,7 +526,7 @@ class ColossalAIFramework(Framework[ColossalAIJob]):
             ]
         cmd = ["colossalai", "run", f"--nproc_per_node={worker.proc_per_worker}", *where]
         if worker.torch_args:
-            cmd.append("--extra_launch_args=" + ",".join(_launch_args(worker.torch_args)))
+            cmd.append("--extra_launch_args=" + extra_launch_args(worker.torch_args))
         return cmd + list(worker.command)
 
     def decorate(
@@ -586,22 +599,3 @@ class ColossalAIFramework(Framework[ColossalAIJob]):
         add_env(c, {"HOME": str(Path(keys).parents[2] / "home")})  # <run dir>/home
         c["command"] = launcher_script(prelude, WAIT_BANNER_FUNCTION, workers, self.launch_command(job, ctx))
 
-
-def _launch_args(torch_args: list[str]) -> list[str]:
-    """torchrun flags as ``colossalai run --extra_launch_args`` wants them: ``name=value`` items.
-
-    ``["--max_restarts", "3", "--standalone", "--rdzv_backend=c10d"]`` gives
-    ``["max_restarts=3", "standalone", "rdzv_backend=c10d"]``.
-    """
-    out: list[str] = []
-    i = 0
-    while i < len(torch_args):
-        item = torch_args[i].strip()
-        name = item.lstrip("-")
-        if "=" not in name and i + 1 < len(torch_args) and not torch_args[i + 1].startswith("-"):
-            out.append(f"{name}={torch_args[i + 1].strip()}")
-            i += 2
-            continue
-        out.append(name)
-        i += 1
-    return out
