@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..api.common import TERMINAL_PHASES, Aggregate, Condition, DependentStatus, ReplicaStatus, TaskStatus
 from ..frameworks import Outcome
 from .context import Pass, rfc3339
+from .replica_status import final_from_status
 from .waiting import waiting_message
 
 
@@ -70,6 +71,15 @@ def conditions(p: Pass, phase: str, outcome: Outcome | None) -> list[Condition]:
         made_all and pods_made and bool(p.replicas)
     )
     failures = [f for f in p.finals.values() if not f.succeeded]
+    if terminal and not failures:
+        # The deadline ends a job before its replicas are judged: those whose status says they
+        # failed are still the ones ReplicaFailure names.
+        failures = [
+            final_from_status(rs, g)
+            for g in p.groups
+            for i in range(g.replicas)
+            if (rs := p.replicas.get(g.pod_name(p.job.name, i))) is not None and rs.phase == "Failed"
+        ]
     rows: list[tuple[str, bool, str, str]] = []
     conflicts = conflict_message(p)
     if conflicts and not initialized:

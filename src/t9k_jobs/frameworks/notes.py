@@ -89,7 +89,7 @@ def _unused_block(flag: EnabledFlag | None, where: str, what: str) -> list[str]:
     if flag is None or flag.is_enabled:
         return []
     settings = sorted(
-        (flag.model_fields[f].alias or f) for f in flag.model_fields_set if f not in ("enabled", "enable")
+        (type(flag).model_fields[f].alias or f) for f in flag.model_fields_set if f not in ("enabled", "enable")
     )
     if not settings:
         return []
