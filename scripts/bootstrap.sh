@@ -4,6 +4,7 @@
 # scripts:
 #
 #   bash scripts/bootstrap.sh [EXTRAS]      # EXTRAS: comma-separated, default "examples"
+#   bash scripts/bootstrap.sh --uv          # only uv: prints its path (scripts/lock.sh uses it)
 #
 # Needs only python3 (3.11+) and access to PyPI. The only thing pip installs is uv, pinned with its
 # hashes in scripts/uv-requirements.txt; uv then installs the lock's versions with their hashes
@@ -34,6 +35,10 @@ if [ ! -x "$uv_env/bin/uv" ]; then
   rm -rf "$uv_env" && mv "$uv_env.tmp" "$uv_env"
 fi
 uv="$uv_env/bin/uv"
+if [ "$extras" = "--uv" ]; then
+  echo "$uv"
+  exit 0
+fi
 
 # One environment per set of extras (sorted), so that each command gets exactly its part of the
 # lock; the packages themselves are hard links into uv's cache, so a second environment costs little.

@@ -5,6 +5,7 @@
 #   bash scripts/lock.sh --upgrade-package torch  # move one package (and what it needs) to its newest allowed version
 #   bash scripts/lock.sh --upgrade                # move everything to the newest allowed versions
 #   bash scripts/lock.sh --check                  # exit 1 if uv.lock or requirements/ would change (nothing written)
+#   bash scripts/lock.sh --uv 0.14.0              # pin another uv (scripts/uv-requirements.txt, every wheel's hash)
 #
 # Arguments other than --check go to `uv lock`. Nothing else ever re-resolves: scripts/bootstrap.sh
 # installs the lock as it is (`uv sync --locked`) and refuses a lock that no longer matches
@@ -13,15 +14,34 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 check=0
+uv_version=
 args=()
-for arg in "$@"; do
-  if [ "$arg" = "--check" ]; then check=1; else args+=("$arg"); fi
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --check) check=1 ;;
+    --uv) uv_version="${2:?--uv needs a version, e.g. --uv 0.14.0}"; shift ;;
+    *) args+=("$1") ;;
+  esac
+  shift
 done
 # uv from the pinned scripts/uv-requirements.txt (the bootstrap installs it; no extras needed).
-bash "$root/scripts/bootstrap.sh" examples >/dev/null
-uv="$(ls -d "${T9K_JOBS_CACHE:-$HOME/.cache/t9k-jobs}"/uv-"$(sha256sum "$root/scripts/uv-requirements.txt" | cut -c1-12)")/bin/uv"
+uv="$(bash "$root/scripts/bootstrap.sh" --uv)"
 export UV_SYSTEM_CERTS=1
 cd "$root"
+
+if [ -n "$uv_version" ]; then
+  pin="$(mktemp)"
+  echo "uv==$uv_version" >"$pin"
+  {
+    echo "# The one tool the bootstrap installs with pip: uv, pinned with every wheel's hash."
+    echo "# Refreshed by scripts/lock.sh --uv VERSION (docs/install.md)."
+    "$uv" pip compile --quiet --generate-hashes --universal --no-header --no-annotate "$pin"
+  } >"$root/scripts/uv-requirements.txt.new"
+  rm -f "$pin"
+  mv "$root/scripts/uv-requirements.txt.new" "$root/scripts/uv-requirements.txt"
+  echo "scripts/uv-requirements.txt now pins uv $uv_version; the next bootstrap installs it" >&2
+  exit 0
+fi
 
 if [ "$check" = 1 ]; then
   "$uv" lock --check --quiet || { echo "uv.lock is out of date with pyproject.toml: run bash scripts/lock.sh" >&2; exit 1; }
