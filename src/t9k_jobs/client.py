@@ -63,6 +63,9 @@ JobLike = Union[str, os.PathLike, dict, JobBase]
 #: Seconds, or a duration string (``30s``, ``5m``, ``1h30m``).
 Duration = Union[float, int, str, None]
 
+#: Seconds one request to the API server may take by default (a silent server costs this long):
+#: kubectl's TLS handshake limit, since kubectl itself sets no request timeout by default.
+DEFAULT_REQUEST_TIMEOUT = 10.0
 LOCAL_RUN_DIR = "t9k-jobs.local/run-dir"
 LOCAL_PID = "t9k-jobs.local/runtime-pid"
 LOCAL_PHASE = "t9k-jobs.local/phase"
@@ -208,8 +211,24 @@ class Client:
     target: str = ""
     namespace: str | None = None
 
+    #: The methods whose arguments are checked (:func:`t9k_jobs.arguments.check_arguments`) before
+    #: either target acts: a one-job verb without a name, or an argument of the wrong type, is a
+    #: :class:`UsageError` here, whatever the target.
+    CHECKED = ("create", "run", "get", "summaries", "describe", "wait", "logs", "delete", "pause", "resume", "scale")
+
     def __init__(self) -> None:
         raise TypeError("make a Client with Client.local(...) or Client.cluster(...)")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # The one place every verb goes through, on every target: each target's own methods are
+        # wrapped when its class is made, so no path reaches a runtime with an unchecked name.
+        from .arguments import checked
+
+        super().__init_subclass__(**kwargs)
+        for verb in cls.CHECKED:
+            method = cls.__dict__.get(verb)
+            if method is not None and not getattr(method, "__t9k_checked__", False):
+                setattr(cls, verb, checked(method))
 
     # -- construction -----------------------------------------------------------------------------
 
@@ -221,6 +240,9 @@ class Client:
         >>> Client.local().list()                            # doctest: +SKIP
         [GenericJob(...), PyTorchTrainingJob(...)]
         """
+        from .arguments import check_arguments
+
+        check_arguments("local", {"runs_dir": runs_dir, "run_dir": run_dir})
         return _LocalClient(Path(runs_dir) if runs_dir else None, Path(run_dir) if run_dir else None)
 
     @classmethod
@@ -229,20 +251,35 @@ class Client:
         kubeconfig: str | os.PathLike | None = None,
         context: str | None = None,
         namespace: str | None = None,
+        request_timeout: Duration = DEFAULT_REQUEST_TIMEOUT,
     ) -> Client:
         """A client for the cluster of ``kubeconfig`` (default ``$KUBECONFIG``, then
         ``~/.kube/config``; in a pod, its ServiceAccount) and ``context`` (default: the current
         one). ``namespace``: the default of every method (default: the context's, else
-        ``default``). The kubeconfig is read now; the server is first contacted by a method.
+        ``default``). ``request_timeout``: the longest one request to the API server may take
+        (seconds or a duration, kubectl's ``--request-timeout``; default
+        :data:`DEFAULT_REQUEST_TIMEOUT`; ``0`` or None: no limit), so a server that accepts
+        connections and never answers costs that long, not more; followed logs and watches are
+        bounded by their silence instead. The kubeconfig is read now; the server is first
+        contacted by a method.
 
-        Raises :class:`UsageError` (not a file, no such context), :class:`ClusterError` (no
-        kubeconfig, unusable). Close it with :meth:`close`, or use it in a ``with`` block.
+        Raises :class:`UsageError` (not a file, no such context, a kubeconfig that is empty, not
+        a mapping, without clusters, contexts or users that its context names; an argument of the
+        wrong type), :class:`ClusterError` (no kubeconfig, unusable credentials). Close it with
+        :meth:`close`, or use it in a ``with`` block.
 
         >>> with Client.cluster(namespace="team-a") as c:   # doctest: +SKIP
         ...     [j.name for j in c.list("pj")]
         ['digits-ddp']
         """
-        return _ClusterClient(kubeconfig, context, namespace)
+        from .arguments import check_arguments
+
+        check_arguments(
+            "cluster",
+            {"kubeconfig": kubeconfig, "context": context, "namespace": namespace, "request_timeout": request_timeout},
+        )
+        limit = seconds(request_timeout)
+        return _ClusterClient(kubeconfig, context, namespace, limit or None)
 
     def __enter__(self) -> Client:
         return self
@@ -275,17 +312,21 @@ class Client:
         run_dir: str | os.PathLike | None = None,
         gpus: str | None = None,
         watch: bool = True,
+        allow_duplicate: bool = False,
     ) -> Job:
         """Local only: start ``job`` on this machine in the background (its own session: it
         survives the caller) and return it once its runtime has started, with annotations
         ``t9k-jobs.local/run-dir`` and ``t9k-jobs.local/runtime-pid``. ``run_dir``: where its
         logs and status go (default ``./t9k-runs/<name>-<time>``); ``gpus``: the GPUs replicas may
-        get (``"0,1"``, ``"none"``; default: this machine's); ``watch``: apply edits of the
-        manifest file while it runs (what :meth:`pause`, :meth:`resume` and :meth:`scale` use).
+        get (``"0,1"``, ``"none"``; default: this machine's); ``watch``: apply the user's edits of
+        the manifest file while it runs (the run keeps its own copy, which :meth:`pause`,
+        :meth:`resume` and :meth:`scale` edit); ``allow_duplicate``: start it even though a run
+        of the same job runs in the same runs dir.
 
         Raises :class:`InvalidJob`, :class:`UsageError` (cannot run here: more GPUs or replicas
-        than this machine has, a run dir in use), :class:`NotSupported` on a cluster,
-        :class:`JobsError` when the runtime did not start.
+        than this machine has, a run dir in use), :class:`AlreadyExists` (a run of this job runs
+        in the same runs dir), :class:`NotSupported` on a cluster, :class:`JobsError` when the
+        runtime did not start.
 
         >>> Client.local().run("examples/generic-exchange/job.yaml").name   # doctest: +SKIP
         'exchange'
@@ -498,6 +539,7 @@ class _LocalClient(Client):
         run_dir: str | os.PathLike | None = None,
         gpus: str | None = None,
         watch: bool = True,
+        allow_duplicate: bool = False,
     ) -> Job:
         from .local.gpus import GpuInventory
         from .local.runner import RunDirError, cannot_run_reason, make_run_dir, new_default_run_dir
@@ -519,6 +561,7 @@ class _LocalClient(Client):
         except RunDirError as exc:
             raise UsageError(str(exc)) from None
         extra = ([] if watch else ["--no-watch"]) + ([] if gpus is None else ["--gpus", gpus])
+        extra += ["--allow-duplicate"] if allow_duplicate else []
         started = start_detached(
             path.resolve() if path is not None else None,
             to_yaml([model.dump()]) if path is None else None,
@@ -544,8 +587,14 @@ class _LocalClient(Client):
         if all_namespaces:
             raise NotSupported("-A/--all-namespaces: local runs have no namespaces")
         kind_name = resolve_kind(kind) if kind is not None else None
-        if name is not None or self.run_dir is not None:
+        if self.run_dir is not None:
             runs = [self._find(kind_name, name)]
+        elif name is not None:
+            if kind_name is None:
+                raise UsageError("a NAME needs a KIND: get KIND NAME")
+            runs = list_runs(self.runs_dir, kind_name, name)  # the newest and every live one
+            if not runs:
+                runs = [self._find(kind_name, name)]  # raises NotFound
         else:
             runs = list_runs(self.runs_dir, kind_name)
         return [self._summary(r) for r in runs]
@@ -564,7 +613,7 @@ class _LocalClient(Client):
         timeout: Duration = None,
         namespace: str | None = None,
     ) -> Job:
-        from .local.runs import STOPPED, wait_for
+        from .local.runs import STOPPED, UNKNOWN, wait_for
 
         self._no_namespace(namespace)
         wanted = _wanted_phase(phase)
@@ -573,6 +622,8 @@ class _LocalClient(Client):
         result = wait_for(run, wanted, limit)
         if result.reached:
             return self._job(run)
+        if result.phase == UNKNOWN:
+            raise JobsError(result.message)
         if result.phase in TERMINAL_PHASES or result.phase == STOPPED:
             raise JobEndedOtherwise(result.message, result.phase)
         raise WaitTimeout(result.message, result.phase)
@@ -618,11 +669,11 @@ class _LocalClient(Client):
         self._no_namespace(namespace)
         limit = seconds(timeout)
         run = self._find(kind, name)
-        pid = run.pid()
+        state = run.runtime()
         out = []
-        if pid is not None:
-            out.append(f"stopping {run.kind} {run.name} (runtime pid {pid})...")
-        result = stop_run(run, limit)
+        if state.pid is not None:
+            out.append(f"stopping {run.kind} {run.name} (runtime pid {state.pid})...")
+        result = stop_run(run, limit)  # raises, signalling nothing, when the runtime cannot be told
         if not result.was_running:
             out.append(f"{run.kind} {run.name} is not running ({run.phase()}); nothing to stop")
         elif result.exited:
@@ -725,14 +776,16 @@ class _ClusterClient(Client):
 
     target = "cluster"
 
-    def __init__(self, kubeconfig: Any, context: str | None, namespace: str | None) -> None:  # noqa: D107
+    def __init__(  # noqa: D107
+        self, kubeconfig: Any, context: str | None, namespace: str | None, request_timeout: float | None
+    ) -> None:
         from .cluster.verbs import connect
 
         self._loop = _Loop()
         self._holder: dict[str, Any] = {}
         self._finalizer = weakref.finalize(self, _shutdown, self._loop, self._holder)
         try:
-            self._holder["cluster"] = self._loop.call(connect(kubeconfig, context, namespace))
+            self._holder["cluster"] = self._loop.call(connect(kubeconfig, context, namespace, request_timeout))
         except BaseException:
             self._finalizer()
             raise

@@ -1,4 +1,4 @@
-"""The SDK on this machine, and pause/resume/scale of local runs (an edit of the watched manifest).
+"""The SDK on this machine, and pause/resume/scale of local runs (an edit of the run's own manifest copy).
 
 The done-when of the SDK: ``python -c`` with ``t9k_jobs.Client`` runs the GenericJob example in
 the background, waits for it and reads its logs. Every wait is on a condition with a generous
@@ -112,52 +112,89 @@ def start_text(tmp_path: Path) -> Iterator[Callable[[str, str], Path]]:
                 pass
 
 
-def _phase(tmp_path: Path, kind: str, name: str) -> str:
-    out = cli(tmp_path, "get", kind, name).stdout.splitlines()
+def _phase(tmp_path: Path, kind: str, name: str, *extra: str) -> str:
+    out = cli(tmp_path, "get", kind, name, *extra).stdout.splitlines()
     return out[1].split()[1] if len(out) > 1 else ""
 
 
-def test_pause_and_resume_a_local_run_edit_its_manifest(start_text, tmp_path: Path) -> None:
+def _kill_run(run_dir: Path) -> None:
+    try:
+        pid = int((run_dir / "runtime.pid").read_text())
+        if alive(pid):
+            os.kill(pid, 9)
+    except (OSError, ValueError):
+        pass
+    for leftover in carrying(f"T9K_JOBS_RUN_DIR={run_dir}".encode()):
+        try:
+            os.kill(leftover, 9)
+        except OSError:
+            pass
+
+
+def test_pause_and_resume_edit_the_runs_own_copy_not_the_users_file(start_text, tmp_path: Path) -> None:
+    # Issue 20: pause used to edit the user's manifest, so two runs of one file were linked.
     gate = tmp_path / "go"
     command = ["python", "-c", _gated(gate, "up", "done")]
     path = start_text("held", COMMENTED.format(name="held", command=json.dumps(command)))
-    eventually(lambda: _phase(tmp_path, "gj", "held") == "Running", "Running")
+    written = path.read_bytes()
+    other_dir = tmp_path / "other-runs" / "held-2"
+    second = cli(tmp_path, "run", "-d", str(path), "--run-dir", str(other_dir))
+    assert second.returncode == 0, second.stdout + second.stderr
+    other = ["--runs-dir", str(tmp_path / "other-runs")]
+    try:
+        eventually(lambda: _phase(tmp_path, "gj", "held") == "Running", "Running")
+        eventually(lambda: _phase(tmp_path, "gj", "held", *other) == "Running", "the second run Running")
 
-    done = cli(tmp_path, "pause", "gj", "held")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.strip() == "genericjob.batch.tensorstack.dev/held paused: spec.runMode.pause.enabled is true"
-    edited = path.read_text()
-    assert edited.startswith("# A job to pause: this comment stays.\n") and "# two workers" in edited
-    assert yaml.safe_load(edited)["spec"]["runMode"]["pause"]["enabled"] is True
-    eventually(lambda: _phase(tmp_path, "gj", "held") == "Paused", "Paused")
-    described = cli(tmp_path, "describe", "gj", "held").stdout
-    assert "Why:         paused (spec.runMode.pause): t9k-jobs resume gj held" in described
-    assert cli(tmp_path, "pause", "gj", "held").returncode == 0, "pausing a paused run changes nothing"
+        done = cli(tmp_path, "pause", "gj", "held")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.strip() == "genericjob.batch.tensorstack.dev/held paused: spec.runMode.pause.enabled is true"
+        assert path.read_bytes() == written, "the user's manifest is never edited by a verb"
+        run_dir = Path(json.loads(cli(tmp_path, "get", "gj", "held", "-o", "json").stdout)["metadata"]["annotations"][
+            "t9k-jobs.local/run-dir"
+        ])
+        assert yaml.safe_load((run_dir / "manifest.yaml").read_text())["spec"]["runMode"]["pause"]["enabled"] is True
+        eventually(lambda: _phase(tmp_path, "gj", "held") == "Paused", "Paused")
+        described = cli(tmp_path, "describe", "gj", "held").stdout
+        assert "Why:         paused (spec.runMode.pause): t9k-jobs resume gj held" in described
+        assert cli(tmp_path, "pause", "gj", "held").returncode == 0, "pausing a paused run changes nothing"
+        assert _phase(tmp_path, "gj", "held", *other) == "Running", "the other run of the same file is not paused"
 
-    done = cli(tmp_path, "resume", "gj", "held")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert yaml.safe_load(path.read_text())["spec"]["runMode"]["pause"]["enabled"] is False
-    eventually(lambda: _phase(tmp_path, "gj", "held") == "Running", "Running again")
-    gate.write_text("go")
-    assert cli(tmp_path, "wait", "gj", "held", "--for=Succeeded", "--timeout", "90s").returncode == 0
-    message = cli(tmp_path, "pause", "gj", "held")
-    assert message.returncode == 1
-    assert message.stderr.strip() == "error: GenericJob held has finished (Succeeded): there is nothing to pause"
+        # The user's own edit of their file still applies to every run that follows it.
+        path.write_text(path.read_text().replace("spec:\n  replicaSpecs:", "spec:\n  runMode:\n    pause:\n      enabled: true\n  replicaSpecs:", 1))
+        eventually(lambda: _phase(tmp_path, "gj", "held", *other) == "Paused", "the user's edit pausing the second run")
+        done = cli(tmp_path, "resume", "gj", "held")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "enabled: true" in path.read_text(), "resume left the user's file alone"
+        eventually(lambda: _phase(tmp_path, "gj", "held") == "Running", "Running again")
+        assert _phase(tmp_path, "gj", "held", *other) == "Paused"
+        assert cli(tmp_path, "resume", "gj", "held", *other).returncode == 0
+        gate.write_text("go")
+        assert cli(tmp_path, "wait", "gj", "held", "--for=Succeeded", "--timeout", "90s").returncode == 0
+        assert cli(tmp_path, "wait", "gj", "held", "--for=Succeeded", "--timeout", "90s", *other).returncode == 0
+        message = cli(tmp_path, "pause", "gj", "held")
+        assert message.returncode == 1
+        assert message.stderr.strip() == "error: GenericJob held has finished (Succeeded): there is nothing to pause"
+    finally:
+        _kill_run(other_dir)
 
 
-def test_pause_needs_a_watched_manifest(tmp_path: Path, detached) -> None:
+def test_a_run_from_standard_input_pauses_too(tmp_path: Path, detached) -> None:
+    # Its own copy of the manifest is what pause edits: a run from standard input has one too.
     manifest = _generic("piped", _gated(tmp_path / "never", "up", "down"), replicas=1)
     done = subprocess.run(
         [sys.executable, "-m", "t9k_jobs.cli", "run", "-d", "-"],
         input=yaml.safe_dump(manifest), capture_output=True, text=True, timeout=LIMIT, cwd=tmp_path, check=False,
     )
     assert done.returncode == 0, done.stderr
+    run_dir = Path(re.search(r"run dir (\S+)", done.stdout).group(1))  # type: ignore[union-attr]
     try:
-        refused = cli(tmp_path, "pause", "gj", "piped")
-        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
-        assert "pause is not supported for this local run: it watches no manifest" in refused.stderr
+        eventually(lambda: _phase(tmp_path, "gj", "piped") == "Running", "Running")
+        paused = cli(tmp_path, "pause", "gj", "piped")
+        assert paused.returncode == 0, paused.stderr
+        eventually(lambda: _phase(tmp_path, "gj", "piped") == "Paused", "Paused")
     finally:
         assert cli(tmp_path, "delete", "gj", "piped").returncode == 0
+        _kill_run(run_dir)
 
 
 def test_scale_a_local_elastic_job_and_refusals(detached, tmp_path: Path) -> None:
@@ -178,7 +215,8 @@ def test_scale_a_local_elastic_job_and_refusals(detached, tmp_path: Path) -> Non
     assert "--replicas: 5 is outside PyTorchTrainingJob grow's elastic range [1, 3]" in out_of_range.stderr
     done = cli(tmp_path, "scale", "pj", "grow", "--replicas", "2")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert yaml.safe_load((tmp_path / "grow.yaml").read_text())["spec"]["elastic"]["expectedReplicas"] == 2
+    assert yaml.safe_load((tmp_path / "grow.yaml").read_text())["spec"]["elastic"]["expectedReplicas"] == 1
+    assert yaml.safe_load((run_dir / "manifest.yaml").read_text())["spec"]["elastic"]["expectedReplicas"] == 2
     assert yaml.safe_load((run_dir / "job.yaml").read_text())["spec"]["elastic"]["expectedReplicas"] == 2
 
     def two_replicas() -> bool:

@@ -26,7 +26,9 @@ def cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess
 def test_two_runs_started_together_get_two_directories(tmp_path: Path) -> None:
     manifest = tmp_path / "job.yaml"
     manifest.write_text(yaml.safe_dump(QUICK))
-    procs = [subprocess.Popen([sys.executable, "-m", "t9k_jobs.cli", "run", str(manifest), "--quiet"], cwd=tmp_path,
+    # --allow-duplicate: three runs of one job at once (without it, one runs and two are refused:
+    # tests/cli/test_one_run.py).
+    procs = [subprocess.Popen([sys.executable, "-m", "t9k_jobs.cli", "run", str(manifest), "--quiet", "--allow-duplicate"], cwd=tmp_path,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(3)]
     for p in procs:
         out, _ = p.communicate(timeout=120)

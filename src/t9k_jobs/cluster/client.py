@@ -30,6 +30,8 @@ from . import metrics
 
 DEFAULT_QPS = 50.0
 DEFAULT_BURST = 100
+#: Seconds one request may take unless the client is told otherwise (the operator's default).
+DEFAULT_REQUEST_TIMEOUT = 30.0
 
 
 class ApiError(Exception):
@@ -64,16 +66,29 @@ class Resource:
     def path(
         self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
     ) -> str:
-        """The URL path, e.g. ``/api/v1/namespaces/ns/pods/p/status``; ``namespace=None`` is all namespaces."""
+        """The URL path, e.g. ``/api/v1/namespaces/ns/pods/p/status``; ``namespace=None`` is all
+        namespaces, ``name=None`` the collection.
+
+        Raises ``ValueError`` for a ``name`` or ``namespace`` that is not one path segment (empty,
+        ``.``, ``..``, holding ``/`` or ``%``): ``name=""`` would otherwise make the collection's
+        URL, and a DELETE there is a deletecollection of every object in the namespace."""
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace is not None:
-            base += f"/namespaces/{quote(namespace, safe='')}"
+            base += f"/namespaces/{quote(_segment(namespace, 'namespace'), safe='')}"
         base += f"/{self.plural}"
         if name is not None:
-            base += f"/{quote(name, safe='')}"
+            base += f"/{quote(_segment(name, 'name'), safe='')}"
         if subresource:
             base += f"/{subresource}"
         return base
+
+
+def _segment(value: str, what: str) -> str:
+    """``value`` when it can be one path segment of an API URL (client-go's
+    ``IsValidPathSegmentName``, and not empty); raises ``ValueError`` otherwise."""
+    if not isinstance(value, str) or not value or value in (".", "..") or "/" in value or "%" in value:
+        raise ValueError(f"{what} {value!r} cannot be one segment of an API path")
+    return value
 
 
 PODS = Resource("", "v1", "pods", "Pod")
@@ -144,6 +159,9 @@ class KubeClient:
         )
         self._proxy = api.configuration.proxy or None
         self._bucket = TokenBucket(qps, burst)
+        #: Seconds one request may take when :meth:`request` is given no ``timeout`` (None: no
+        #: limit); also the limit on connecting for watches and log streams.
+        self.request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT
 
     @classmethod
     async def from_config(
@@ -197,10 +215,11 @@ class KubeClient:
         params: dict[str, Any] | None = None,
         body: Any = None,
         content_type: str = "application/json",
-        timeout: float = 30.0,
+        timeout: float | None = None,
         verb: str | None = None,
     ) -> dict[str, Any]:
-        """One request; returns the decoded JSON answer. ``timeout`` is in seconds.
+        """One request; returns the decoded JSON answer. ``timeout`` is in seconds (default
+        :attr:`request_timeout`; raises ``asyncio.TimeoutError`` when it runs out).
 
         ``verb`` labels the request in the metrics (default from ``method``: get, create,
         update, patch, delete). ``429`` answers are retried (up to 5 times) after
@@ -211,6 +230,7 @@ class KubeClient:
         if params:
             url += "?" + urlencode({k: _param(v) for k, v in params.items() if v is not None})
         data = None if body is None else (body if isinstance(body, bytes) else orjson.dumps(body))
+        limit = timeout if timeout is not None else self.request_timeout
         for attempt in range(6):
             await self._bucket.take()
             headers = await self._headers(content_type if data is not None else None)
@@ -222,7 +242,7 @@ class KubeClient:
                     url,
                     data=data,
                     headers=headers,
-                    timeout=aiohttp.ClientTimeout(total=timeout),
+                    timeout=aiohttp.ClientTimeout(total=limit),
                     proxy=self._proxy,
                 ) as resp:
                     raw = await resp.read()
@@ -238,8 +258,13 @@ class KubeClient:
                 metrics.API_LATENCY.labels(verb=verb).observe(time.perf_counter() - started)
         raise AssertionError("unreachable")
 
+    def _connect_limit(self) -> float:
+        """Seconds to connect (TCP and TLS) for a long-running request: the request timeout, at most 30."""
+        return min(30.0, self.request_timeout) if self.request_timeout else 30.0
+
     async def get(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any]:
-        return await self.request("GET", res.path(namespace, name))
+        """One object; ``name`` is required (``ValueError`` for None or an empty name)."""
+        return await self.request("GET", res.path(namespace, _segment(name, "name")))
 
     async def list(
         self, res: Resource, namespace: str | None = None, *, params: dict[str, Any] | None = None
@@ -253,7 +278,9 @@ class KubeClient:
     async def replace_status(self, res: Resource, obj: dict[str, Any]) -> dict[str, Any]:
         """PUT ``obj`` to its status subresource; its ``metadata.resourceVersion`` is the precondition."""
         meta = obj["metadata"]
-        return await self.request("PUT", res.path(meta.get("namespace"), meta["name"], "status"), body=obj)
+        return await self.request(
+            "PUT", res.path(meta.get("namespace"), _segment(meta.get("name"), "name"), "status"), body=obj
+        )
 
     async def patch(
         self,
@@ -268,7 +295,7 @@ class KubeClient:
     ) -> dict[str, Any]:
         return await self.request(
             "PATCH",
-            res.path(namespace, name, subresource),
+            res.path(namespace, _segment(name, "name"), subresource),
             body=body,
             content_type=content_type,
             params=params,
@@ -301,7 +328,7 @@ class KubeClient:
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
         if uid:
             body["preconditions"] = {"uid": uid}
-        return await self.request("DELETE", res.path(namespace, name), body=body)
+        return await self.request("DELETE", res.path(namespace, _segment(name, "name")), body=body)
 
     async def watch(
         self, res: Resource, namespace: str | None, params: dict[str, Any], idle_timeout: float
@@ -319,7 +346,7 @@ class KubeClient:
             + urlencode({**{k: _param(v) for k, v in params.items()}, "watch": "true"})
         )
         headers = await self._headers(None)
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=idle_timeout)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._connect_limit(), sock_read=idle_timeout)
         code = "error"
         try:
             async with self._session.get(url, headers=headers, timeout=timeout, proxy=self._proxy) as resp:
@@ -352,7 +379,7 @@ class KubeClient:
             url += "?" + urlencode({k: _param(v) for k, v in params.items() if v is not None})
         headers = await self._headers(None)
         headers["Accept"] = "*/*"
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=idle_timeout)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._connect_limit(), sock_read=idle_timeout)
         code = "error"
         try:
             async with self._session.get(url, headers=headers, timeout=timeout, proxy=self._proxy) as resp:

@@ -92,15 +92,21 @@ class Unreachable(ClusterError):
 
 
 async def connect(
-    kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None, namespace: str | None = None
+    kubeconfig: str | os.PathLike[str] | None = None,
+    context: str | None = None,
+    namespace: str | None = None,
+    request_timeout: float | None = 10.0,
 ) -> Cluster:
     """Load ``kubeconfig`` (default ``$KUBECONFIG``, then ``~/.kube/config``; in a pod without
     either, its ServiceAccount) with ``context`` (default: the current one). ``namespace``: the
-    namespace verbs use when given none (default: the context's, else ``default``). Nothing is
-    sent to the server yet.
+    namespace verbs use when given none (default: the context's, else ``default``).
+    ``request_timeout``: seconds one request may take (None: no limit). Nothing is sent to the
+    server yet.
 
-    Raises :class:`UsageError` for a kubeconfig that is not a file or a context it does not have,
-    :class:`ClusterError` when no configuration can be loaded."""
+    Raises :class:`UsageError` for a kubeconfig that is not a file, a context it does not have,
+    or a file that is not a usable kubeconfig (:func:`kubeconfig_problem`: empty, not a mapping,
+    no clusters, a context naming a cluster or user it lacks), :class:`ClusterError` when no
+    configuration can be loaded."""
     from kubernetes_asyncio import client as k8s_client
     from kubernetes_asyncio import config as k8s_config
     from kubernetes_asyncio.config.config_exception import ConfigException
@@ -126,6 +132,9 @@ async def connect(
                     f"no kubeconfig: {files} does not exist; give --kubeconfig FILE or set KUBECONFIG "
                     "(or --local for this machine's runs)"
                 )
+            problem = kubeconfig_problem([f for f in files.split(os.pathsep) if f], context)
+            if problem is not None:
+                raise UsageError(problem)
             if context is not None:
                 contexts, _ = k8s_config.list_kube_config_contexts(files)
                 names = [c.get("name") for c in contexts]
@@ -146,7 +155,89 @@ async def connect(
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise ClusterError(f"the kubeconfig cannot be read: {type(exc).__name__}: {short(first, 200)}") from None
     kube = KubeClient(k8s_client.ApiClient(configuration=conf))
+    kube.request_timeout = request_timeout
     return Cluster(kube, namespace or default_ns, kube.host)
+
+
+def kubeconfig_problem(files: list[str], context: str | None = None) -> str | None:
+    """What makes ``files`` (one kubeconfig, or ``$KUBECONFIG``'s list, merged as kubectl does:
+    the first file to set a name wins) unusable, in one line naming the file and the field, or
+    None when it looks usable. Checked: each existing file is YAML and a mapping (an empty file
+    is allowed in a list, as kubectl allows it, but not alone); ``clusters``, ``contexts`` and
+    ``users`` are lists of named entries; there is at least one cluster; the context used
+    (``context``, else ``current-context``) exists and names a cluster (and a user, when it
+    names one) that the files have."""
+    import yaml
+
+    clusters: dict[str, Any] = {}
+    contexts: dict[str, Any] = {}
+    users: dict[str, Any] = {}
+    current: str | None = None
+    read = []
+    for name in files:
+        path = Path(name)
+        if not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            return f"kubeconfig {name}: cannot be read: {getattr(exc, 'strerror', None) or exc}"
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 1})" if mark is not None else ""
+            return f"kubeconfig {name}: is not valid YAML{where}"
+        if doc is None:
+            read.append((name, True))
+            continue
+        if not isinstance(doc, dict):
+            return (
+                f"kubeconfig {name}: is not a kubeconfig: it holds a {type(doc).__name__}, not a mapping "
+                "with clusters, contexts, users and current-context"
+            )
+        read.append((name, False))
+        for field, into in (("clusters", clusters), ("contexts", contexts), ("users", users)):
+            entries = doc.get(field)
+            if entries is None:
+                continue
+            if not isinstance(entries, list):
+                return f"kubeconfig {name}: {field} must be a list of named entries, not a {type(entries).__name__}"
+            for i, entry in enumerate(entries):
+                if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                    return f"kubeconfig {name}: {field}[{i}] must be a mapping with a name"
+                into.setdefault(entry["name"], entry)
+        cur = doc.get("current-context")
+        if current is None and isinstance(cur, str) and cur:
+            current = cur
+    if read and all(empty for _, empty in read):
+        return f"kubeconfig {read[0][0]}: is empty; it needs clusters, contexts, users and current-context"
+    if not read:
+        return None
+    where = read[0][0] if len(read) == 1 else ", ".join(n for n, _ in read)
+    if not clusters:
+        return f"kubeconfig {where}: has no clusters (clusters: a list of name and cluster.server)"
+    used = context or current
+    if used is None:
+        names = ", ".join(contexts) or "none"
+        return f"kubeconfig {where}: has no current-context; give --context (it has: {names})"
+    if used not in contexts:
+        if context is not None:
+            return None  # --context names one it lacks: said below, as before
+        return f"kubeconfig {where}: current-context {used!r} is not among its contexts ({', '.join(contexts) or 'none'})"
+    ctx = contexts[used].get("context")
+    if not isinstance(ctx, dict):
+        return f"kubeconfig {where}: context {used!r} has no context mapping (cluster, user, namespace)"
+    cluster = ctx.get("cluster")
+    if cluster not in clusters:
+        return f"kubeconfig {where}: context {used!r} names cluster {cluster!r}, which is not among its clusters ({', '.join(clusters)})"
+    server = (clusters[cluster].get("cluster") or {}).get("server") if isinstance(clusters[cluster].get("cluster"), dict) else None
+    if not isinstance(server, str) or not server:
+        return f"kubeconfig {where}: cluster {cluster!r} has no server (cluster.server: https://HOST:PORT)"
+    user = ctx.get("user")
+    if user is not None and user not in users:
+        return f"kubeconfig {where}: context {used!r} names user {user!r}, which is not among its users ({', '.join(users) or 'none'})"
+    return None
 
 
 # ----------------------------------------------------------------------------- errors
@@ -519,11 +610,38 @@ async def wait_job(
 
     Raises :class:`JobEndedOtherwise` when it ends in another terminal phase (the message says
     how: its Failed condition, the replicas that failed) or is deleted, :class:`WaitTimeout` after
-    ``timeout`` seconds (None: no limit), :class:`NotFound` when there is no such job."""
+    ``timeout`` seconds (None: no limit) however the server behaves (one that never answers
+    included: every request of the wait is inside that time), :class:`NotFound` when there is no
+    such job."""
+    if timeout is None:
+        return await _wait_job(cl, kind, name, wanted, None, namespace, {})
+    seen: dict[str, Any] = {}
+    try:
+        async with asyncio.timeout(timeout):
+            return await _wait_job(cl, kind, name, wanted, timeout, namespace, seen)
+    except TimeoutError:
+        phase = phase_of(seen["raw"]) if "raw" in seen else None
+        where = f"it is {phase}" if phase else f"the API server at {cl.server} has not answered"
+        raise WaitTimeout(
+            f"timed out after {timeout:g}s waiting for {kind} {name} to be {wanted}; {where}", phase
+        ) from None
+
+
+async def _wait_job(
+    cl: Cluster,
+    kind: str,
+    name: str,
+    wanted: str,
+    timeout: float | None,
+    namespace: str | None,
+    seen: dict[str, Any],
+) -> dict[str, Any]:
+    """:func:`wait_job` without its overall limit; ``seen["raw"]`` is the job as last read."""
     ns = namespace or cl.namespace
     res = JOB_RESOURCES[kind]
     what = f"{kind} {name}"
     raw = await get_job(cl, kind, name, ns)
+    seen["raw"] = raw
     loop = asyncio.get_running_loop()
     end = None if timeout is None else loop.time() + timeout
 
@@ -563,7 +681,7 @@ async def wait_job(
                         if kind_of == "DELETED":
                             raise JobEndedOtherwise(f"{what} was deleted while waiting for it to be {wanted}", None)
                         if kind_of in ("ADDED", "MODIFIED"):
-                            raw = event["object"]
+                            raw = seen["raw"] = event["object"]
                             if check(raw):
                                 return raw
                 except ApiError as exc:
@@ -574,7 +692,7 @@ async def wait_job(
         except TimeoutError:  # the wait's own limit (a stalled stream is handled inside)
             raise timed_out() from None
         try:
-            raw = await get_job(cl, kind, name, ns)
+            raw = seen["raw"] = await get_job(cl, kind, name, ns)
         except NotFound:
             raise JobEndedOtherwise(f"{what} was deleted while waiting for it to be {wanted}", None) from None
         except Unreachable:  # the server restarts: keep looking until the time is up

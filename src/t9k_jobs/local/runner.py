@@ -13,6 +13,7 @@ import base64
 import contextlib
 import copy
 import datetime as dt
+import json
 import os
 import secrets
 import shutil
@@ -35,6 +36,7 @@ from ..render import to_yaml
 from ..sshkeys import materialize
 from .display import Display
 from .gpus import GpuAllocator, GpuInventory, gpu_shortage, set_visible_devices
+from .ownership import write_atomic
 from .processes import RUN_ENV, LocalPod, base_environment, marked
 
 EXIT_SUCCEEDED = 0
@@ -253,40 +255,97 @@ def run_job(
     quiet: bool = False,
     watch: bool = True,
     gpus: GpuInventory | None = None,
+    allow_duplicate: bool = False,
 ) -> int:
     """Run ``job`` here until it finishes or is interrupted; return the process exit code.
 
-    ``manifest``: the file the job was read from (watched for edits), ``None`` when it came
-    from standard input. 0 when the job Succeeded, 1 when it Failed, 2 when it cannot run here, 130 (143) when
-    stopped by SIGINT (SIGTERM). Logs go to ``run_dir`` (default ``./t9k-runs/<job>-<time>``):
-    ``<pod>.<container>.log`` per container, ``job.log`` interleaved, ``status.yaml``,
-    ``events.log`` and ``objects.yaml`` (the non-pod objects the operator would create).
-    ``gpus``: the GPUs replicas get (``--gpus``); default: this machine's, discovered when a
-    replica first asks for one.
+    ``manifest``: the file the job was read from (its edits are followed when ``watch``), ``None``
+    when it came from standard input. 0 when the job Succeeded, 1 when it Failed or when a run of
+    the same job is running in the same runs dir (the run dir's parent; AlreadyExists, unless
+    ``allow_duplicate``), 2 when it cannot run here, 130 (143) when stopped by SIGINT (SIGTERM).
+    Logs go to ``run_dir`` (default ``./t9k-runs/<job>-<time>``): ``<pod>.<container>.log`` per
+    container, ``job.log`` interleaved, ``status.yaml``, ``events.log`` and ``objects.yaml`` (the
+    non-pod objects the operator would create); ``manifest.yaml`` is the run's own copy of the
+    manifest (:mod:`t9k_jobs.local.edits`). ``gpus``: the GPUs replicas get (``--gpus``); default:
+    this machine's, discovered when a replica first asks for one.
     """
+    from .edits import write_copy
+    from .ownership import dir_lock, publish_runtime
+    from .runs import already_running
+
     gpus = gpus if gpus is not None else GpuInventory.discovered()
     reason = cannot_run_reason(job, gpus)
     display = Display(quiet=quiet)
     if reason is not None:
         display.error(reason)
         return EXIT_CANNOT_RUN
+    user_doc = _manifest_doc(manifest) if manifest is not None else None
+    made = None
     try:
-        run_dir = make_run_dir(run_dir) if run_dir is not None else new_default_run_dir(job)
-        # What `get`, `describe`, `wait` and `delete` read (t9k_jobs.local.runs): the job as it
-        # started, and this runtime's pid (the process that a SIGTERM stops gracefully).
-        (run_dir / "job.yaml").write_text(to_yaml([job.dump()]), encoding="utf-8")
-        if watch and manifest is not None:
-            # The file this run applies edits of: where pause, resume and scale write (runs.py).
-            (run_dir / WATCHED_MANIFEST).write_text(f"{manifest.resolve()}\n", encoding="utf-8")
-        (run_dir / "runtime.pid").write_text(f"{os.getpid()}\n", encoding="utf-8")
+        made = run_dir = make_run_dir(run_dir) if run_dir is not None else new_default_run_dir(job)
+        # One job, one run: the check and this run's start are one step for every runtime of the
+        # runs dir (they take turns on its lock), so two starts at once cannot both pass it.
+        with dir_lock(run_dir.parent):
+            if not allow_duplicate:
+                taken = already_running(run_dir.parent, job.kind, job.name)
+                if taken is not None:
+                    with contextlib.suppress(OSError):
+                        if not any(run_dir.iterdir()):
+                            run_dir.rmdir()
+                    display.error(taken)
+                    return EXIT_FAILED
+            # What the verbs read (t9k_jobs.local.runs): this runtime's pid, locked for as long as
+            # it lives (published first: a run dir with a job is never without it), the job as it
+            # started, the run's own copy of the manifest, and last the run's identity (run.json),
+            # which makes the run visible to the verbs with everything they read in place.
+            pid_lock = publish_runtime(run_dir)
+            (run_dir / "job.yaml").write_text(to_yaml([job.dump()]), encoding="utf-8")
+            write_copy(run_dir, user_doc if user_doc is not None else _without_status(job))
+            if watch and manifest is not None:
+                # The user's file whose edits this run follows (merged into its copy).
+                (run_dir / WATCHED_MANIFEST).write_text(f"{manifest.resolve()}\n", encoding="utf-8")
+            write_run_info(run_dir, job, time.time())
     except RunDirError as exc:
         display.error(str(exc))
         return EXIT_CANNOT_RUN
     except OSError as exc:
-        display.error(f"cannot write in {run_dir}: {exc.strerror or exc}")
+        display.error(f"cannot write in {made or run_dir}: {exc.strerror or exc}")
         return EXIT_CANNOT_RUN
-    runner = LocalRunner(job, manifest, run_dir, display, watch, gpus)
-    return asyncio.run(runner.run())
+    try:
+        runner = LocalRunner(job, manifest, run_dir, display, watch, gpus, user_doc=user_doc)
+        return asyncio.run(runner.run())
+    finally:
+        os.close(pid_lock)
+
+
+def _without_status(job: Job) -> dict[str, Any]:
+    doc = job.dump()
+    doc.pop("status", None)
+    return doc
+
+
+def _manifest_doc(path: Path) -> dict[str, Any] | None:
+    """The user's manifest as a mapping, read as :func:`t9k_jobs.api.load_manifest` reads it (None
+    when it no longer reads as one job: it was read a moment ago, so that is an edit in between)."""
+    from ..api.reading import ReadError, decode, parse_documents, read_source
+
+    try:
+        docs = parse_documents(decode(read_source(path)))
+    except (ReadError, OSError):
+        return None
+    return docs[0] if len(docs) == 1 and isinstance(docs[0], dict) else None
+
+
+def write_run_info(run_dir: Path, job: Job, created: float) -> None:
+    """Write ``run.json``: what ``get`` and the lookups by name read without parsing a manifest
+    (kind, name, ``created`` in epoch seconds, the number of replicas). Raises ``OSError``."""
+    import json
+
+    from .ownership import write_atomic
+
+    replicas = sum(g.replicas for g in framework_for(job).groups(job))
+    info = {"kind": job.kind, "name": job.name, "created": created, "replicas": replicas}
+    write_atomic(run_dir / "run.json", json.dumps(info) + "\n")
 
 
 class RunDirError(Exception):
@@ -349,6 +408,7 @@ class LocalRunner:
         display: Display,
         watch: bool,
         gpus: GpuInventory | None = None,
+        user_doc: dict[str, Any] | None = None,
     ) -> None:
         self.job = job
         # Every pod takes GPUs of its own when it starts and gives them back when its processes
@@ -369,19 +429,50 @@ class LocalRunner:
         self.wake = asyncio.Event()
         self.stop_signal: int | None = None
         self.mtime = self._mtime()
+        # The user's manifest as this run last read it: the base of the merge of their next edit.
+        self.user_base = user_doc
+        from .edits import COPY_FILE
+
+        self.copy_path = run_dir / COPY_FILE
+        self.copy_sig = self._signature(self.copy_path)
+        # The run dir as it was when the run started: one removed or moved stops the run.
+        try:
+            st = os.stat(run_dir)
+            self.run_dir_ident: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except OSError:
+            self.run_dir_ident = None
         self.deletions: set[asyncio.Task[None]] = set()
         self.finished_at: float | None = None
         self.fatal: str | None = None
         self.job_log = open(run_dir / "job.log", "a", encoding="utf-8")  # noqa: SIM115 - closed in run()
         self.events_log = open(run_dir / "events.log", "a", encoding="utf-8")  # noqa: SIM115
 
-    def _mtime(self) -> float:
-        if self.manifest is None:
-            return 0.0
+    def _mtime(self) -> tuple[int, int, int] | None:
+        return self._signature(self.manifest) if self.manifest is not None else None
+
+    @staticmethod
+    def _signature(path: Path) -> tuple[int, int, int] | None:
+        """What tells a file changed: (modification time in ns, size, inode); None when absent."""
         try:
-            return self.manifest.stat().st_mtime
+            st = path.stat()
         except OSError:
-            return 0.0
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def _check_run_dir(self) -> None:
+        """Stop the run when its run dir was removed or moved: its status, logs and pid file are
+        gone with it, so no verb could see or stop it, and its replicas would run on unseen."""
+        if self.run_dir_ident is None or self.fatal is not None:
+            return
+        try:
+            st = os.stat(self.run_dir)
+            same = (st.st_dev, st.st_ino) == self.run_dir_ident
+        except FileNotFoundError:
+            same = False
+        except OSError:
+            return
+        if not same:
+            self._fatal(f"the run dir {self.run_dir} was removed or moved while the job ran")
 
     def _changed(self) -> None:
         self.wake.set()
@@ -485,6 +576,7 @@ class LocalRunner:
         while True:
             if self.stop_signal is not None:
                 return EXIT_INTERRUPTED if self.stop_signal == signal.SIGINT else 128 + self.stop_signal
+            self._check_run_dir()
             if self.fatal is not None:
                 return EXIT_FAILED
             self._reload_manifest()
@@ -545,7 +637,7 @@ class LocalRunner:
                 self.objects = [o for o in self.objects if (o["kind"], o["metadata"]["name"]) != (delete.kind, delete.name)]
                 made_objects = True
         if made_objects:
-            (self.run_dir / "objects.yaml").write_text(to_yaml(self.objects), encoding="utf-8")
+            write_atomic(self.run_dir / "objects.yaml", to_yaml(self.objects))
         for delete in plan.delete:
             pod = self.pods.get(delete.name)
             if delete.kind != "Pod" or pod is None or pod.deleting or (delete.uid and pod.uid != delete.uid):
@@ -560,9 +652,8 @@ class LocalRunner:
         old = self.job.status.dump() if self.job.status is not None else None
         if plan.status.dump() != old:
             self.job = self.job.model_copy(update={"status": plan.status})
-            (self.run_dir / "status.yaml").write_text(
-                yaml.safe_dump(plan.status.dump(), sort_keys=False), encoding="utf-8"
-            )
+            # Whole or not at all: a reader never sees half a status.
+            write_atomic(self.run_dir / "status.yaml", yaml.safe_dump(plan.status.dump(), sort_keys=False))
         self.display.update(self.job, self.pods)
 
     def _start_pod(self, manifest: dict[str, Any]) -> None:
@@ -619,18 +710,22 @@ class LocalRunner:
         self.wake.set()
 
     def _reload_manifest(self) -> None:
-        """Apply an edited manifest (the local ``kubectl edit``), keeping the status."""
-        if not self.watch or self.manifest is None:
+        """Apply an edit of the run's manifest copy (pause, resume, scale, or a user's edit of the
+        copy: the local ``kubectl edit``), keeping the status; first merge into the copy what the
+        user changed in their own file since the run last read it (when it follows that file)."""
+        if self.watch and self.manifest is not None:
+            self._merge_user_edit()
+        sig = self._signature(self.copy_path)
+        if sig == self.copy_sig or sig is None:
             return
-        mtime = self._mtime()
-        if mtime == self.mtime:
-            return
-        self.mtime = mtime
+        self.copy_sig = sig
         try:
-            new = load_manifest(self.manifest)
+            new = load_manifest(self.copy_path)
         except ManifestError as exc:
             for line in exc.lines():
                 self.display.error(f"{line} (edit ignored; the job goes on with the previous spec)")
+            return
+        if new.dump().get("spec") == self.job.dump().get("spec"):
             return
         if new.kind != self.job.kind or new.name != self.job.name:
             self.display.error("the edited manifest names another job; edit ignored")
@@ -646,10 +741,52 @@ class LocalRunner:
         self._write_job_yaml()
         self.display.note("manifest changed: applying the new spec")
 
+    def _merge_user_edit(self) -> None:
+        """Carry what the user changed in their manifest file since the run last read it into the
+        run's copy (:func:`t9k_jobs.local.edits.merge_edit`); an edit that does not validate is
+        reported and left out (the next valid one is merged against the last valid one)."""
+        from ..api import parse_job
+        from .edits import merge_edit, read_copy, write_copy
+        from .ownership import dir_lock
+
+        assert self.manifest is not None
+        mtime = self._mtime()
+        if mtime == self.mtime:
+            return
+        self.mtime = mtime
+        try:
+            load_manifest(self.manifest)
+        except ManifestError as exc:
+            for line in exc.lines():
+                self.display.error(f"{line} (edit ignored; the job goes on with the previous spec)")
+            return
+        new_doc = _manifest_doc(self.manifest)
+        if new_doc is None or new_doc == self.user_base:
+            return
+        try:
+            parse_job(new_doc, str(self.manifest))
+        except ManifestError:
+            return  # changed again while being read: the next look takes it
+        base = self.user_base if self.user_base is not None else {}
+        try:
+            with dir_lock(self.run_dir):
+                ours = read_copy(self.run_dir)
+                merged = merge_edit(base, new_doc, ours if ours is not None else base)
+                write_copy(self.run_dir, merged)
+        except OSError as exc:
+            self._fatal(f"cannot write {self.copy_path}: {exc.strerror or exc}")
+            return
+        self.user_base = new_doc
+
     def _write_job_yaml(self) -> None:
         """``job.yaml`` again with the spec now applied (what ``get``/``describe`` read), keeping its
-        modification time: that is when the run started."""
+        modification time: that is when the run started; and ``run.json`` (the replicas)."""
         path = self.run_dir / "job.yaml"
+        try:
+            info = json.loads((self.run_dir / "run.json").read_bytes())
+            write_run_info(self.run_dir, self.job, float(info["created"]))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self.display.error(f"cannot write {self.run_dir / 'run.json'}: {getattr(exc, 'strerror', None) or exc}")
         try:
             st = path.stat()
             tmp = path.with_name(".job.yaml.new")

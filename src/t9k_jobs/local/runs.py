@@ -1,16 +1,22 @@
 """Day-two verbs over local runs: find them, read their status, follow their logs, wait, stop.
 
-A local run is a run directory written by :func:`t9k_jobs.local.runner.run_job`: ``job.yaml``
-(the job as it runs: written at the start, its modification time, and again when an edit of the
-watched manifest is applied), ``manifest.path`` (the manifest it watches), ``runtime.pid`` (the process that runs it), ``status.yaml``,
+A local run is a run directory written by :func:`t9k_jobs.local.runner.run_job`:
+``runtime.pid`` (the process that runs it, locked by it: :mod:`t9k_jobs.local.ownership`),
+``run.json`` (kind, name, start, replicas: what ``get`` reads), ``job.yaml`` (the job as it runs:
+written at the start and again when an edit is applied), ``manifest.yaml`` (the run's own copy of
+its manifest, which ``pause``/``resume``/``scale`` edit: :mod:`t9k_jobs.local.edits`),
+``manifest.path`` (the user's manifest it watches), ``status.yaml`` (written whole),
 ``events.log``, ``job.log`` (every replica, ``[worker-1] `` prefixes) and
 ``<pod>.<container>.log``. Runs are found under a runs directory (default ``./t9k-runs``), one
-level deep; a job is named by kind and name, and the newest run of that name wins.
+level deep; a job is named by kind and name: the run of that name whose runtime runs, else the
+newest.
 
-Whether a run is still going is read from ``runtime.pid`` and /proc: the process must be alive
-(not a zombie) and have started before the pid file was written, so a pid reused by an
-unrelated process later is not taken for the runtime. A run whose runtime is gone while its
-status is not terminal (stopped by ``delete``, Ctrl-C, a kill) has the phase ``Stopped`` here.
+Whether a run is still going is proven, never guessed (:func:`t9k_jobs.local.ownership.runtime_state`):
+the runtime holds a lock on its ``runtime.pid`` and has that very file open. A run whose runtime is
+gone while its status is not terminal (stopped by ``delete``, Ctrl-C, a kill) has the phase
+``Stopped`` here; one whose state cannot be told (``runtime.pid`` or ``status.yaml`` missing or
+unreadable, a lock held by a process we cannot see) has the phase ``Unknown``, with the reason, and
+no verb signals anything for it.
 
 Errors are those of :mod:`t9k_jobs.errors` (``RunsError`` is their base, ``JobsError``), each
 one line: :class:`UsageError` and :class:`NotSupported` (exit code 2), :class:`NotFound` and
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import math
 import os
 import re
@@ -39,7 +46,8 @@ import yaml
 
 from ..api import GROUP, KINDS, JobStatus, parse_job
 from ..api.common import TERMINAL_PHASES
-from ..errors import JobsError, NotFound, NotSupported, UsageError
+from ..errors import AlreadyExists, JobsError, NotFound, NotSupported, UsageError
+from .ownership import GONE, PID_FILE, RuntimeState, runtime_state
 from ..show import (
     condition_lines,
     ended_why,
@@ -55,6 +63,9 @@ from ..show import (
 DEFAULT_RUNS_DIR = Path("t9k-runs")
 #: The phase shown for a run whose runtime is gone while its status was not terminal.
 STOPPED = "Stopped"
+#: The phase shown when a run's state cannot be told (its runtime.pid or status.yaml missing or
+#: unreadable, its runtime not provably the process runtime.pid names); the reason goes with it.
+UNKNOWN = "Unknown"
 #: Seconds between two looks at a run's files while following or waiting.
 POLL = 0.2
 #: Seconds ``delete`` waits beyond the longest replica grace period for the runtime to exit.
@@ -114,61 +125,73 @@ def parse_duration(text: str) -> float:
 # ----------------------------------------------------------------------------- the runtime's process
 
 
-def _proc_start(pid: int) -> float | None:
-    """When ``pid`` started (epoch seconds), or None when it is gone or a zombie."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        if fields[0] in ("Z", "X"):
-            return None
-        ticks = int(fields[19])
-        boot = next(
-            float(line.split()[1])
-            for line in Path("/proc/stat").read_text().splitlines()
-            if line.startswith("btime ")
-        )
-    except (OSError, IndexError, ValueError, StopIteration):
-        return None
-    return boot + ticks / os.sysconf("SC_CLK_TCK")
-
-
 def runtime_pid(run_dir: Path) -> int | None:
-    """The pid of the runtime of the run in ``run_dir`` while it is alive, else None.
+    """The pid of the runtime of the run in ``run_dir`` while it runs, proven
+    (:func:`t9k_jobs.local.ownership.runtime_state`), else None (gone, or not known)."""
+    return runtime_state(run_dir).pid
 
-    Alive: ``runtime.pid`` names a process that is not a zombie and started no later than the
-    pid file was written (a pid reused since belongs to a newer process)."""
-    path = run_dir / "runtime.pid"
-    try:
-        pid = int(path.read_text().split()[0])
-        written = path.stat().st_mtime
-    except (OSError, ValueError, IndexError):
-        return None
-    started = _proc_start(pid)
-    # Start times are in clock ticks since boot (1/100 s): allow for that rounding.
-    if started is None or started > written + 1.0:
-        return None
-    return pid
+
+#: The run-dir file with what ``get`` needs without parsing the manifest: kind, name, when it
+#: started (epoch seconds) and how many replicas the job has; written by the runtime.
+RUN_INFO = "run.json"
+
+
+def _yaml_load(text: str) -> Any:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
 
 
 # ----------------------------------------------------------------------------- one run
 
 
 @dataclass
+class Observation:
+    """One look at a run: its ``status`` (None before the first, or when unreadable), why the
+    status could not be read (``status_problem``, None when it was or when there is none yet),
+    its ``runtime`` (:class:`RuntimeState`), the ``phase`` shown (:data:`STOPPED` for a runtime gone
+    before a terminal phase, :data:`UNKNOWN` when it cannot be told) and, for :data:`UNKNOWN`, the
+    ``reason``."""
+
+    status: JobStatus | None
+    status_problem: str | None
+    runtime: RuntimeState
+    phase: str
+    reason: str | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.runtime.running
+
+    @property
+    def pid(self) -> int | None:
+        return self.runtime.pid
+
+
+@dataclass
 class LocalRun:
-    """One run directory of a job. ``created``: epoch seconds the run started (``job.yaml``'s
-    modification time)."""
+    """One run directory of a job. ``created``: epoch seconds the run started."""
 
     run_dir: Path
     kind: str
     name: str
     created: float
-    manifest: dict[str, Any] = field(repr=False)
+    info: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, run_dir: Path) -> LocalRun | None:
-        """The run in ``run_dir``, or None when it is not one (no readable ``job.yaml``)."""
+        """The run in ``run_dir``, or None when it is not one: ``run.json`` (written by the runtime)
+        when it is readable, else ``job.yaml`` (a run of an older version)."""
+        try:
+            info = json.loads((run_dir / RUN_INFO).read_bytes())
+            if isinstance(info, dict) and isinstance(info.get("kind"), str) and isinstance(info.get("name"), str):
+                created = info.get("created")
+                if isinstance(created, (int, float)):
+                    return cls(run_dir.resolve(), info["kind"], info["name"], float(created), info)
+        except (OSError, ValueError):
+            pass
         try:
             path = run_dir / "job.yaml"
-            manifest = yaml.safe_load(path.read_text(encoding="utf-8"))
+            manifest = _yaml_load(path.read_text(encoding="utf-8"))
             created = path.stat().st_mtime
         except (OSError, yaml.YAMLError, UnicodeDecodeError):
             return None
@@ -177,7 +200,18 @@ class LocalRun:
         kind, name = manifest.get("kind"), manifest["metadata"].get("name")
         if not isinstance(kind, str) or not isinstance(name, str):
             return None
-        return cls(run_dir.resolve(), kind, name, created, manifest)
+        run = cls(run_dir.resolve(), kind, name, created)
+        run.__dict__["manifest"] = manifest
+        return run
+
+    @cached_property
+    def manifest(self) -> dict[str, Any]:
+        """The job as it runs (``job.yaml``), ``{}`` when it cannot be read."""
+        try:
+            data = _yaml_load((self.run_dir / "job.yaml").read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError, UnicodeDecodeError):
+            return {}
+        return data if isinstance(data, dict) else {}
 
     @cached_property
     def job(self) -> Any:
@@ -187,26 +221,62 @@ class LocalRun:
         except Exception:  # noqa: BLE001 - written by an older version: shown without the spec
             return None
 
-    def status(self) -> JobStatus | None:
-        """The status the runtime wrote last (``status.yaml``), or None before the first one."""
+    def read_status(self) -> tuple[JobStatus | None, str | None]:
+        """``(status, problem)``: the status the runtime wrote last (``status.yaml``, written whole)
+        and, when there is a ``status.yaml`` that cannot be read as a status, why."""
+        path = self.run_dir / "status.yaml"
         try:
-            data = yaml.safe_load((self.run_dir / "status.yaml").read_text(encoding="utf-8"))
-            return JobStatus.model_validate(data) if isinstance(data, dict) else None
-        except Exception:  # noqa: BLE001 - being rewritten, or from another version
-            return None
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None, None
+        except (OSError, UnicodeDecodeError) as exc:
+            return None, f"status.yaml cannot be read: {getattr(exc, 'strerror', None) or exc}"
+        try:
+            data = _yaml_load(text)
+            if not isinstance(data, dict):
+                return None, "status.yaml holds no status mapping"
+            return JobStatus.model_validate(data), None
+        except Exception as exc:  # noqa: BLE001 - damaged, or from another version
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            return None, f"status.yaml is not a status: {first[:120]}"
+
+    def status(self) -> JobStatus | None:
+        """The status the runtime wrote last, or None (none yet, or unreadable)."""
+        return self.read_status()[0]
+
+    def runtime(self) -> RuntimeState:
+        """Its runtime's state, proven (:func:`t9k_jobs.local.ownership.runtime_state`)."""
+        return runtime_state(self.run_dir)
 
     def pid(self) -> int | None:
-        """The runtime's pid while it runs (:func:`runtime_pid`)."""
-        return runtime_pid(self.run_dir)
+        """The runtime's pid while it provably runs."""
+        return self.runtime().pid
 
-    def phase(self, status: JobStatus | None = None, alive: bool | None = None) -> str:
-        """The job's phase, :data:`STOPPED` when its runtime is gone before a terminal phase."""
-        status = status if status is not None else self.status()
-        alive = alive if alive is not None else self.pid() is not None
-        phase = status.phase if status is not None else "Pending"
-        if not alive and phase not in TERMINAL_PHASES:
-            return STOPPED
-        return phase
+    def observe(self) -> Observation:
+        """Look at the run once (status, runtime) and decide the phase shown: a terminal phase
+        in ``status.yaml`` is final; otherwise :data:`UNKNOWN` (with the reason) when the runtime
+        or the status cannot be told, the status's phase while the runtime runs (``Pending``
+        before its first status), :data:`STOPPED` once it is gone."""
+        status, problem = self.read_status()
+        runtime = self.runtime()
+        if status is not None and status.phase in TERMINAL_PHASES:
+            return Observation(status, None, runtime, status.phase)
+        if runtime.unknown:
+            return Observation(status, problem, runtime, UNKNOWN, runtime.reason)
+        if problem is not None:
+            return Observation(status, problem, runtime, UNKNOWN, problem)
+        if runtime.running:
+            return Observation(status, None, runtime, status.phase if status is not None else "Pending")
+        if status is None:
+            return Observation(
+                None, None, runtime, UNKNOWN,
+                "its runtime is gone and there is no status.yaml (removed, or the run ended before writing one)",
+            )
+        return Observation(status, None, runtime, STOPPED)
+
+    def phase(self) -> str:
+        """The phase shown for the job now (:meth:`observe`)."""
+        return self.observe().phase
 
     def groups(self) -> list[Any]:
         """The job's replica groups (:class:`t9k_jobs.frameworks.base.ReplicaGroup`), ``[]`` when
@@ -218,7 +288,10 @@ class LocalRun:
         return list(framework_for(self.job).groups(self.job))
 
     def replicas_wanted(self, status: JobStatus | None) -> int:
-        """How many replicas the job has (its spec; else those in its status)."""
+        """How many replicas the job has (``run.json``, else its spec, else its status)."""
+        count = self.info.get("replicas")
+        if isinstance(count, int) and not isinstance(count, bool):
+            return count
         groups = self.groups()
         if groups:
             return sum(g.replicas for g in groups)
@@ -226,43 +299,44 @@ class LocalRun:
 
     def summary(self, now: float | None = None) -> dict[str, Any]:
         """One row of ``get``: ``name kind phase ready ("1/2") restarts age pid run_dir``."""
-        status = self.status()
-        pid = self.pid()
-        running = status.aggregate.running if status is not None and pid is not None else 0
+        seen = self.observe()
+        status = seen.status
+        running = status.aggregate.running if status is not None and seen.alive else 0
         restarts = sum(t.restart_count for t in status.tasks) if status is not None else 0
         return {
             "name": self.name,
             "kind": self.kind,
-            "phase": self.phase(status, pid is not None),
+            "phase": seen.phase,
             "ready": f"{running}/{self.replicas_wanted(status)}",
             "restarts": restarts,
             "age": human_age((now or time.time()) - self.created),
             "backoff": status.backoff_count if status is not None else 0,
-            "pid": pid,
+            "pid": seen.pid,
             "run_dir": str(self.run_dir),
         }
 
     def to_object(self) -> dict[str, Any]:
-        """The job as an API object (``-o yaml|json``): the manifest it started with, its status,
-        and annotations ``t9k-jobs.local/run-dir``, ``.../runtime-pid`` (while it runs) and
-        ``.../phase`` (with :data:`STOPPED`)."""
+        """The job as an API object (``-o yaml|json``): the manifest it runs, its status, and
+        annotations ``t9k-jobs.local/run-dir``, ``.../runtime-pid`` (while it runs),
+        ``.../phase`` (with :data:`STOPPED`, :data:`UNKNOWN`) and ``.../unknown-reason``."""
         obj = dict(self.manifest)
         meta = dict(obj.get("metadata") or {})
-        status = self.status()
-        pid = self.pid()
+        seen = self.observe()
         meta["creationTimestamp"] = dt.datetime.fromtimestamp(self.created, dt.UTC).strftime(
             "%Y-%m-%dT%H:%M:%SZ"
         )
         notes = {
             "t9k-jobs.local/run-dir": str(self.run_dir),
-            "t9k-jobs.local/phase": self.phase(status, pid is not None),
+            "t9k-jobs.local/phase": seen.phase,
         }
-        if pid is not None:
-            notes["t9k-jobs.local/runtime-pid"] = str(pid)
+        if seen.pid is not None:
+            notes["t9k-jobs.local/runtime-pid"] = str(seen.pid)
+        if seen.reason is not None:
+            notes["t9k-jobs.local/unknown-reason"] = seen.reason
         meta["annotations"] = {**(meta.get("annotations") or {}), **notes}
         obj["metadata"] = meta
-        if status is not None:
-            obj["status"] = status.dump()
+        if seen.status is not None:
+            obj["status"] = seen.status.dump()
         return obj
 
     def ref(self) -> str:
@@ -280,15 +354,17 @@ class LocalRun:
         except OSError:
             return []
 
-    def why(self, status: JobStatus | None = None, alive: bool | None = None) -> str | None:
+    def why(self, seen: Observation | None = None) -> str | None:
         """One line saying why the job is not (or no longer) Running, or None when it runs well.
 
-        From, in order: a runtime gone before the end, the Failed/Completed condition, pause
-        mode, and each replica that is not running with its reason and message (a container
-        that cannot start, init containers, GPUs held by others, a restart backoff)."""
-        status = status if status is not None else self.status()
-        alive = alive if alive is not None else self.pid() is not None
-        phase = self.phase(status, alive)
+        From, in order: a state that cannot be told, a runtime gone before the end, the
+        Failed/Completed condition, pause mode, and each replica that is not running with its
+        reason and message (a container that cannot start, init containers, GPUs held by
+        others, a restart backoff)."""
+        seen = seen if seen is not None else self.observe()
+        status, phase = seen.status, seen.phase
+        if phase == UNKNOWN:
+            return f"its state cannot be told: {seen.reason}"
         if phase == STOPPED:
             return "its runtime is not running (stopped by delete, Ctrl-C or a kill) before the job finished"
         replicas = replica_problems(status)
@@ -321,11 +397,15 @@ def list_runs(
     runs_dir: Path | None = None, kind: str | None = None, name: str | None = None, latest: bool = True
 ) -> list[LocalRun]:
     """Runs under ``runs_dir`` (default ``./t9k-runs``), of ``kind`` and ``name`` when given,
-    sorted by kind, name and start. ``latest``: only the newest run of each kind and name.
-    A runs directory that does not exist holds no runs."""
+    sorted by kind, name and start. ``latest``: only the newest run of each kind and name, and
+    every other one whose runtime still runs (or cannot be told: nothing live is hidden).
+    A runs directory that does not exist holds no runs.
+
+    Each run is read from its small ``run.json`` (no manifest is parsed), so a lookup by name over
+    a thousand finished runs reads a thousand small files (docs/benchmarks.md)."""
     base = runs_dir if runs_dir is not None else runs_dir_default()
     try:
-        entries = sorted(p for p in base.iterdir() if p.is_dir() and not p.is_symlink())
+        entries = sorted(p for p in base.iterdir() if not p.name.startswith(".") and p.is_dir() and not p.is_symlink())
     except OSError:
         return []
     runs = []
@@ -339,16 +419,26 @@ def list_runs(
         newest: dict[tuple[str, str], LocalRun] = {}
         for run in runs:
             newest[(run.kind, run.name)] = run
-        runs = list(newest.values())
+        keep = set(id(r) for r in newest.values())
+        runs = [r for r in runs if id(r) in keep or r.runtime().state != GONE]
     return runs
+
+
+def live_runs(runs: list[LocalRun]) -> list[LocalRun]:
+    """Those of ``runs`` whose runtime provably runs."""
+    return [r for r in runs if r.runtime().running]
 
 
 def find_run(
     kind: str | None, name: str | None, runs_dir: Path | None = None, run_dir: Path | None = None
 ) -> LocalRun:
     """The run to act on: the one in ``run_dir`` when given (it must be of ``kind`` and ``name``
-    when those are given), else the newest run of ``kind`` and ``name`` under ``runs_dir``.
-    Raises :class:`NotFound` naming what was looked for and where."""
+    when those are given); else, of the runs of ``kind`` and ``name`` under ``runs_dir``, the one
+    whose runtime runs, or the newest when none runs.
+
+    Raises :class:`UsageError` without a ``name`` (and no ``run_dir``: a verb never picks a job
+    for a missing name), or when several runs of that name run (``--run-dir`` names one),
+    :class:`NotFound` naming what was looked for and where."""
     if run_dir is not None:
         run = LocalRun.load(run_dir)
         if run is None:
@@ -358,12 +448,21 @@ def find_run(
                 f"{run_dir} holds {run.kind} {run.name}, not {kind or run.kind} {name or run.name}"
             )
         return run
+    from ..arguments import check_name
+
+    check_name(name)
     base = runs_dir if runs_dir is not None else runs_dir_default()
-    found = list_runs(base, kind, name)
+    found = list_runs(base, kind, name, latest=False)
     if not found:
-        what = f"{kind.lower() if kind else 'job'} {name!r}" if name else (kind or "job")
+        what = f"{kind.lower() if kind else 'job'} {name!r}"
         raise NotFound(f"no local run of {what} in {base} (use --runs-dir or --run-dir to look elsewhere)")
-    return found[-1]
+    live = live_runs(found)
+    if len(live) > 1:
+        dirs = ", ".join(f"{r.run_dir} (pid {r.pid()})" for r in live)
+        raise UsageError(
+            f"{len(live)} runs of {live[0].kind} {name} are running: {dirs}; name one with --run-dir"
+        )
+    return live[0] if live else found[-1]
 
 
 # ----------------------------------------------------------------------------- logs
@@ -373,24 +472,45 @@ def log_source(
     run: LocalRun, replica_type: str | None, index: int | None, container: str | None
 ) -> tuple[Path, Callable[[str], bool] | None]:
     """The file to read and a filter of its lines for the replicas asked for. Raises
-    :class:`UsageError` (``index`` without ``replica_type``), :class:`NotFound` (a replica type or
-    container the job does not have)."""
+    :class:`UsageError` (``index`` without ``replica_type``, ``container`` without ``index``),
+    :class:`NotFound` (a replica type, replica or container the job does not have: what it has is
+    named)."""
     if replica_type is None and index is None:
+        if container is not None:
+            raise UsageError("--container needs --type and --index")
         return run.run_dir / "job.log", None
     if replica_type is None:
         raise UsageError("--index needs --type")
+    groups = run.groups()
+    types = [g.type for g in groups]
+    if groups and replica_type not in types:
+        raise NotFound(f"{run.kind} {run.name} has no replica type {replica_type!r}; it has {', '.join(types)}")
     if index is None:  # every replica of one type, from job.log
+        if container is not None:
+            raise UsageError("--container needs --type and --index")
         tag = re.compile(rf"^\[{re.escape(replica_type)}(-\d+)?(/[^\]]*)?\] ")
         return run.run_dir / "job.log", lambda line: bool(tag.match(line))
     pod = f"{run.name}-{replica_type}-{index}"
     containers = _containers(run, replica_type)
+    if not groups:  # job.yaml no longer validates: the files are all there is
+        if container is None:
+            raise NotFound(f"{run.kind} {run.name}: its job.yaml does not validate; give --container")
+        path = run.run_dir / f"{pod}.{container}.log"
+        if not path.exists():
+            raise NotFound(f"{run.kind} {run.name} has no log of {pod} container {container!r}")
+        return path, None
     if container is None:
-        if not containers:
-            raise NotFound(f"{run.kind} {run.name} has no replica type {replica_type!r}")
         container = containers[0]
-    elif containers and container not in containers:
+    elif container not in containers:
         raise NotFound(f"{pod} has no container {container!r}; it has {', '.join(containers)}")
-    return run.run_dir / f"{pod}.{container}.log", None
+    path = run.run_dir / f"{pod}.{container}.log"
+    replicas = next(g.replicas for g in groups if g.type == replica_type)
+    if index >= replicas and not path.exists():  # one that ran before a scale-down still has its log
+        raise NotFound(
+            f"{run.kind} {run.name} has no replica {replica_type}-{index}: {replica_type} has {replicas} "
+            f"(indexes 0 to {replicas - 1})" if replicas else f"{run.kind} {run.name} has no {replica_type} replicas"
+        )
+    return path, None
 
 
 def _containers(run: LocalRun, replica_type: str) -> list[str]:
@@ -399,6 +519,63 @@ def _containers(run: LocalRun, replica_type: str) -> list[str]:
         if group.type == replica_type:
             return [c.get("name", "") for c in (group.template.get("spec") or {}).get("containers") or []]
     return []
+
+
+#: Bytes read at a time from a log file, forwards or backwards: what bounds the memory of
+#: ``logs`` (with the longest line, which is yielded whole).
+LOG_BLOCK = 1 << 20
+#: Bytes of a line's start that a filter of ``logs --type`` looks at (its ``[worker-1] `` prefix).
+FILTER_HEAD = 4096
+
+
+def _lines_backwards(f: Any, size: int, block: int = LOG_BLOCK) -> Iterator[tuple[int, bytes]]:
+    """``(offset, head)`` of each line of the open binary file ``f`` (the first ``size`` bytes),
+    last line first: ``offset`` where it starts, ``head`` its first :data:`FILTER_HEAD` bytes. A
+    last line without a newline is a line; the nothing after a final newline is not. Reads
+    ``block`` bytes at a time and keeps no more than a block and a head in memory."""
+    pos = size
+    head = b""  # the first FILTER_HEAD bytes of the line being read, from the blocks read so far
+    while pos > 0:
+        start = max(0, pos - block)
+        f.seek(start)
+        chunk = f.read(pos - start)
+        pos = start
+        end = len(chunk)
+        nl = chunk.rfind(b"\n", 0, end)
+        while nl >= 0:
+            line_start = start + nl + 1
+            if line_start < size:
+                yield line_start, (chunk[nl + 1 : end] + head)[:FILTER_HEAD]
+            head = b""
+            end = nl
+            nl = chunk.rfind(b"\n", 0, end)
+        head = (chunk[:end] + head)[:FILTER_HEAD]
+    if size > 0:
+        yield 0, head
+
+
+def tail_offset(path: Path, lines: int, keep: Callable[[str], bool] | None = None) -> int:
+    """Where the last ``lines`` lines of ``path`` (those ``keep`` accepts, when given) start: a
+    byte offset (the file's size for 0 lines; 0 when it has fewer). A last line without a newline
+    counts. Reads from the end in blocks: the memory taken does not grow with the file."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if lines <= 0:
+                return size
+            found = 0
+            for offset, head in _lines_backwards(f, size):
+                if keep is None or keep(head.decode("utf-8", errors="replace")):
+                    found += 1
+                    if found == lines:
+                        return offset
+    except FileNotFoundError:
+        return 0
+    return 0
+
+
+class LogSourceGone(JobsError):
+    """``logs -f``: the run dir or the log being followed went away (removed or moved); exit 1."""
 
 
 def follow_logs(
@@ -414,19 +591,43 @@ def follow_logs(
     (``job.log``), every replica of ``replica_type``, or one replica's container log
     (``replica_type`` and ``index``; ``container`` defaults to the first one).
 
-    ``tail``: only the last ``tail`` lines written so far (None: all). ``follow``: go on yielding
-    lines as they are written until the runtime has exited (the status is terminal or the run was
-    stopped) and the file is read to its end; a replica restarted or replaced keeps writing to
-    the same files, so its new lines come too. A file that is not there yet is waited for while
-    the runtime runs. Raises :class:`UsageError`/:class:`NotFound` for replicas that are not in
-    the job."""
+    ``tail``: only the last ``tail`` lines written so far (None: all), a last line without a
+    newline counted; found by reading from the end (:func:`tail_offset`). The file is read
+    :data:`LOG_BLOCK` bytes at a time, so memory stays bounded whatever its size. ``follow``: go
+    on yielding lines as they are written until the runtime has exited (the status is terminal or
+    the run was stopped) and the file is read to its end; a replica restarted or replaced keeps
+    writing to the same files, so its new lines come too. A file that is not there yet is waited
+    for while the runtime runs.
+
+    Raises :class:`UsageError`/:class:`NotFound` for replicas that are not in the job;
+    :class:`LogSourceGone` when, while following, the run dir or the file being read is removed or
+    moved (a silent end would look like a finished job)."""
     path, keep = log_source(run, replica_type, index, container)
-    keep = keep or (lambda _line: True)
-    pos, pending = 0, b""
+    accept = keep or (lambda _line: True)
+    pos = tail_offset(path, tail, keep) if tail is not None else 0
+    pending = b""
     ident = None
-    first = True
+    try:
+        st = os.stat(run.run_dir)
+        dir_ident: tuple[int, int] | None = (st.st_dev, st.st_ino)
+    except OSError:
+        dir_ident = None
+
+    def gone() -> str | None:
+        try:
+            st = os.stat(run.run_dir)
+        except FileNotFoundError:
+            return f"the run dir {run.run_dir} is gone (removed or moved) while following its logs"
+        except OSError:
+            return None
+        if dir_ident is not None and (st.st_dev, st.st_ino) != dir_ident:
+            return f"the run dir {run.run_dir} was replaced while following its logs"
+        if ident is not None and not path.exists():
+            return f"{path} was removed while following it"
+        return None
+
     while True:
-        alive = run.pid() is not None  # read before the file: lines written before it ended are not missed
+        alive = run.runtime().running  # read before the file: lines written before it ended are not missed
         try:
             with open(path, "rb") as f:
                 st = os.fstat(f.fileno())
@@ -434,23 +635,31 @@ def follow_logs(
                     pos, pending = 0, b""  # replaced or truncated: read it from its start
                 ident = (st.st_dev, st.st_ino)
                 f.seek(pos)
-                data = f.read()
-                pos += len(data)
+                while True:
+                    data = f.read(LOG_BLOCK)
+                    if not data:
+                        break
+                    pos += len(data)
+                    lines = (pending + data).split(b"\n")
+                    pending = lines.pop()
+                    for line in lines:
+                        text = line.decode("utf-8", errors="replace")
+                        if accept(text):
+                            yield text
         except FileNotFoundError:
-            data = b""
-        chunk = pending + data
-        lines = chunk.split(b"\n")
-        pending = lines.pop()
-        text = [line.decode("utf-8", errors="replace") for line in lines]
-        text = [line for line in text if keep(line)]
-        if first:
-            if tail is not None:
-                text = text[-tail:] if tail > 0 else []
-            first = False
-        yield from text
-        if not follow or not alive or (should_stop is not None and should_stop()):
-            if pending and keep(pending.decode("utf-8", errors="replace")):
+            pass
+        stop = not follow or not alive or (should_stop is not None and should_stop())
+        if follow and not stop:
+            problem = gone()
+            if problem is not None:
+                raise LogSourceGone(problem)
+        if stop:
+            if pending and accept(pending.decode("utf-8", errors="replace")):
                 yield pending.decode("utf-8", errors="replace")
+            if follow and not alive and (should_stop is None or not should_stop()):
+                problem = gone()
+                if problem is not None:
+                    raise LogSourceGone(problem)
             return
         time.sleep(POLL)
 
@@ -483,20 +692,22 @@ def wait_for(
     run: LocalRun, target: str, timeout: float | None = None, clock: Callable[[], float] = time.monotonic
 ) -> WaitResult:
     """Wait until ``run``'s job is in phase ``target`` (``Succeeded``, ``Failed`` or ``Running``,
-    any case), it ends in another terminal phase or is stopped (not reached), or ``timeout``
-    seconds pass (None: no limit; not reached). Polls the run's files every :data:`POLL` s.
-    Raises :class:`UsageError` for another target."""
+    any case), it ends in another terminal phase or is stopped (not reached), its state cannot be
+    told (:data:`UNKNOWN`, not reached: waiting on would never end), or ``timeout`` seconds pass
+    (None: no limit; not reached). Polls the run's files every :data:`POLL` s. Raises
+    :class:`UsageError` for another target."""
     wanted = wait_phase(target)
     end = None if timeout is None else clock() + timeout
     what = f"{run.kind} {run.name}"
     while True:
-        status = run.status()
-        alive = run.pid() is not None
-        phase = run.phase(status, alive)
+        seen = run.observe()
+        phase = seen.phase
         if phase == wanted:
             return WaitResult(True, phase, f"{what} is {phase}")
+        if phase == UNKNOWN:
+            return WaitResult(False, phase, f"cannot wait for {what} to be {wanted}: {run.why(seen)}")
         if phase in TERMINAL_PHASES or phase == STOPPED:
-            why = run.why(status, alive)
+            why = run.why(seen)
             return WaitResult(
                 False, phase, f"{what} ended {phase}, not {wanted}" + (f": {why}" if why else "")
             )
@@ -546,28 +757,39 @@ def stop_run(run: LocalRun, timeout: float | None = None) -> StopResult:
     (default :func:`grace_seconds` + :data:`STOP_MARGIN`), then SIGKILL it (its watchdog kills
     what is left within a second). Processes still carrying the run's marker after that are
     killed. The run directory is kept. A run that is not running is left as it is
-    (``was_running`` False) apart from that sweep."""
+    (``was_running`` False) apart from that sweep.
+
+    Only a runtime proven to be the run's (:func:`t9k_jobs.local.ownership.runtime_state`) is
+    signalled, through a pidfd pinned before the proof is checked again; raises
+    :class:`JobsError` (nothing signalled) when the runtime's state cannot be told."""
+    from .ownership import NotOurs, pinned, signal_runtime
     from .processes import RUN_ENV, marked
 
-    pid = run.pid()
+    state = run.runtime()
+    if state.unknown:
+        raise JobsError(
+            f"{run.kind} {run.name}: cannot tell whether its runtime runs ({state.reason}); nothing was "
+            f"signalled. Look for its processes with: grep -l T9K_JOBS_RUN_DIR={run.run_dir} /proc/*/environ"
+        )
+    pid = state.pid
     result = StopResult(was_running=pid is not None)
     started = time.monotonic()
     if pid is not None:
         limit = timeout if timeout is not None else grace_seconds(run) + STOP_MARGIN
         try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        while run.pid() is not None and time.monotonic() - started < limit:
-            time.sleep(POLL)
-        if run.pid() is not None:
-            result.exited = False
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            while run.pid() is not None and time.monotonic() - started < limit + 10:
-                time.sleep(POLL)
+            with pinned(run.run_dir, pid) as pidfd:
+                signal_runtime(pidfd, pid, signal.SIGTERM)
+                while run.runtime().running and time.monotonic() - started < limit:
+                    time.sleep(POLL)
+                if run.runtime().running:
+                    result.exited = False
+                    signal_runtime(pidfd, pid, signal.SIGKILL)
+                    while run.runtime().running and time.monotonic() - started < limit + 10:
+                        time.sleep(POLL)
+        except NotOurs:
+            result.was_running = False  # it ended between the look and the signal
+    if run.runtime().unknown:
+        return result  # not proven gone: nothing else is touched
     # The runtime sweeps its processes as it ends, its watchdog when it is killed; anything
     # left now escaped both.
     deadline = time.monotonic() + (3.0 if pid is not None and not result.exited else 0.0)
@@ -587,10 +809,13 @@ def stop_run(run: LocalRun, timeout: float | None = None) -> StopResult:
 
 
 def purge(run: LocalRun) -> None:
-    """Remove ``run``'s directory (only once its runtime is gone; raises :class:`RunsError`
-    while it runs)."""
-    if run.pid() is not None:
+    """Remove ``run``'s directory, only once its runtime is proven gone (raises
+    :class:`RunsError` while it runs or when that cannot be told)."""
+    state = run.runtime()
+    if state.running:
         raise RunsError(f"{run.kind} {run.name} is still running in {run.run_dir}; stop it first")
+    if state.unknown:
+        raise RunsError(f"{run.kind} {run.name}: cannot tell whether its runtime runs ({state.reason}); not removed")
     shutil.rmtree(run.run_dir)
 
 
@@ -601,14 +826,19 @@ def describe(run: LocalRun, events: int = 15) -> list[str]:
     """``describe``'s lines for ``run``: identity and runtime, a spec summary per replica type,
     why it is not Running (when it is not), conditions, a per-replica table (phase, restarts,
     exit codes, reason) and the last ``events`` lines of ``events.log``."""
-    status = run.status()
-    pid = run.pid()
-    phase = run.phase(status, pid is not None)
+    seen = run.observe()
+    status, pid, phase = seen.status, seen.pid, seen.phase
+    if pid is not None:
+        runtime = f"running, pid {pid}"
+    elif seen.runtime.unknown:
+        runtime = f"unknown: {seen.runtime.reason}"
+    else:
+        runtime = "not running"
     out = [
         f"Name:        {run.name}",
         f"Kind:        {run.kind}",
         f"Run dir:     {run.run_dir}",
-        f"Runtime:     {f'running, pid {pid}' if pid is not None else 'not running'}",
+        f"Runtime:     {runtime}",
         (
             f"Created:     {dt.datetime.fromtimestamp(run.created).strftime('%Y-%m-%d %H:%M:%S')} "
             f"({human_age(time.time() - run.created)} ago)"
@@ -620,7 +850,7 @@ def describe(run: LocalRun, events: int = 15) -> list[str]:
         for label, value in (("Started:", status.start_time), ("Completed:", status.completion_time)):
             if value:
                 out.append(f"{label:<12} {value}")
-    why = run.why(status, pid is not None)
+    why = run.why(seen)
     if why and phase != "Succeeded":
         out.append(f"Why:         {why}")
     out.append("Spec:")
@@ -668,78 +898,69 @@ def watched_manifest(run: LocalRun) -> Path | None:
 def edit_spec(
     run: LocalRun, path: list[str], value: Any, verb: str, timeout: float = APPLY_TIMEOUT
 ) -> LocalRun:
-    """Set ``path`` (e.g. ``["spec", "runMode", "pause", "enabled"]``) to ``value`` in the manifest
-    the running ``run`` watches, as a person editing it would (comments and layout kept,
-    :func:`t9k_jobs.yamledit.set_field`), and wait up to ``timeout`` seconds for the runtime to
+    """Set ``path`` (e.g. ``["spec", "runMode", "pause", "enabled"]``) to ``value`` in the run's own
+    copy of its manifest (``manifest.yaml`` in the run dir, :mod:`t9k_jobs.local.edits`; never the
+    user's file, which other runs may watch), and wait up to ``timeout`` seconds for the runtime to
     apply it (its ``job.yaml`` shows the new spec). Returns the run as it is then.
 
-    Raises :class:`NotSupported` when the run watches no manifest, :class:`JobsError` when it is
-    not running, when the manifest holds edits the run did not apply, when the file cannot be
-    edited or written, or when the runtime did not apply the edit in time; ``verb`` names the
-    action in those messages (``pause``)."""
+    Raises :class:`NotSupported` for a run of an older version (no copy), :class:`JobsError` when
+    it is not running (or that cannot be told), when the copy holds edits the run did not apply,
+    when it cannot be written, or when the runtime did not apply the edit in time;
+    :class:`UsageError` for an edit of a field that cannot change; ``verb`` names the action in
+    those messages (``pause``)."""
     from ..api import fixed_field_changes
-    from ..api.reading import ReadError, decode, parse_documents
-    from ..yamledit import EditError, set_field
+    from .edits import COPY_FILE, read_copy, set_path, write_copy
+    from .ownership import dir_lock
 
     what = f"{run.kind} {run.name}"
-    if run.pid() is None:
+    state = run.runtime()
+    if state.unknown:
+        raise JobsError(f"{what}: cannot tell whether its runtime runs ({state.reason}); nothing to {verb}")
+    if not state.running:
         raise JobsError(f"{what} is not running ({run.phase()}): nothing to {verb}")
-    manifest = watched_manifest(run)
-    if manifest is None:
-        raise NotSupported(
-            f"{verb} is not supported for this local run: it watches no manifest (it was started from "
-            "standard input or with --no-watch)"
-        )
     if run.job is None:
         raise JobsError(f"{what}: {run.run_dir / 'job.yaml'} does not validate; cannot {verb} it")
-
-    def parse(text: str) -> Any:
-        try:
-            docs = parse_documents(text)
-            return parse_job(docs[0], str(manifest)) if len(docs) == 1 else None
-        except (ReadError, ValueError):
-            return None
-
+    copy_path = run.run_dir / COPY_FILE
     try:
-        real = manifest.resolve(strict=True)
-        text = decode(real.read_bytes())
-    except (OSError, ReadError) as exc:
-        raise JobsError(f"cannot read {manifest}, the manifest the run watches: {exc}") from None
-    current = parse(text)
-    if current is None or current.dump().get("spec") != run.job.dump().get("spec"):
-        raise JobsError(
-            f"{manifest} holds edits the run has not applied (see {run.run_dir / 'runtime.log'}); "
-            f"fix or undo them, then {verb} again"
-        )
-    try:
-        new_text = set_field(text, path, value)
-    except EditError as exc:
-        raise JobsError(f"cannot {verb}: {manifest} cannot be edited in place: {exc}") from None
-    new = parse(new_text)
-    if new is None:
-        raise JobsError(f"cannot {verb}: the edited manifest would not validate")
-    problems = fixed_field_changes(run.job, new)
-    if problems:
-        raise UsageError(problems[0])
-    wanted = new.dump().get("spec")
-    try:
-        tmp = real.with_name(f".{real.name}.t9k-jobs-edit")
-        tmp.write_text(new_text, encoding="utf-8")
-        shutil.copymode(real, tmp)
-        os.replace(tmp, real)
+        with dir_lock(run.run_dir):
+            current = read_copy(run.run_dir)
+            if current is None:
+                raise NotSupported(
+                    f"{verb} is not supported for this local run: it has no {COPY_FILE} (started by an older "
+                    "t9k-jobs); stop it and run it again"
+                )
+            try:
+                current_job = parse_job(current, str(copy_path))
+            except ValueError:
+                current_job = None
+            if current_job is None or current_job.dump().get("spec") != run.job.dump().get("spec"):
+                raise JobsError(
+                    f"{copy_path} holds edits the run has not applied (see {run.run_dir / 'runtime.log'}); "
+                    f"fix or undo them, then {verb} again"
+                )
+            try:
+                edited = set_path(current, path, value)
+                new = parse_job(edited, str(copy_path))
+            except ValueError as exc:
+                raise JobsError(f"cannot {verb}: the edited manifest would not validate: {exc}") from None
+            problems = fixed_field_changes(run.job, new)
+            if problems:
+                raise UsageError(problems[0])
+            write_copy(run.run_dir, edited)
     except OSError as exc:
-        raise JobsError(f"cannot write {manifest}: {exc.strerror or exc}") from None
+        raise JobsError(f"cannot {verb}: {copy_path} cannot be written: {exc.strerror or exc}") from None
+    wanted = new.dump().get("spec")
     end = time.monotonic() + timeout
     while True:
         now = LocalRun.load(run.run_dir) or run
         if now.job is not None and now.job.dump().get("spec") == wanted:
             return now
-        if now.pid() is None:
-            raise JobsError(f"{what} stopped before it applied the edit of {manifest}")
+        if not now.runtime().running:
+            raise JobsError(f"{what} stopped before it applied the edit of {copy_path}")
         if time.monotonic() >= end:
             log = run.run_dir / "runtime.log"
             where = f"; see {log}" if log.exists() else ""
-            raise JobsError(f"edited {manifest}, but the run has not applied it in {timeout:g}s{where}")
+            raise JobsError(f"edited {copy_path}, but the run has not applied it in {timeout:g}s{where}")
         time.sleep(POLL)
 
 
@@ -796,7 +1017,7 @@ def start_detached(
         except BrokenPipeError:
             pass
     end = time.monotonic() + timeout
-    while runtime_pid(run_dir) != proc.pid:
+    while runtime_pid(run_dir) != proc.pid or LocalRun.load(run_dir) is None:
         if proc.poll() is not None or time.monotonic() >= end:
             if proc.poll() is None:
                 proc.kill()
@@ -808,6 +1029,8 @@ def start_detached(
                     run_dir.rmdir()
             last = output.splitlines()[-1] if output else f"exit code {proc.returncode}"
             last = last.removeprefix("error: ")
+            if ALREADY_RUNNING in last:
+                raise AlreadyExists(last)
             error = RunsError(f"the run did not start: {last}")
             error.exit_code = proc.returncode if proc.returncode and proc.returncode > 0 else 1
             raise error
@@ -815,12 +1038,37 @@ def start_detached(
     with contextlib.suppress(OSError):
         os.replace(side, run_dir / "runtime.log")
     run = LocalRun.load(run_dir)
-    assert run is not None  # job.yaml is written before runtime.pid
+    assert run is not None  # waited for above
     return run
 
 
+#: What a runtime says when a run of the same job runs in the same runs dir (AlreadyExists).
+ALREADY_RUNNING = "already exists: it is running in"
+
+
+def already_running(runs_dir: Path, kind: str, name: str) -> str | None:
+    """The one line refusing a new run of ``kind`` ``name`` in ``runs_dir`` while one runs there
+    (as ``kubectl create`` refuses a name that is taken), or None when none runs."""
+    live = live_runs(list_runs(runs_dir, kind, name, latest=False))
+    if not live:
+        return None
+    other = live[-1]
+    short = {v: k for k, v in _SHORT_NAMES.items()}.get(kind, kind)
+    return (
+        f"{kind} {name} {ALREADY_RUNNING} {other.run_dir} (runtime pid {other.pid()}); stop it first "
+        f"(t9k-jobs delete {short} {name}), or start another beside it with --allow-duplicate"
+    )
+
+
 __all__ = [
+    "ALREADY_RUNNING",
     "APPLY_TIMEOUT",
+    "UNKNOWN",
+    "LogSourceGone",
+    "Observation",
+    "already_running",
+    "live_runs",
+    "tail_offset",
     "DEFAULT_RUNS_DIR",
     "NotSupported",
     "STOPPED",

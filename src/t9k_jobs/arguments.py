@@ -1,0 +1,202 @@
+"""The one check of what the verbs are given, before any of them acts.
+
+Every method of :class:`t9k_jobs.Client` (so every CLI verb, which goes through it) has its
+arguments checked here first: :func:`check_arguments` is wrapped around the methods of each
+target once, when the target's class is defined, so no path reaches a runtime unchecked.
+
+What is refused, each with :class:`~t9k_jobs.errors.UsageError` (exit code 2) and one line naming
+the argument and what it accepts:
+
+* a verb on one job (get, describe, wait, logs, delete, pause, resume, scale) without a name:
+  ``None``, ``""``, only whitespace (kubectl: "resource name may not be empty"). Without this,
+  ``delete gj ""`` became a DELETE of the collection URL on a cluster (every job of the kind in
+  the namespace) and acted on the newest run of any name locally;
+* a name or namespace that cannot be one path segment of a URL: ``.``, ``..``, or holding ``/``,
+  ``%`` (client-go's ``IsValidPathSegmentName``); what is left is the API server's to judge;
+* an argument of the wrong type: ``name=5``, ``replicas="3"``, ``tail=1.5``, ``follow="no"``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from .errors import UsageError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: The verbs that act on one job: their ``name`` is required.
+ONE_JOB_VERBS = frozenset({"get", "describe", "wait", "logs", "delete", "pause", "resume", "scale"})
+
+
+def _type_name(value: Any) -> str:
+    return "None" if value is None else type(value).__name__
+
+
+def check_name(value: Any, what: str = "NAME") -> str:
+    """``value`` as a job name: a non-empty string that can be one URL path segment. Returns it.
+
+    Raises :class:`UsageError` naming ``what`` (``NAME``, ``--namespace``) for ``None``, a
+    non-string, an empty or blank string, ``.``/``..``, or one holding ``/`` or ``%``."""
+    if value is None:
+        raise UsageError(f"{what}: a job name is required (got None)")
+    if not isinstance(value, str):
+        raise UsageError(f"{what}: expected a job name (a string), got {_type_name(value)} {value!r}")
+    if not value.strip():
+        raise UsageError(f"{what}: a job name is required; {value!r} is empty (kubectl: resource name may not be empty)")
+    return check_segment(value, what)
+
+
+def check_segment(value: str, what: str) -> str:
+    """``value`` when it can be one path segment of an API URL; else :class:`UsageError`."""
+    if value in (".", ".."):
+        raise UsageError(f"{what}: {value!r} is not a name (it may not be '.' or '..')")
+    for bad in ("/", "%"):
+        if bad in value:
+            raise UsageError(f"{what}: {value!r} is not a name (it may not contain {bad!r})")
+    if value != value.strip():
+        raise UsageError(f"{what}: {value!r} is not a name (leading or trailing whitespace)")
+    return value
+
+
+def _kind(value: Any, what: str) -> None:
+    from .api import JobBase
+
+    if isinstance(value, type) and issubclass(value, JobBase):
+        return
+    if not isinstance(value, str):
+        raise UsageError(
+            f"{what}: expected a kind (a string such as 'gj' or 'PyTorchTrainingJob', or a job class), "
+            f"got {_type_name(value)} {value!r}"
+        )
+    if not value.strip():
+        raise UsageError(f"{what}: a kind is required (gj, pj, dj, caij or their full names); got {value!r}")
+
+
+def _optional_str(value: Any, what: str) -> None:
+    if value is not None and not isinstance(value, str):
+        raise UsageError(f"{what}: expected a string or None, got {_type_name(value)} {value!r}")
+
+
+def _bool(value: Any, what: str) -> None:
+    if not isinstance(value, bool):
+        raise UsageError(f"{what}: expected True or False, got {_type_name(value)} {value!r}")
+
+
+def _count(value: Any, what: str, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        accepted = "an integer of 0 or more" + (" or None" if optional else "")
+        raise UsageError(f"{what}: expected {accepted}, got {_type_name(value)} {value!r}")
+    if value < 0:
+        raise UsageError(f"{what}: expected an integer of 0 or more, got {value}")
+
+
+def _duration(value: Any, what: str) -> None:
+    if value is None or isinstance(value, str):
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(
+            f"{what}: expected seconds (a number) or a duration such as '30s', '5m', got {_type_name(value)} {value!r}"
+        )
+
+
+def _path(value: Any, what: str) -> None:
+    if value is not None and not isinstance(value, (str, os.PathLike)):
+        raise UsageError(f"{what}: expected a path (str or os.PathLike) or None, got {_type_name(value)} {value!r}")
+
+
+def _job(value: Any, what: str) -> None:
+    from .api import JobBase
+
+    if isinstance(value, (str, os.PathLike, dict, JobBase)):
+        return
+    raise UsageError(
+        f"{what}: expected a manifest path ('-' for standard input), a mapping or a job model, "
+        f"got {_type_name(value)} {value!r}"
+    )
+
+
+def _phase(value: Any, what: str) -> None:
+    if not isinstance(value, str):
+        raise UsageError(f"{what}: expected Succeeded, Failed or Running, got {_type_name(value)} {value!r}")
+
+
+def _namespace(value: Any, what: str) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise UsageError(f"{what}: expected a namespace (a string) or None, got {_type_name(value)} {value!r}")
+    if not value.strip():
+        raise UsageError(f"{what}: {value!r} is empty; give a namespace or leave it out")
+    check_segment(value, what)
+
+
+#: How each parameter of the Client's methods is checked: (check, the name used in messages).
+_CHECKS: dict[str, Callable[[Any, str], None]] = {
+    "kind": _kind,
+    "namespace": _namespace,
+    "replica_type": _optional_str,
+    "container": _optional_str,
+    "context": _optional_str,
+    "gpus": _optional_str,
+    "phase": _phase,
+    "index": lambda v, w: _count(v, w, optional=True),
+    "tail": lambda v, w: _count(v, w, optional=True),
+    "replicas": lambda v, w: _count(v, w, optional=False),
+    "follow": _bool,
+    "timestamps": _bool,
+    "previous": _bool,
+    "purge": _bool,
+    "watch": _bool,
+    "all_namespaces": _bool,
+    "allow_duplicate": _bool,
+    "timeout": _duration,
+    "request_timeout": _duration,
+    "run_dir": _path,
+    "runs_dir": _path,
+    "kubeconfig": _path,
+    "job": _job,
+}
+
+
+def check_arguments(verb: str, arguments: dict[str, Any]) -> None:
+    """Check the bound ``arguments`` of the Client method ``verb`` (see the module docstring).
+    Raises :class:`UsageError`."""
+    for param, value in arguments.items():
+        if param == "name":
+            if verb in ONE_JOB_VERBS:
+                check_name(value)
+            elif value is not None:  # summaries: a name is optional, but an empty one is no name
+                check_name(value)
+            continue
+        if param == "kind" and value is None and verb == "summaries":
+            continue
+        check = _CHECKS.get(param)
+        if check is not None:
+            check(value, param)
+
+
+def checked(fn: F) -> F:
+    """``fn`` (a Client method) with its arguments checked by :func:`check_arguments` first."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError as exc:
+            raise UsageError(f"{fn.__name__}: {exc}") from None
+        bound.apply_defaults()
+        check_arguments(fn.__name__, {k: v for k, v in bound.arguments.items() if k != "self"})
+        return fn(self, *args, **kwargs)
+
+    wrapper.__t9k_checked__ = True  # type: ignore[attr-defined]
+    return wrapper  # type: ignore[return-value]
+
+
+__all__ = ["ONE_JOB_VERBS", "check_arguments", "check_name", "check_segment", "checked"]

@@ -1,0 +1,235 @@
+"""Which process runs a local run, proven rather than guessed, and files written whole.
+
+A run's runtime holds an exclusive ``flock`` on its ``runtime.pid`` from before the file is
+visible (it is written, locked, then renamed into place) until the runtime exits; the kernel drops
+the lock however the runtime ends, SIGKILL included. The file holds the runtime's pid.
+
+:func:`runtime_state` proves a runtime alive in two steps, both from the kernel: someone holds the
+lock on *this* file (an ``flock`` of ours on it fails), and the process that ``runtime.pid`` names
+has this very file (same device and inode) open. A run dir copied with ``cp -r`` or rsync has new
+files that nobody locks; a touched file, a pid reused by a new process, a pid written by hand: none
+of these holds the lock. When the lock is held but not provably by the named process (a run dir on
+a shared volume used from another machine, a process we may not inspect), the state is *unknown*
+and nothing is signalled.
+
+:func:`signal_runtime` signals through a pidfd opened before the proof is checked again, so the
+signal reaches that process or none, never a process that took its pid since.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The run-dir file naming the runtime's pid, locked by the runtime while it lives.
+PID_FILE = "runtime.pid"
+RUNNING = "running"
+GONE = "gone"
+UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class RuntimeState:
+    """What is known of a run's runtime: ``state`` is :data:`RUNNING` (``pid`` is its process,
+    proven), :data:`GONE` (proven not running: nobody holds its lock) or :data:`UNKNOWN`
+    (``reason`` says why it cannot be told; never act on it)."""
+
+    state: str
+    pid: int | None = None
+    reason: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.state == RUNNING
+
+    @property
+    def unknown(self) -> bool:
+        return self.state == UNKNOWN
+
+
+def write_atomic(path: Path, data: bytes | str, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` whole: into a temporary file beside it, flushed, then renamed
+    over it, so a reader sees the old content or the new, never a part. Raises ``OSError``."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def publish_runtime(run_dir: Path) -> int:
+    """Make this process the runtime of the run in ``run_dir``: write ``runtime.pid`` (this pid)
+    into a temporary file, take an exclusive ``flock`` on it, and rename it into place. Returns the
+    file descriptor that holds the lock: keep it open while the run lives (closing it, or exiting,
+    releases the lock). Raises ``OSError`` (a file system without locks: ``ENOLCK``)."""
+    tmp = run_dir / f".{PID_FILE}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        os.replace(tmp, run_dir / PID_FILE)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    return fd
+
+
+def _holds_open(pid: int, ident: tuple[int, int]) -> bool | None:
+    """Whether process ``pid`` has the file ``ident`` (device, inode) open; None when its open
+    files cannot be read (no such process: False)."""
+    base = Path(f"/proc/{pid}/fd")
+    try:
+        entries = os.listdir(base)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            st = os.stat(base / entry)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == ident:
+            return True
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def runtime_state(run_dir: Path) -> RuntimeState:
+    """Whether the runtime of the run in ``run_dir`` runs, proven as the module docstring says.
+
+    :data:`UNKNOWN` with a reason when ``runtime.pid`` is missing, unreadable or holds no pid, or
+    when its lock is held but not by the process it names (another machine, a process we may not
+    inspect)."""
+    path = run_dir / PID_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return RuntimeState(UNKNOWN, reason=f"{PID_FILE} is missing from the run dir, so its runtime cannot be told")
+    except OSError as exc:
+        return RuntimeState(UNKNOWN, reason=f"{PID_FILE} cannot be read: {exc.strerror or exc}")
+    try:
+        try:
+            text = os.read(fd, 64).decode("ascii", errors="replace").strip()
+            st = os.fstat(fd)
+        except OSError as exc:
+            return RuntimeState(UNKNOWN, reason=f"{PID_FILE} cannot be read: {exc.strerror or exc}")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            held = True
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return RuntimeState(UNKNOWN, reason=f"{PID_FILE} cannot be locked here: {exc.strerror or exc}")
+            held = True
+        else:
+            held = False  # nobody holds it: no runtime runs this run (ours is dropped at close)
+    finally:
+        os.close(fd)
+    if not held:
+        return RuntimeState(GONE)
+    try:
+        pid = int(text.split()[0])
+        if pid <= 0:
+            raise ValueError
+    except (ValueError, IndexError):
+        return RuntimeState(UNKNOWN, reason=f"{PID_FILE} is locked but holds no pid ({text[:20]!r})")
+    owns = _holds_open(pid, (st.st_dev, st.st_ino))
+    if owns is None:
+        return RuntimeState(UNKNOWN, reason=f"process {pid}, named by {PID_FILE}, may not be inspected by this user")
+    if not owns or not _alive(pid):
+        return RuntimeState(
+            UNKNOWN,
+            reason=(
+                f"{PID_FILE} is locked, but not by process {pid} that it names (the run may be going on "
+                "another machine that shares this directory)"
+            ),
+        )
+    return RuntimeState(RUNNING, pid=pid)
+
+
+class NotOurs(Exception):
+    """The process could not be proven to be the run's runtime at the moment of signalling."""
+
+
+@contextlib.contextmanager
+def pinned(run_dir: Path, pid: int) -> Iterator[int | None]:
+    """A pidfd of ``pid`` (None where the kernel has none), opened and then checked again to be the
+    runtime of ``run_dir``: signals sent through it reach that process or none. Raises
+    :class:`NotOurs` when the check fails."""
+    try:
+        pidfd: int | None = os.pidfd_open(pid)
+    except ProcessLookupError:
+        raise NotOurs(f"process {pid} has ended") from None
+    except (AttributeError, OSError):
+        pidfd = None
+    try:
+        state = runtime_state(run_dir)
+        if not state.running or state.pid != pid:
+            raise NotOurs(f"process {pid} is no longer the run's runtime")
+        yield pidfd
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def signal_runtime(pidfd: int | None, pid: int, sig: int) -> bool:
+    """Send ``sig`` to the runtime through ``pidfd`` (from :func:`pinned`), else by pid. False when
+    it has ended already."""
+    try:
+        if pidfd is not None:
+            signal.pidfd_send_signal(pidfd, sig)
+        else:
+            os.kill(pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def dir_lock(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on the directory ``path`` while the block runs: how the runtimes and
+    verbs of one runs dir (starting a run) or one run dir (editing its manifest copy) take turns.
+    Raises ``OSError`` when the directory cannot be opened or locked."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+__all__ = [
+    "GONE",
+    "PID_FILE",
+    "RUNNING",
+    "UNKNOWN",
+    "NotOurs",
+    "RuntimeState",
+    "dir_lock",
+    "pinned",
+    "publish_runtime",
+    "runtime_state",
+    "signal_runtime",
+    "write_atomic",
+]
