@@ -141,3 +141,73 @@ def test_an_unset_queue_is_default_on_pods_and_pod_group(t9k: dict[str, Any]) ->
     objs = objects("GenericJob", spec)
     assert one(objs, "PodGroup", "j")["spec"]["queue"] == "default"
     assert one(objs, "Pod", "j-worker-0")["metadata"]["labels"]["scheduler.tensorstack.dev/queue"] == "default"
+
+
+# --------------------------------------------------------------------------- fields shown nowhere else
+# (docs/api-coverage.md names these tests for fields the other tests do not render)
+
+
+def _deepspeed_launch(config: dict[str, Any], **spec: Any) -> tuple[list[str], str]:
+    worker = _tpl("worker", env=[{"name": "A", "value": "1"}])
+    objs = objects("DeepSpeedJob", {"config": config, "worker": {"replicas": 2, "template": worker}, **spec})
+    text = one(objs, "Pod", "j-worker-0")["spec"]["containers"][0]["command"][2]
+    last = text.rsplit("t9k_run ", 1)[1]
+    return shlex.split(last), text
+
+
+@pytest.mark.parametrize(
+    ("config", "tail"),
+    [
+        ({"run": {"python": ["t.py", "--x"]}, "localRank": False}, ["--no_local_rank", "t.py", "--x"]),
+        ({"run": {"module": ["pkg.train"]}, "autotune": "tune"}, ["--autotuning=tune", "--module", "pkg.train"]),
+        ({"run": {"exec": ["./train.sh"]}, "otherArgs": ["--include", "localhost:0"]}, ["--include", "localhost:0", "--no_python", "./train.sh"]),
+    ],
+)
+def test_deepspeed_config_flags(config: dict[str, Any], tail: list[str]) -> None:
+    launch, _ = _deepspeed_launch(config)
+    assert launch[:3] == ["deepspeed", "--hostfile=/t9k/hostfile", "--launcher=pdsh"]
+    assert launch[3:] == tail
+
+
+def test_deepspeed_custom_command_and_disable_custom_env() -> None:
+    launch, text = _deepspeed_launch({"customCommand": "deepspeed t.py && echo done", "slotsPerWorker": 2})
+    assert launch == ["/bin/sh", "-c", "deepspeed t.py && echo done"]
+    assert "/root/.deepspeed_env A" in text, "the container's env names go to the env file"
+    _, text = _deepspeed_launch({"run": {"python": ["t.py"]}}, disableCustomEnv=True)
+    assert "/root/.deepspeed_env A" not in text and text.count("/root/.deepspeed_env") == 1
+
+
+def test_torchrun_config_flags() -> None:
+    spec = {
+        "torchrunConfig": {
+            "enabled": True, "maxRestarts": 2, "procPerNode": 3, "rdzvBackend": "etcd-v2",
+            "extraOptions": ["--monitor_interval=5"], "minNodes": 1,
+        },  # fmt: skip
+        "replicaSpecs": [{"type": "worker", "replicas": 2, "template": _tpl("pytorch", args=["t.py"])}],
+    }
+    args = one(objects("PyTorchTrainingJob", spec), "Pod", "j-worker-0")["spec"]["containers"][0]["args"]
+    assert args == [
+        "--nnodes=1:2", "--nproc_per_node=3", "--rdzv_backend=etcd-v2", "--rdzv_endpoint=$(MASTER_ADDR):$(MASTER_PORT)",
+        "--rdzv_id=j", "--max_restarts=2", "--monitor_interval=5", "t.py",
+    ]  # fmt: skip
+
+
+def test_service_port_fields_are_copied() -> None:
+    port = {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": "dns-port", "appProtocol": "dns"}
+    spec = {"service": {"ports": [port]}, "replicaSpecs": [{"type": "worker", "template": _tpl("c")}]}
+    assert one(objects("GenericJob", spec), "Service", "j-worker-0")["spec"]["ports"] == [port]
+
+
+def test_colossalai_launcher_fields() -> None:
+    spec = {
+        "launcher": {"image": "launch/img:2", "workingDir": "/w", "resources": {"limits": {"cpu": "1"}}},
+        "worker": {"command": ["t.py"], "template": _tpl("worker")},
+        "ssh": {"authMountPath": "/home/u/.ssh", "sshdPath": "/opt/sshd"},
+    }
+    objs = objects("ColossalAIJob", spec)
+    c = one(objs, "Pod", "j-launcher")["spec"]["containers"][0]
+    assert (c["name"], c["image"], c["workingDir"], c["resources"]) == ("launcher", "launch/img:2", "/w", {"limits": {"cpu": "1"}})
+    assert c["command"][2].startswith("install -d -m 700 /home/u/.ssh")
+    assert "/opt/sshd -D -e -o AuthorizedKeysFile=/home/u/.ssh/authorized_keys" in (
+        one(objs, "Pod", "j-worker-0")["spec"]["containers"][0]["command"][2]
+    )
