@@ -39,10 +39,17 @@ def _fail(lines: list[str], code: int = EXIT_INVALID) -> None:
 
 
 def _load(path: Path):  # noqa: ANN202 - returns one of the Job kinds
+    """The job in ``path``, or exit 2 with its errors; its warnings go to stderr."""
+    from .frameworks import spec_warnings
+
     try:
-        return load_manifest(path)
+        job = load_manifest(path)
     except ManifestError as exc:
         _fail(exc.lines())
+    source = "<stdin>" if str(path) == "-" else str(path)
+    for line in spec_warnings(job):
+        typer.echo(f"warning: {source}: {line}", err=True)
+    return job
 
 
 @app.command()
@@ -64,7 +71,8 @@ def render(
 
 @app.command()
 def validate(file: Annotated[Path, typer.Argument(help="The job manifest (YAML or JSON), or - for standard input.")]) -> None:
-    """Check FILE against the API and print the kind and name when it is valid."""
+    """Check FILE against the API and print the kind and name when it is valid (exit 0; fields
+    without effect and silent defaults are printed as warnings on stderr), else exit 2."""
     job = _load(file)
     typer.echo(f"{job.kind}/{job.name}: valid")
 
@@ -79,7 +87,9 @@ def run(
     watch_manifest: Annotated[
         bool,
         typer.Option(
-            "--watch/--no-watch", help="Apply edits of FILE while running (pause/resume, elastic expectedReplicas)."
+            "--watch/--no-watch",
+            help="Apply your edits of FILE while running (merged into the run's own copy, which pause, resume "
+            "and scale edit).",
         ),
     ] = True,
     gpus: Annotated[
@@ -99,6 +109,14 @@ def run(
             "run dir and exit 0 at once. Then: get, logs -f, wait, describe, delete.",
         ),
     ] = False,
+    allow_duplicate: Annotated[
+        bool,
+        typer.Option(
+            "--allow-duplicate",
+            help="Start it even though a run of the same job is running in the same runs dir (refused by "
+            "default, as kubectl create refuses a name that is taken).",
+        ),
+    ] = False,
 ) -> None:
     """Run the job in FILE on this machine; exit 0 only when it Succeeded (with -d: once it started)."""
     from .local.gpus import GpuInventory
@@ -114,13 +132,21 @@ def run(
         from .client import Client
 
         with _verb():
-            started = Client.local().run(file, run_dir=run_dir, gpus=gpus, watch=watch_manifest)
+            started = Client.local().run(
+                file, run_dir=run_dir, gpus=gpus, watch=watch_manifest, allow_duplicate=allow_duplicate
+            )
         _print_detached(started)
         raise typer.Exit(0)
     job = _load(file)
     from_stdin = str(file) == "-"
     code = run_job(
-        job, manifest=None if from_stdin else file, run_dir=run_dir, quiet=quiet, watch=watch_manifest, gpus=inventory
+        job,
+        manifest=None if from_stdin else file,
+        run_dir=run_dir,
+        quiet=quiet,
+        watch=watch_manifest,
+        gpus=inventory,
+        allow_duplicate=allow_duplicate,
     )
     raise typer.Exit(code)
 
@@ -263,6 +289,15 @@ _Namespace = Annotated[
         "--namespace", "-n", help="Cluster: the namespace (default: the context's, else default).", rich_help_panel="Cluster"
     ),
 ]
+_RequestTimeout = Annotated[
+    Optional[str],
+    typer.Option(
+        "--request-timeout",
+        help="Cluster: the longest one request to the API server may take: 30s, 1m or seconds; 0 for no "
+        "limit (default: 10s).",
+        rich_help_panel="Cluster",
+    ),
+]
 _AllNamespaces = Annotated[
     bool,
     typer.Option("--all-namespaces", "-A", help="Cluster: jobs of every namespace.", rich_help_panel="Cluster"),
@@ -315,6 +350,7 @@ def _target(
     all_namespaces: bool = False,
     runs_dir: Optional[Path] = None,
     run_dir: Optional[Path] = None,
+    request_timeout: Optional[str] = None,
 ):  # noqa: ANN202 - a t9k_jobs.Client
     """The client the options choose (docs/decisions.md, "Day-two verbs: which target"): a cluster
     when a cluster option is given, or --cluster, or $KUBECONFIG is set and no local option is;
@@ -329,6 +365,7 @@ def _target(
             ("--context", context),
             ("-n/--namespace", namespace),
             ("-A/--all-namespaces", all_namespaces or None),
+            ("--request-timeout", request_timeout),
         )
         if value is not None
     ]
@@ -343,7 +380,11 @@ def _target(
         raise UsageError(f"{cluster_opts[0]} (a cluster) and {local_opts[0]} (local runs) cannot be combined")
     use_cluster = cluster or bool(cluster_opts) or (not local and not local_opts and bool(os.environ.get("KUBECONFIG")))
     if use_cluster:
-        return Client.cluster(kubeconfig, context, namespace)
+        from .client import DEFAULT_REQUEST_TIMEOUT
+
+        return Client.cluster(
+            kubeconfig, context, namespace, request_timeout if request_timeout is not None else DEFAULT_REQUEST_TIMEOUT
+        )
     return Client.local(runs_dir, run_dir)
 
 
@@ -394,6 +435,7 @@ def create(
     kubeconfig: _Kubeconfig = None,
     context: _Context = None,
     namespace: _Namespace = None,
+    request_timeout: _RequestTimeout = None,
 ) -> None:
     """Create the job in FILE on the cluster (validated here first). `t9k-jobs run` runs one on this machine."""
     from .client import Client
@@ -401,7 +443,10 @@ def create(
 
     with _verb():
         job = _load_for_create(file)
-        with Client.cluster(kubeconfig, context, namespace) as client:
+        from .client import DEFAULT_REQUEST_TIMEOUT
+
+        limit = request_timeout if request_timeout is not None else DEFAULT_REQUEST_TIMEOUT
+        with Client.cluster(kubeconfig, context, namespace, limit) as client:
             created = client.create(job, namespace)
     if output is CreateOutput.name:
         typer.echo(ref(created.kind, created.name))
@@ -429,6 +474,7 @@ def get(
     kubeconfig: _Kubeconfig = None,
     context: _Context = None,
     namespace: _Namespace = None,
+    request_timeout: _RequestTimeout = None,
     all_namespaces: _AllNamespaces = False,
     local: _Local = False,
     cluster: _Cluster = False,
@@ -445,12 +491,12 @@ def get(
 
     with _verb():
         with _target(
-            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace,
+            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace, request_timeout=request_timeout,
             all_namespaces=all_namespaces, runs_dir=runs_dir, run_dir=run_dir,
         ) as client:
             rows = client.summaries(kind, name, all_namespaces=all_namespaces)
     kind_name = resolve_kind(kind) if kind is not None else None  # valid: summaries took it
-    single = name is not None or (client.target == "local" and run_dir is not None)
+    single = (name is not None or (client.target == "local" and run_dir is not None)) and len(rows) == 1
     if output in (GetOutput.yaml, GetOutput.json):
         objects = [r.object for r in rows]
         doc = objects[0] if single and objects else {"apiVersion": "v1", "kind": "List", "items": objects}
@@ -495,6 +541,7 @@ def describe(
     kubeconfig: _Kubeconfig = None,
     context: _Context = None,
     namespace: _Namespace = None,
+    request_timeout: _RequestTimeout = None,
     local: _Local = False,
     cluster: _Cluster = False,
     runs_dir: _RunsDir = None,
@@ -504,7 +551,7 @@ def describe(
     codes; node on a cluster), recent events (of its pods too, on a cluster)."""
     with _verb():
         with _target(
-            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace,
+            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace, request_timeout=request_timeout,
             runs_dir=runs_dir, run_dir=run_dir,
         ) as client:
             text = client.describe(kind, name)
@@ -551,6 +598,7 @@ def logs(
     kubeconfig: _Kubeconfig = None,
     context: _Context = None,
     namespace: _Namespace = None,
+    request_timeout: _RequestTimeout = None,
     local: _Local = False,
     cluster: _Cluster = False,
     runs_dir: _RunsDir = None,
@@ -564,7 +612,7 @@ def logs(
         if all_replicas and (replica_type is not None or index is not None):
             raise UsageError("--all cannot be combined with --type or --index")
         with _target(
-            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace,
+            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace, request_timeout=request_timeout,
             runs_dir=runs_dir, run_dir=run_dir,
         ) as client:
             with client.logs(
@@ -590,6 +638,7 @@ def wait(
     kubeconfig: _Kubeconfig = None,
     context: _Context = None,
     namespace: _Namespace = None,
+    request_timeout: _RequestTimeout = None,
     local: _Local = False,
     cluster: _Cluster = False,
     runs_dir: _RunsDir = None,
@@ -604,7 +653,7 @@ def wait(
         wanted = wait_phase(target)
         limit = seconds(timeout)
         with _target(
-            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace,
+            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace, request_timeout=request_timeout,
             runs_dir=runs_dir, run_dir=run_dir,
         ) as client:
             job = client.wait(kind, name, wanted, limit)
@@ -628,6 +677,7 @@ def delete(
     kubeconfig: _Kubeconfig = None,
     context: _Context = None,
     namespace: _Namespace = None,
+    request_timeout: _RequestTimeout = None,
     local: _Local = False,
     cluster: _Cluster = False,
     runs_dir: _RunsDir = None,
@@ -641,7 +691,7 @@ def delete(
     with _verb():
         seconds(timeout)  # a bad duration is refused before anything is stopped
         with _target(
-            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace,
+            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace, request_timeout=request_timeout,
             runs_dir=runs_dir, run_dir=run_dir,
         ) as client:
             done = client.delete(kind, name, purge=purge, timeout=timeout)
@@ -683,6 +733,7 @@ def pause(
     kubeconfig: _Kubeconfig = None,
     context: _Context = None,
     namespace: _Namespace = None,
+    request_timeout: _RequestTimeout = None,
     local: _Local = False,
     cluster: _Cluster = False,
     runs_dir: _RunsDir = None,
@@ -691,7 +742,7 @@ def pause(
     """Pause a job (spec.runMode.pause.enabled: true): its replicas stop until resume. A local run's
     manifest file is edited (that field only) and the run applies it."""
     _spec_verb("pause", kind, name, dict(
-        local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace,
+        local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace, request_timeout=request_timeout,
         runs_dir=runs_dir, run_dir=run_dir,
     ))
 
@@ -703,6 +754,7 @@ def resume(
     kubeconfig: _Kubeconfig = None,
     context: _Context = None,
     namespace: _Namespace = None,
+    request_timeout: _RequestTimeout = None,
     local: _Local = False,
     cluster: _Cluster = False,
     runs_dir: _RunsDir = None,
@@ -710,7 +762,7 @@ def resume(
 ) -> None:
     """Resume a paused job (spec.runMode.pause.enabled: false)."""
     _spec_verb("resume", kind, name, dict(
-        local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace,
+        local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace, request_timeout=request_timeout,
         runs_dir=runs_dir, run_dir=run_dir,
     ))
 
@@ -725,6 +777,7 @@ def scale(
     kubeconfig: _Kubeconfig = None,
     context: _Context = None,
     namespace: _Namespace = None,
+    request_timeout: _RequestTimeout = None,
     local: _Local = False,
     cluster: _Cluster = False,
     runs_dir: _RunsDir = None,
@@ -732,7 +785,7 @@ def scale(
 ) -> None:
     """Set an elastic job's expectedReplicas (PyTorchTrainingJob, DeepSpeedJob with spec.elastic.enabled)."""
     _spec_verb("scale", kind, name, dict(
-        local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace,
+        local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace, request_timeout=request_timeout,
         runs_dir=runs_dir, run_dir=run_dir,
     ), replicas)
 
