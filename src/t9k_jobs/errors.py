@@ -5,11 +5,12 @@ the CLI's exit status for it: 2 for bad usage or input (as ``validate``), 1 for 
 (not found, already exists, a wait that timed out or ended otherwise, an unreachable cluster)::
 
     JobsError                      exit 1
-    ├── UsageError                 exit 2   an unknown kind, a bad duration, --for, option mix
+    ├── UsageError                 exit 2   an unknown kind, a bad duration, --for, option mix, no
+    │                                       name, an argument of the wrong type, a bad kubeconfig
     │   ├── InvalidJob             exit 2   a manifest that is not a valid job (lines())
-    │   └── NotSupported           exit 2   a verb the target cannot do (pause a run read from stdin)
+    │   └── NotSupported           exit 2   a verb the target cannot do (--timestamps locally)
     ├── NotFound                   exit 1   no such job (or local run, replica, container)
-    ├── AlreadyExists              exit 1   create: the name is taken
+    ├── AlreadyExists              exit 1   create: the name is taken; run: the job runs here
     ├── WaitTimeout                exit 1   wait: time ran out (``phase``: where the job was)
     ├── JobEndedOtherwise          exit 1   wait: the job ended in another phase (``phase``)
     └── ClusterError               exit 1   the API server cannot be reached or refused the request
@@ -49,7 +50,7 @@ class InvalidJob(UsageError):
 
 class NotSupported(UsageError):
     """The target cannot do this verb (``--timestamps`` on a local run, ``run`` on a cluster, pause of
-    a run whose manifest is not watched). Exit code 2."""
+    a run started by an older version, which has no manifest copy). Exit code 2."""
 
 
 class NotFound(JobsError):
@@ -57,7 +58,8 @@ class NotFound(JobsError):
 
 
 class AlreadyExists(JobsError):
-    """``create``: a job of that kind and name is already in the namespace (exit code 1)."""
+    """``create``: a job of that kind and name is already in the namespace; ``run``: a run of that
+    job is running in the same runs dir (exit code 1)."""
 
 
 class WaitTimeout(JobsError):
