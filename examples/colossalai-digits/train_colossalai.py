@@ -39,6 +39,10 @@ from pathlib import Path
 # ColossalAI warns on import about optional CUDA kernels (apex, flash attention) it cannot use on CPU.
 warnings.filterwarnings("ignore", message=r".*(apex|fused|flash).*", category=UserWarning)
 warnings.filterwarnings("ignore", message=r".*broadcast_buffers.*", category=FutureWarning)
+# torch 2.5 starts a pool of compile workers when anything imports torch._inductor.async_compile
+# (colossalai's imports do) and triton is installed; this script compiles nothing, and with the pool
+# a rank was seen hanging at exit after training (docs/decisions.md, "One locked stack").
+os.environ.setdefault("TORCH_WARM_POOL", "0")
 
 import colossalai  # noqa: E402
 import numpy as np  # noqa: E402

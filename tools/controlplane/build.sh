@@ -54,6 +54,6 @@ done
   fi
 )
 "$BIN/kube-apiserver" --version >&2
-"$BIN/etcd" --version | head -1 >&2
+"$BIN/etcd" --version 2>&1 | sed -n 1p >&2 # sed reads to the end: head would close the pipe early and SIGPIPE would fail the build under pipefail
 touch "$OUT/.complete"
 echo "$BIN"

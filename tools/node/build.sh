@@ -49,6 +49,6 @@ done
   fi
 )
 "$BIN/kubelet" --version >&2
-"$BIN/coredns" -version | head -1 >&2
+"$BIN/coredns" -version 2>&1 | sed -n 1p >&2 # sed reads to the end: head would close the pipe early and SIGPIPE would fail the build under pipefail
 touch "$OUT/.complete"
 echo "$BIN"
