@@ -608,7 +608,7 @@ class ColossalAIJobSpec(Model):
         if self.worker is None:
             raise FieldError("worker", "required (or the older form: torchConfig with replicaSpecs of type worker)")
         if self.worker.replicas < 1:
-            where = "worker.replicas" if "worker" not in self._derived else f"replicaSpecs[{self._worker_index()}].replicas"
+            where = f"replicaSpecs[{self._worker_index()}].replicas" if self.older_form else "worker.replicas"
             raise FieldError(where, "at least 1 (colossalai run with no worker exits 0 having run nothing)")
         if self.launcher is None and self.legacy_launcher_template is None:
             self.launcher = ColossalAILauncher()
@@ -646,6 +646,11 @@ class ColossalAIJobSpec(Model):
         for name in self._derived:
             data.pop(name, None)
         return data  # type: ignore[no-any-return]
+
+    @property
+    def older_form(self) -> bool:
+        """Whether the spec was given in the older form (``worker`` is read from it)."""
+        return "worker" in self._derived
 
     @property
     def legacy_launcher_template(self) -> dict[str, Any] | None:

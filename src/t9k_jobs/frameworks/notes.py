@@ -182,7 +182,7 @@ def _colossalai(job: ColossalAIJob) -> list[str]:
             )
     worker = spec.worker
     assert worker is not None
-    if "worker" in spec._derived:
+    if spec.older_form:
         index = next(i for i, r in enumerate(spec.replica_specs or []) if r.type == "worker")
         where, procs = f"spec.replicaSpecs[{index}].template", "spec.torchConfig.procPerWorker"
     else:
