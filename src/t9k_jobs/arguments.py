@@ -169,9 +169,7 @@ def check_arguments(verb: str, arguments: dict[str, Any]) -> None:
     Raises :class:`UsageError`."""
     for param, value in arguments.items():
         if param == "name":
-            if verb in ONE_JOB_VERBS:
-                check_name(value)
-            elif value is not None:  # summaries: a name is optional, but an empty one is no name
+            if verb in ONE_JOB_VERBS or value is not None:
                 check_name(value)
             continue
         if param == "kind" and value is None and verb == "summaries":

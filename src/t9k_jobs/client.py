@@ -151,12 +151,29 @@ class JobSummary:
     backoff: int
     wide: dict[str, Any] = field(default_factory=dict)
     object: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: Makes ``object`` when it is first read (a local run's manifest is parsed only then: ``get``
+    #: prints the rows of many runs without parsing any).
+    loader: Callable[[], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def ref(self) -> str:
         from .show import ref
 
         return ref(self.kind, self.name)
+
+
+def _summary_object(self: JobSummary) -> dict[str, Any]:
+    value = self.__dict__.get("_object")
+    if not value and self.__dict__.get("loader") is not None:
+        value = self.__dict__["_object"] = self.loader()  # type: ignore[misc]
+    return value if value is not None else {}
+
+
+def _set_summary_object(self: JobSummary, value: dict[str, Any]) -> None:
+    self.__dict__["_object"] = value
+
+
+JobSummary.object = property(_summary_object, _set_summary_object)  # type: ignore[assignment,method-assign]
 
 
 @dataclass
@@ -378,8 +395,10 @@ class Client:
         case) and return it. ``timeout``: seconds or a duration (None: no limit).
 
         Raises :class:`JobEndedOtherwise` when it ends in another phase, is deleted or (locally)
-        stopped, with the reason; :class:`WaitTimeout` when time runs out; :class:`NotFound`;
-        :class:`UsageError` for another phase or a bad duration.
+        stopped, with the reason; :class:`WaitTimeout` when time runs out (on a cluster, every
+        request of the wait is inside ``timeout``); :class:`NotFound`; :class:`UsageError` for
+        another phase or a bad duration; :class:`JobsError` locally when the run's state cannot
+        be told (``Unknown``: waiting would never end).
 
         >>> Client.local().wait("gj", "exchange", timeout="5m").status.phase   # doctest: +SKIP
         'Succeeded'
@@ -428,8 +447,10 @@ class Client:
         """Delete the job: on a cluster the object (its pods, Services, ConfigMaps and Secrets
         follow); locally, stop the run (SIGTERM to its runtime, which stops every replica
         gracefully; killed after ``timeout``, default the longest grace period + 15 s) and keep
-        its run dir unless ``purge``. Raises :class:`NotFound`, :class:`NotSupported`
-        (``purge``/``timeout`` on a cluster)."""
+        its run dir unless ``purge``. Only a runtime proven to be the run's is signalled
+        (:mod:`t9k_jobs.local.ownership`). Raises :class:`NotFound`, :class:`NotSupported`
+        (``purge``/``timeout`` on a cluster), :class:`JobsError` when a local run's runtime cannot
+        be told (nothing is signalled or removed)."""
         raise NotImplementedError
 
     def pause(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
@@ -526,7 +547,7 @@ class _LocalClient(Client):
             age=row["age"],
             backoff=row["backoff"],
             wide={"pid": row["pid"], "run_dir": row["run_dir"]},
-            object=run.to_object(),
+            loader=run.to_object,
         )
 
     def create(self, job: JobLike, namespace: str | None = None) -> Job:

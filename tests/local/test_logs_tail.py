@@ -73,7 +73,7 @@ def test_tail_of_a_filtered_log_across_blocks(tmp_path: Path) -> None:
         "[worker-1] line 49997", "[worker-0] line 49998", "[worker-1] line 49999"
     ]
     only_ones = [f"[worker-1] line {i}" for i in range(49_993, 50_000, 2)]
-    keep = lambda line: line.startswith("[worker-1]")  # noqa: E731
+    keep = lambda line: line.startswith("[worker-1]")
     run = LocalRun.load(run_dir)
     assert run is not None
     offset = tail_offset(run_dir / "job.log", 4, keep)
@@ -86,8 +86,7 @@ def test_tail_of_a_large_log_reads_from_the_end_in_bounded_memory(tmp_path: Path
     line = b"[worker-0] " + b"x" * 1000 + b"\n"
     with open(run_dir / "job.log", "wb") as f:
         block = line * 1024
-        for _ in range(64):
-            f.write(block)
+        f.writelines(block for _ in range(64))
         f.write(b"[worker-1] the end")
     tracemalloc.start()
     try:

@@ -24,7 +24,7 @@ from t9k_jobs import Client
 from t9k_jobs.errors import JobsError, UsageError
 from t9k_jobs.local.ownership import GONE, RUNNING, UNKNOWN, publish_runtime, runtime_state
 
-from .conftest import alive, job, py, template, wait_until
+from .conftest import alive, job, py, template
 
 LIMIT = 60.0
 
@@ -181,15 +181,15 @@ def test_verbs_without_a_name_act_on_nothing_locally(tmp_path: Path) -> None:
     client = Client.local(runs)
     for name in (None, "", "  "):
         for call in (
-            lambda: client.get("gj", name),
-            lambda: client.describe("gj", name),
-            lambda: client.delete("gj", name, purge=True),
-            lambda: client.pause("gj", name),
-            lambda: client.resume("gj", name),
-            lambda: client.scale("pj", name, 2),
-            lambda: client.wait("gj", name, timeout=0),
-            lambda: list(client.logs("gj", name)),
-            lambda: client.summaries("gj", name) if name is not None else client.get("gj", name),
+            lambda name=name: client.get("gj", name),
+            lambda name=name: client.describe("gj", name),
+            lambda name=name: client.delete("gj", name, purge=True),
+            lambda name=name: client.pause("gj", name),
+            lambda name=name: client.resume("gj", name),
+            lambda name=name: client.scale("pj", name, 2),
+            lambda name=name: client.wait("gj", name, timeout=0),
+            lambda name=name: list(client.logs("gj", name)),
+            lambda name=name: client.summaries("gj", name) if name is not None else client.get("gj", name),
         ):
             with pytest.raises(UsageError, match="NAME: a job name is required") as refused:
                 call()

@@ -22,6 +22,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import select
 import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -206,6 +207,16 @@ def signal_runtime(pidfd: int | None, pid: int, sig: int) -> bool:
     return True
 
 
+def wait_exit(pidfd: int | None, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for the process of ``pidfd`` to have exited (its pidfd turns
+    readable); True when it has, or when there is no pidfd to wait on."""
+    if pidfd is None:
+        return True
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(max(0, int(timeout * 1000))))
+
+
 @contextlib.contextmanager
 def dir_lock(path: Path) -> Iterator[None]:
     """An exclusive ``flock`` on the directory ``path`` while the block runs: how the runtimes and
@@ -231,5 +242,6 @@ __all__ = [
     "publish_runtime",
     "runtime_state",
     "signal_runtime",
+    "wait_exit",
     "write_atomic",
 ]

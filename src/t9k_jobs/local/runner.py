@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+
 import yaml
 
 from ..api import Job, ManifestError, fixed_field_changes, load_manifest
@@ -311,11 +312,11 @@ def run_job(
     except OSError as exc:
         display.error(f"cannot write in {made or run_dir}: {exc.strerror or exc}")
         return EXIT_CANNOT_RUN
-    try:
-        runner = LocalRunner(job, manifest, run_dir, display, watch, gpus, user_doc=user_doc)
-        return asyncio.run(runner.run())
-    finally:
-        os.close(pid_lock)
+    # pid_lock stays open until this process exits: the kernel drops the lock as the process
+    # ends, so "nobody holds it" means the runtime is gone, not about to go.
+    runner = LocalRunner(job, manifest, run_dir, display, watch, gpus, user_doc=user_doc)
+    runner.pid_lock = pid_lock
+    return asyncio.run(runner.run())
 
 
 def _without_status(job: Job) -> dict[str, Any]:
@@ -334,6 +335,20 @@ def _manifest_doc(path: Path) -> dict[str, Any] | None:
     except (ReadError, OSError):
         return None
     return docs[0] if len(docs) == 1 and isinstance(docs[0], dict) else None
+
+
+def write_status(run_dir: Path, status: dict[str, Any]) -> None:
+    """Write ``status.yaml`` whole, then ``status.json``: the same status with the identity of that
+    ``status.yaml`` (inode, size, modification time in ns), which :meth:`LocalRun.read_status
+    <t9k_jobs.local.runs.LocalRun.read_status>` trusts only while it still names the file there.
+    Raises ``OSError``."""
+    from .ownership import write_atomic
+
+    path = run_dir / "status.yaml"
+    write_atomic(path, yaml.safe_dump(status, sort_keys=False))
+    st = path.stat()
+    ident = {"ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    write_atomic(run_dir / "status.json", json.dumps({"statusYaml": ident, "status": status}) + "\n")
 
 
 def write_run_info(run_dir: Path, job: Job, created: float) -> None:
@@ -479,6 +494,8 @@ class LocalRunner:
 
     #: Whether a flush of job.log is scheduled for the end of this turn of the event loop.
     job_log_flush_due = False
+    #: The descriptor holding this runtime's lock on runtime.pid (kept until the process exits).
+    pid_lock: int | None = None
 
     def _line(self, pod: str, container: str, lines: bytes) -> None:
         """The sink of every container's output: ``lines`` (UTF-8, one or more lines joined by
@@ -652,8 +669,10 @@ class LocalRunner:
         old = self.job.status.dump() if self.job.status is not None else None
         if plan.status.dump() != old:
             self.job = self.job.model_copy(update={"status": plan.status})
-            # Whole or not at all: a reader never sees half a status.
-            write_atomic(self.run_dir / "status.yaml", yaml.safe_dump(plan.status.dump(), sort_keys=False))
+            # Whole or not at all: a reader never sees half a status. status.json is the same
+            # status for `get` over many runs (JSON reads ten times faster than YAML), valid only
+            # for the status.yaml it names (a status.yaml changed by anyone else is read instead).
+            write_status(self.run_dir, plan.status.dump())
         self.display.update(self.job, self.pods)
 
     def _start_pod(self, manifest: dict[str, Any]) -> None:

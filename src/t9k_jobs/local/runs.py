@@ -5,7 +5,9 @@ A local run is a run directory written by :func:`t9k_jobs.local.runner.run_job`:
 ``run.json`` (kind, name, start, replicas: what ``get`` reads), ``job.yaml`` (the job as it runs:
 written at the start and again when an edit is applied), ``manifest.yaml`` (the run's own copy of
 its manifest, which ``pause``/``resume``/``scale`` edit: :mod:`t9k_jobs.local.edits`),
-``manifest.path`` (the user's manifest it watches), ``status.yaml`` (written whole),
+``manifest.path`` (the user's manifest it watches), ``status.yaml`` (written whole; and
+``status.json``, the same status for fast reading, trusted only while it names that very
+``status.yaml``),
 ``events.log``, ``job.log`` (every replica, ``[worker-1] `` prefixes) and
 ``<pod>.<container>.log``. Runs are found under a runs directory (default ``./t9k-runs``), one
 level deep; a job is named by kind and name: the run of that name whose runtime runs, else the
@@ -47,7 +49,6 @@ import yaml
 from ..api import GROUP, KINDS, JobStatus, parse_job
 from ..api.common import TERMINAL_PHASES
 from ..errors import AlreadyExists, JobsError, NotFound, NotSupported, UsageError
-from .ownership import GONE, PID_FILE, RuntimeState, runtime_state
 from ..show import (
     condition_lines,
     ended_why,
@@ -58,6 +59,7 @@ from ..show import (
     replica_reason,
     spec_lines,
 )
+from .ownership import GONE, RuntimeState, runtime_state
 
 #: Where ``t9k-jobs run`` puts run directories by default, relative to the working directory.
 DEFAULT_RUNS_DIR = Path("t9k-runs")
@@ -138,7 +140,7 @@ RUN_INFO = "run.json"
 
 def _yaml_load(text: str) -> Any:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+    return yaml.load(text, Loader=loader)
 
 
 # ----------------------------------------------------------------------------- one run
@@ -178,15 +180,17 @@ class LocalRun:
     info: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, run_dir: Path) -> LocalRun | None:
+    def load(cls, run_dir: Path, resolved: bool = False) -> LocalRun | None:
         """The run in ``run_dir``, or None when it is not one: ``run.json`` (written by the runtime)
-        when it is readable, else ``job.yaml`` (a run of an older version)."""
+        when it is readable, else ``job.yaml`` (a run of an older version). ``resolved``: the
+        path is absolute with no links already (a listing resolves its runs dir once)."""
+        run_dir = run_dir if resolved else run_dir.resolve()
         try:
             info = json.loads((run_dir / RUN_INFO).read_bytes())
             if isinstance(info, dict) and isinstance(info.get("kind"), str) and isinstance(info.get("name"), str):
                 created = info.get("created")
                 if isinstance(created, (int, float)):
-                    return cls(run_dir.resolve(), info["kind"], info["name"], float(created), info)
+                    return cls(run_dir, info["kind"], info["name"], float(created), info)
         except (OSError, ValueError):
             pass
         try:
@@ -200,7 +204,7 @@ class LocalRun:
         kind, name = manifest.get("kind"), manifest["metadata"].get("name")
         if not isinstance(kind, str) or not isinstance(name, str):
             return None
-        run = cls(run_dir.resolve(), kind, name, created)
+        run = cls(run_dir, kind, name, created)
         run.__dict__["manifest"] = manifest
         return run
 
@@ -225,14 +229,25 @@ class LocalRun:
         """``(status, problem)``: the status the runtime wrote last (``status.yaml``, written whole)
         and, when there is a ``status.yaml`` that cannot be read as a status, why."""
         path = self.run_dir / "status.yaml"
+        data: Any = None
         try:
-            text = path.read_text(encoding="utf-8")
+            st = path.stat()
+            cached = json.loads((self.run_dir / "status.json").read_bytes())
+            ident = cached.get("statusYaml") or {}
+            if (ident.get("ino"), ident.get("size"), ident.get("mtime_ns")) == (st.st_ino, st.st_size, st.st_mtime_ns):
+                data = cached.get("status")  # the same status, for this very status.yaml: no YAML to parse
+        except (OSError, ValueError, AttributeError):
+            pass
+        try:
+            if data is None:
+                text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None, None
         except (OSError, UnicodeDecodeError) as exc:
             return None, f"status.yaml cannot be read: {getattr(exc, 'strerror', None) or exc}"
         try:
-            data = _yaml_load(text)
+            if data is None:
+                data = _yaml_load(text)
             if not isinstance(data, dict):
                 return None, "status.yaml holds no status mapping"
             return JobStatus.model_validate(data), None
@@ -405,12 +420,14 @@ def list_runs(
     a thousand finished runs reads a thousand small files (docs/benchmarks.md)."""
     base = runs_dir if runs_dir is not None else runs_dir_default()
     try:
-        entries = sorted(p for p in base.iterdir() if not p.name.startswith(".") and p.is_dir() and not p.is_symlink())
+        root = base.resolve()
+        with os.scandir(root) as listing:  # the entries' types come with the listing: no stat each
+            entries = sorted(e.name for e in listing if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
     except OSError:
         return []
     runs = []
     for entry in entries:
-        run = LocalRun.load(entry)
+        run = LocalRun.load(root / entry, resolved=True)
         if run is None or (kind is not None and run.kind != kind) or (name is not None and run.name != name):
             continue
         runs.append(run)
@@ -419,7 +436,7 @@ def list_runs(
         newest: dict[tuple[str, str], LocalRun] = {}
         for run in runs:
             newest[(run.kind, run.name)] = run
-        keep = set(id(r) for r in newest.values())
+        keep = {id(r) for r in newest.values()}
         runs = [r for r in runs if id(r) in keep or r.runtime().state != GONE]
     return runs
 
@@ -762,7 +779,7 @@ def stop_run(run: LocalRun, timeout: float | None = None) -> StopResult:
     Only a runtime proven to be the run's (:func:`t9k_jobs.local.ownership.runtime_state`) is
     signalled, through a pidfd pinned before the proof is checked again; raises
     :class:`JobsError` (nothing signalled) when the runtime's state cannot be told."""
-    from .ownership import NotOurs, pinned, signal_runtime
+    from .ownership import NotOurs, pinned, signal_runtime, wait_exit
     from .processes import RUN_ENV, marked
 
     state = run.runtime()
@@ -786,6 +803,8 @@ def stop_run(run: LocalRun, timeout: float | None = None) -> StopResult:
                     signal_runtime(pidfd, pid, signal.SIGKILL)
                     while run.runtime().running and time.monotonic() - started < limit + 10:
                         time.sleep(POLL)
+                # The lock goes as the process ends: wait for its end itself, briefly.
+                wait_exit(pidfd, 5.0)
         except NotOurs:
             result.was_running = False  # it ended between the look and the signal
     if run.runtime().unknown:
@@ -1063,25 +1082,24 @@ def already_running(runs_dir: Path, kind: str, name: str) -> str | None:
 __all__ = [
     "ALREADY_RUNNING",
     "APPLY_TIMEOUT",
-    "UNKNOWN",
-    "LogSourceGone",
-    "Observation",
-    "already_running",
-    "live_runs",
-    "tail_offset",
     "DEFAULT_RUNS_DIR",
-    "NotSupported",
     "STOPPED",
+    "UNKNOWN",
     "LocalRun",
+    "LogSourceGone",
     "NotFound",
+    "NotSupported",
+    "Observation",
     "RunsError",
     "StopResult",
     "UsageError",
     "WaitResult",
+    "already_running",
     "edit_spec",
     "find_run",
     "follow_logs",
     "list_runs",
+    "live_runs",
     "log_source",
     "parse_duration",
     "purge",
@@ -1089,6 +1107,7 @@ __all__ = [
     "runtime_pid",
     "start_detached",
     "stop_run",
+    "tail_offset",
     "wait_for",
     "wait_phase",
     "watched_manifest",
