@@ -32,6 +32,14 @@ class Output(str, Enum):
     json = "json"
 
 
+class Gang(str, Enum):
+    """``render --gang``: :data:`t9k_jobs.frameworks.base.GangMode`."""
+
+    t9k = "t9k"
+    native = "native"
+    none = "none"
+
+
 def _fail(lines: list[str], code: int = EXIT_INVALID) -> None:
     for line in lines:
         typer.echo(f"error: {line}", err=True)
@@ -56,13 +64,23 @@ def _load(path: Path):  # noqa: ANN202 - returns one of the Job kinds
 def render(
     file: Annotated[Path, typer.Argument(help="The job manifest (YAML or JSON), or - for standard input.")],
     output: Annotated[Output, typer.Option("--output", "-o", help="Output format.")] = Output.yaml,
+    gang: Annotated[
+        Gang,
+        typer.Option(
+            "--gang",
+            help="The gang scheduling the cluster is assumed to serve, for spec.scheduler.t9kScheduler: "
+            "t9k (T9k's PodGroup and t9k-scheduler), native (a scheduling.k8s.io/v1beta1 PodGroup, "
+            "Kubernetes 1.37+ with GenericWorkload) or none (the default scheduler, no gang). The operator "
+            "picks it from discovery.",
+        ),
+    ] = Gang.t9k,
 ) -> None:
     """Print every object the operator would create for FILE: pods, services, config maps, secrets, pod groups."""
     from .render import render as render_objects
     from .render import to_yaml
 
     job = _load(file)
-    objects = render_objects(job)
+    objects = render_objects(job, gang=gang.value)
     if output is Output.json:
         typer.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
     else:
@@ -72,8 +90,14 @@ def render(
 @app.command()
 def validate(file: Annotated[Path, typer.Argument(help="The job manifest (YAML or JSON), or - for standard input.")]) -> None:
     """Check FILE against the API and print the kind and name when it is valid (exit 0; fields
-    without effect and silent defaults are printed as warnings on stderr), else exit 2."""
+    without effect and silent defaults are printed as warnings on stderr, and what a local run
+    leaves out, such as queue and priority, as notes), else exit 2."""
+    from .frameworks.notes import local_run_notes
+
     job = _load(file)
+    source = "<stdin>" if str(file) == "-" else str(file)
+    for line in local_run_notes(job):
+        typer.echo(f"note: {source}: {line}", err=True)
     typer.echo(f"{job.kind}/{job.name}: valid")
 
 

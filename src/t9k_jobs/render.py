@@ -10,18 +10,25 @@ import yaml
 
 from .api import Job
 from .engine import Observed, reconcile
+from .frameworks.base import GangMode
 from .sshkeys import generate_ssh_keypair, materialize
 
 _ORDER = {"ConfigMap": 0, "Secret": 1, "Service": 2, "PodGroup": 3, "TensorBoard": 4, "Pod": 5}
 
 
-def render(job: Job, keygen: Callable[[], dict[str, str]] = generate_ssh_keypair) -> list[dict[str, Any]]:
+def render(
+    job: Job, keygen: Callable[[], dict[str, str]] = generate_ssh_keypair, gang: GangMode = "t9k"
+) -> list[dict[str, Any]]:
     """The objects the first reconcile of ``job`` creates on an empty cluster, in apply order.
 
     ConfigMaps, Secrets (key pairs from ``keygen``), Services, PodGroup, TensorBoard, then
-    Pods. A job created paused has no pods.
+    Pods. A job created paused has no pods. ``gang`` is the cluster's gang scheduling assumed
+    for ``spec.scheduler.t9kScheduler`` (:data:`~t9k_jobs.frameworks.base.GangMode`): ``t9k``
+    (T9k's PodGroup, the default), ``native`` (a ``scheduling.k8s.io/v1beta1`` PodGroup,
+    Kubernetes 1.37+) or ``none`` (no PodGroup, the default scheduler); the operator picks it
+    from discovery. Every optional kind (PodGroup, TensorBoard) is assumed served.
     """
-    plan = reconcile(job, Observed(), now=0.0)
+    plan = reconcile(job, Observed(gang=gang), now=0.0)
     objects = [materialize(o, keygen) for o in plan.create]
     return sorted(objects, key=lambda o: _ORDER.get(o["kind"], 9))
 

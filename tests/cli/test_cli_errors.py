@@ -364,3 +364,21 @@ def test_duplicate_container_names_and_no_replicas_are_refused(tmp_path: Path) -
     doc["spec"]["replicaSpecs"][0]["replicas"] = 0
     path.write_text(yaml.safe_dump(doc))
     assert_clean_error(cli("validate", str(path)), "at least one replica")
+
+
+def test_render_gang_native_shows_the_native_pod_group(tmp_path: Path) -> None:
+    """Issue 22: ``render --gang native`` prints the scheduling.k8s.io/v1beta1 PodGroup a
+    Kubernetes 1.37 cluster with GenericWorkload gets; a mode that does not exist is one clear line."""
+    text = VALID.replace("spec:\n", "spec:\n  scheduler: {t9kScheduler: {queue: q, priority: 5}}\n", 1)
+    path = write(tmp_path, "gang.yaml", text)
+    result = cli("render", "--gang", "native", str(path))
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d is not None]
+    (pg,) = [d for d in docs if d["kind"] == "PodGroup"]
+    assert pg["apiVersion"] == "scheduling.k8s.io/v1beta1"
+    assert pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+    pods = [d for d in docs if d["kind"] == "Pod"]
+    assert [p["spec"]["schedulingGroup"] for p in pods] == [{"podGroupName": "tiny-ddp"}] * 2
+    bad = cli("render", "--gang", "volcano", str(path))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "--gang" in bad.stderr

@@ -111,6 +111,8 @@ def test_an_unset_queue_is_said_and_the_job_is_valid(tmp_path: Path) -> None:
     assert result.stderr == (
         f"warning: {tmp_path / 'job.yaml'}: spec.scheduler.t9kScheduler.queue: not set; "
         "the job's pods use the queue 'default'\n"
+        f"note: {tmp_path / 'job.yaml'}: spec.scheduler.t9kScheduler: a local run ignores queue 'default' "
+        "and priority 3; its replicas start at once on this machine, not as a gang\n"
     )
 
 

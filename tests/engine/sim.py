@@ -29,8 +29,9 @@ class Conflict(AssertionError):
 
 
 class Sim:
-    def __init__(self, manifest: dict[str, Any], *, now: float = T0, graceful: bool = False) -> None:
+    def __init__(self, manifest: dict[str, Any], *, now: float = T0, graceful: bool = False, gang: str = "t9k") -> None:
         manifest = copy.deepcopy(manifest)
+        self.gang = gang  # the runtime's gang mode for t9kScheduler (Observed.gang)
         manifest.setdefault("metadata", {}).setdefault("uid", "job-uid")
         self.job = parse_job(manifest)
         self.now = now
@@ -54,6 +55,7 @@ class Sim:
             pods=dict(self.pods),
             others=frozenset(self.others),
             hashes={key: stamp_of(obj) for key, obj in self.others.items() if key[0] != "Secret"},
+            gang=self.gang,
         )
 
     def plan(self) -> Plan:

@@ -346,6 +346,32 @@ def test_pytorch_scheduler_pod_group_and_pod_labels() -> None:
     assert all("schedulerName" not in p["spec"] for p in of_kind(plain, "Pod"))
 
 
+@pytest.mark.parametrize("gang", ["native", "none"])
+def test_pytorch_scheduler_on_a_cluster_without_t9k_scheduler(gang: str) -> None:
+    """Issue 22: ``render --gang native`` shows the scheduling.k8s.io/v1beta1 PodGroup
+    (gang.minCount = every replica, disruptionMode all) and pods joining it with schedulingGroup
+    on the default scheduler; ``--gang none``: no PodGroup, the default scheduler. Neither
+    carries T9k's queue or group-name labels."""
+    objects = render(
+        load_manifest(MANIFESTS / "pytorch-master-worker-scheduler.yaml"), keygen=lambda: dict(FAKE_KEYS), gang=gang  # type: ignore[arg-type]
+    )
+    if gang == "native":
+        pg = one(objects, "PodGroup", "bert-finetune")
+        assert pg["apiVersion"] == "scheduling.k8s.io/v1beta1"
+        assert pg["spec"] == {"schedulingPolicy": {"gang": {"minCount": 3}}, "disruptionMode": {"all": {}}}
+    else:
+        assert of_kind(objects, "PodGroup") == []
+    pods = of_kind(objects, "Pod")
+    assert len(pods) == 3
+    for pod in pods:
+        assert "schedulerName" not in pod["spec"]
+        joined = pod["spec"].get("schedulingGroup")
+        assert joined == ({"podGroupName": "bert-finetune"} if gang == "native" else None)
+        labels = pod["metadata"]["labels"]
+        assert "scheduler.tensorstack.dev/group-name" not in labels
+        assert "scheduler.tensorstack.dev/queue" not in labels
+
+
 def test_pytorch_debug_mode_defaults_for_an_unlisted_type() -> None:
     """§1.5 + EX-P5: debug replicaSpecs name another type, so `node` gets the defaults:
     command `sleep inf`, args emptied, init containers kept; debug wins over torchrun,

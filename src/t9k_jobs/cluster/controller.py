@@ -431,7 +431,16 @@ class Controller:
             hashes=hashes,
             ready=frozenset(ready),
             unserved=frozenset(k for k in OPTIONAL_CHILDREN if k not in self.optional_kinds),
+            gang=self.gang_mode,
         )
+
+    @property
+    def gang_mode(self) -> str:
+        """How ``t9kScheduler`` jobs are scheduled here (:data:`~t9k_jobs.frameworks.base.GangMode`):
+        ``t9k`` when T9k's PodGroup CRD is served, else ``none`` (the default scheduler, a Warning
+        and a ``GangScheduling`` condition on each such job). The native
+        ``scheduling.k8s.io/v1beta1`` PodGroup (``native``) is not discovered by the operator yet."""
+        return "t9k" if "PodGroup" in self.optional_kinds else "none"
 
     async def reconcile_key(self, key: JobKey) -> str:
         """One pass for ``key``; returns the result label (success, skipped, requeue_after, invalid)."""

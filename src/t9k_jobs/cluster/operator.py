@@ -166,9 +166,12 @@ class Operator:
                 if exc.status != 404:
                     raise
                 log.info(
-                    "%s (%s) is not served by this cluster: jobs that ask for it run without it",
+                    "%s (%s) is not served by this cluster: jobs that ask for it run without it%s",
                     kind,
                     res.group,
+                    " (t9kScheduler jobs: the default scheduler, a GangScheduling condition and a Warning)"
+                    if kind == "PodGroup"
+                    else "",
                 )
                 continue
             if any(r.get("name") == res.plural for r in listing.get("resources") or []):

@@ -35,7 +35,13 @@ from ..errors import (
     UsageError,
     WaitTimeout,
 )
-from ..frameworks.base import LABEL_OWNER_KIND, LABEL_OWNER_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from ..frameworks.base import (
+    LABEL_OWNER_KIND,
+    LABEL_OWNER_NAME,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+    T9K_SCHEDULER_NAME,
+)
 from ..show import (
     age_of,
     condition_lines,
@@ -474,7 +480,9 @@ def why(raw: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
     In order: no status yet (the operator has not seen it), how a finished job ended, pause,
     replicas that wait for a reason (unschedulable with the scheduler's message, an image that
     cannot be pulled, a missing ConfigMap, from the live pods and then from the status), pods no
-    scheduler has looked at (a queue of the T9k scheduler, or no scheduler running), replicas
+    scheduler has looked at (from the pods' spec: a queue of the T9k scheduler, a native gang
+    waiting for all its pods, or no scheduler running, with the ``GangScheduling`` condition's
+    message where the cluster does not enforce the gang), replicas
     being restarted (with the backoff count), the ``ReplicaFailure`` condition."""
     job, status = parse(raw), status_of(raw)
     kind, name = raw.get("kind", ""), raw["metadata"]["name"]
@@ -507,9 +515,19 @@ def why(raw: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
     if unseen:
         who = ", ".join(unseen[:3]) + (f" and {len(unseen) - 3} more" if len(unseen) > 3 else "")
         sched = job.scheduler.t9k_scheduler if job is not None and job.scheduler else None
-        if sched is not None:
+        specs = [p.get("spec") or {} for p in live if p["metadata"]["name"] in unseen]
+        if sched is not None and any(sp.get("schedulerName") == T9K_SCHEDULER_NAME for sp in specs):
             return f"{who} wait for the T9k scheduler to admit the job's PodGroup (queue {sched.queue or 'default'})"
-        return f"{who} not scheduled yet: no scheduler has looked at {'it' if len(unseen) == 1 else 'them'}"
+        groups = [sp["schedulingGroup"].get("podGroupName") for sp in specs if sp.get("schedulingGroup")]
+        if groups:
+            return (
+                f"{who} wait for the gang (PodGroup {groups[0]}): the scheduler binds the job's pods "
+                "together or not at all"
+            )
+        gang = status.condition("GangScheduling")
+        not_enforced = f" ({gang.message})" if gang is not None and gang.reason == "NotEnforced" else ""
+        them = "it" if len(unseen) == 1 else "them"
+        return f"{who} not scheduled yet: no scheduler has looked at {them}{not_enforced}"
     restarting = [rs for t in status.tasks for rs in t.replicas if rs.phase == "Creating" and rs.uid]
     if restarting:
         limit = job.spec.run_policy.backoff_limit if job is not None and hasattr(job.spec, "run_policy") else None

@@ -20,6 +20,7 @@ from ..api.kinds import JobBase
 from ..frameworks import BuildContext, Framework, ReplicaGroup, framework_for
 from ..frameworks.base import (
     LABEL_RESTART_GENERATION,
+    GangMode,
     base_pod,
     container,
     pod_group,
@@ -55,17 +56,18 @@ def stamp_of(obj: dict[str, Any]) -> str:
     return str(((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_DESIRED_HASH, ""))
 
 
-def children(job: JobBase, addressing: Addressing = CLUSTER) -> list[dict[str, Any]]:
-    """Every object other than pods that ``job`` owns, in creation order, each stamped."""
+def children(job: JobBase, addressing: Addressing = CLUSTER, gang: GangMode = "t9k") -> list[dict[str, Any]]:
+    """Every object other than pods that ``job`` owns, in creation order, each stamped;
+    ``gang`` picks which PodGroup, if any (:func:`~t9k_jobs.frameworks.base.pod_group`)."""
     fw = framework_for(job)
     groups = fw.groups(job)
-    ctx = BuildContext(addressing, groups=tuple(groups))
+    ctx = BuildContext(addressing, groups=tuple(groups), gang=gang)
     out: list[dict[str, Any]] = list(fw.extra_children(job, groups, ctx))
     for g in groups:
         if g.service_ports is None:
             continue
         out += [replica_service(job, g, i) for i in range(g.replicas)]
-    group_obj = pod_group(job, fw.pod_group_min_member(job, groups))
+    group_obj = pod_group(job, fw.pod_group_min_member(job, groups), gang)
     if group_obj is not None:
         out.append(group_obj)
     tb = tensorboard(job, fw.tensorboard_spec(job))
@@ -85,7 +87,7 @@ def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext, 
     ``skipInitContainer`` drops the init containers.
     """
     fw = framework_for(job)
-    pod = base_pod(job, group, index)
+    pod = base_pod(job, group, index, ctx.gang)
     pod["metadata"]["labels"][LABEL_RESTART_GENERATION] = str(generation)
     fw.decorate(job, group, index, pod, ctx)
     mode = job.run_mode

@@ -45,6 +45,7 @@ from .replicas import refresh_replicas, walk_replicas
 from .restart import apply_restarts
 from .run_mode import paused
 from .status import active_phase, finish_status
+from ..frameworks.base import GANG_MODES, GangMode
 from .types import Addressing, Observed, Plan
 from .waiting import report_waiting
 
@@ -62,7 +63,9 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
     old = job.status or JobStatus()
     status = old.model_copy(deep=True)
     groups = fw.groups(job)
-    ctx = BuildContext(addressing, resumed=old.condition("Paused") is not None, groups=tuple(groups))
+    gang: GangMode = observed.gang if observed.gang in GANG_MODES else "t9k"  # type: ignore[assignment]
+    resumed = old.condition("Paused") is not None
+    ctx = BuildContext(addressing, resumed=resumed, groups=tuple(groups), gang=gang)
     p = Pass(job, fw, groups, observed, now, ctx, old, status, Plan(status=status))
     status.observed_generation = job.metadata.generation
     if job.status is None:
@@ -70,7 +73,7 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
         for line in spec_warnings(job):
             p.event("Warning", "SpecWarning", line)
 
-    p.owned = children(job, addressing)
+    p.owned = children(job, addressing, ctx.gang)
     p.plan.create, p.plan.update, p.plan.delete = plan_children(p.owned, observed)
     if observed.conflicts:
         # Names held by objects this job does not control: look again later, they may go away.

@@ -51,6 +51,9 @@ def finish_status(p: Pass, phase: str, outcome: Outcome | None) -> None:
     s.phase = phase  # type: ignore[assignment]
     s.conditions = conditions(p, phase, outcome)
     s.tensorboard = tensorboard_status(p)
+    gang = s.condition("GangScheduling")
+    if gang is not None and p.old.condition("GangScheduling") is None:
+        p.event("Warning", "GangNotEnforced", gang.message)
     now_init, before = s.condition("Initialized"), p.old.condition("Initialized")
     if now_init is not None and now_init.reason == "ChildConflict" and (
         before is None or (before.reason, before.message) != (now_init.reason, now_init.message)
@@ -129,6 +132,9 @@ def conditions(p: Pass, phase: str, outcome: Outcome | None) -> list[Condition]:
             rows.append(("ReplicaFailure", False, "ReplicaWaiting", waiting))
         else:
             rows.append(("ReplicaFailure", False, "-", "All pods are running normally."))
+    gang = gang_not_enforced(p)
+    if gang:
+        rows.append(("GangScheduling", False, "NotEnforced", gang))
     if phase == "Paused":
         rows.append(("Paused", True, "Paused", "The job is paused: its replicas are deleted or being deleted."))
     elif old.condition("Paused") is not None:
@@ -140,6 +146,22 @@ def conditions(p: Pass, phase: str, outcome: Outcome | None) -> list[Condition]:
         when = prev.last_transition_time if prev is not None and prev.status == status else rfc3339(p.now)
         out.append(Condition(type=type_, status=status, reason=reason, message=message, last_transition_time=when))
     return out
+
+
+def gang_not_enforced(p: Pass) -> str:
+    """The ``GangScheduling`` condition's message when the job asks for ``t9kScheduler`` and the
+    runtime serves no PodGroup API (gang mode ``none``); '' otherwise. The condition (False,
+    reason ``NotEnforced``) stays while the job lives; one Warning ``GangNotEnforced`` event
+    says it when it first appears (:func:`finish_status`)."""
+    sched = p.job.scheduler.t9k_scheduler if p.job.scheduler else None
+    if sched is None or p.ctx.gang != "none":
+        return ""
+    return (
+        f"spec.scheduler.t9kScheduler (queue {sched.queue_name}, priority {sched.priority}) is not "
+        "enforced: this cluster serves neither T9k's PodGroup (scheduler.tensorstack.dev) nor "
+        "scheduling.k8s.io/v1beta1 podgroups, so the pods go to the default scheduler one by one, "
+        "without gang admission, queue or priority"
+    )
 
 
 def tensorboard_status(p: Pass) -> DependentStatus | None:

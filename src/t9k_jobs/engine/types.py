@@ -147,6 +147,11 @@ class Observed:
     ready: frozenset[tuple[str, str]] = frozenset()
     #: Kinds of optional children this runtime does not serve (no TensorBoard CRD, a local run).
     unserved: frozenset[str] = frozenset()
+    #: How this runtime carries out ``spec.scheduler.t9kScheduler``
+    #: (:data:`~t9k_jobs.frameworks.base.GangMode`): ``t9k`` (T9k's PodGroup, the default, as
+    #: ``render`` assumes), ``native`` (``scheduling.k8s.io/v1beta1`` PodGroup) or ``none``
+    #: (default scheduler; the job gets a ``GangScheduling`` condition and one Warning).
+    gang: str = "t9k"
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,14 @@ LABEL_REPLICA_INDEX = f"{GROUP}/replica-index"
 #: one being replaced (as JobSet's restart-attempt label).
 LABEL_RESTART_GENERATION = f"{GROUP}/restart-generation"
 T9K_SCHEDULER_NAME = "t9k-scheduler"
+#: How ``spec.scheduler.t9kScheduler`` is carried out, chosen by the runtime from what its API
+#: server serves (docs/decisions.md, "t9kScheduler from discovery"): ``t9k``: T9k's own PodGroup
+#: (``scheduler.tensorstack.dev/v1beta1``) and the ``t9k-scheduler``; ``native``: a
+#: ``scheduling.k8s.io/v1beta1`` PodGroup (Kubernetes 1.37+, gate ``GenericWorkload``) and the
+#: default scheduler; ``none``: the default scheduler alone, gang admission not enforced.
+GangMode = Literal["t9k", "native", "none"]
+GANG_MODES: tuple[GangMode, ...] = ("t9k", "native", "none")
+NATIVE_PODGROUP_API = "scheduling.k8s.io/v1beta1"
 DEFAULT_DEBUG_COMMAND: tuple[str, ...] = ("sleep", "inf")
 
 
@@ -69,11 +77,13 @@ class ReplicaGroup:
 @dataclass(frozen=True)
 class BuildContext:
     """What one pass builds with, made once per pass: the addressing, whether resume overrides
-    apply, and the replica groups wanted now (``()``: ask the framework)."""
+    apply, the replica groups wanted now (``()``: ask the framework), and how a
+    ``t9kScheduler`` job is gang-scheduled (:data:`GangMode`)."""
 
     addressing: Addressing
     resumed: bool = False
     groups: tuple[ReplicaGroup, ...] = ()
+    gang: GangMode = "t9k"
 
 
 @dataclass(frozen=True)
@@ -266,12 +276,16 @@ def add_env(c: dict[str, Any], values: dict[str, str], *, first: bool = True) ->
     c["env"] = new + env if first else env + new
 
 
-def base_pod(job: JobBase, group: ReplicaGroup, index: int) -> dict[str, Any]:
+def base_pod(job: JobBase, group: ReplicaGroup, index: int, gang: GangMode = "t9k") -> dict[str, Any]:
     """The pod of replica ``index`` of ``group`` before any kind-specific decoration.
 
     Copies the template, names the pod ``<job>-<type>-<index>``, adds the labels of
     reference §1.3 and the owner reference, and forces ``restartPolicy: Never`` (T9k docs:
-    the controller, not the kubelet, restarts replicas).
+    the controller, not the kubelet, restarts replicas). With ``spec.scheduler.t9kScheduler``,
+    ``gang`` decides the scheduling fields: ``t9k``: ``schedulerName: t9k-scheduler`` and T9k's
+    queue and group-name labels (reference §1.7); ``native``: ``spec.schedulingGroup.podGroupName``
+    naming the job's native PodGroup (pods outside the pod group, such as a launcher, get none),
+    the default scheduler; ``none``: the default scheduler and nothing else.
     """
     template = copy.deepcopy(group.template)
     name = group.pod_name(job.name, index)
@@ -295,11 +309,15 @@ def base_pod(job: JobBase, group: ReplicaGroup, index: int) -> dict[str, Any]:
     spec = template["spec"]
     spec["restartPolicy"] = "Never"
     scheduler = job.scheduler.t9k_scheduler if job.scheduler else None
-    if scheduler is not None:
+    if scheduler is not None and gang == "t9k":
         spec["schedulerName"] = T9K_SCHEDULER_NAME
         labels[LABEL_QUEUE] = scheduler.queue_name
         if group.in_pod_group:
             labels[LABEL_GROUP_NAME] = job.name
+    elif scheduler is not None and gang == "native" and group.in_pod_group:
+        # Every pod of a native group must use one schedulerName (the default scheduler's).
+        spec.pop("schedulerName", None)
+        spec["schedulingGroup"] = {"podGroupName": job.name}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
 
 
@@ -321,11 +339,26 @@ def replica_service(job: JobBase, group: ReplicaGroup, index: int) -> dict[str, 
     }
 
 
-def pod_group(job: JobBase, min_member: int) -> dict[str, Any] | None:
-    """The PodGroup of reference §1.7 when ``spec.scheduler.t9kScheduler`` is set."""
+def pod_group(job: JobBase, min_member: int, gang: GangMode = "t9k") -> dict[str, Any] | None:
+    """The job's PodGroup when ``spec.scheduler.t9kScheduler`` is set, named like the job; ``None``
+    without it or with ``gang`` ``none``.
+
+    ``t9k``: T9k's PodGroup of reference §1.7 (``minMember``, ``priority``, ``queue``).
+    ``native``: a standalone ``scheduling.k8s.io/v1beta1`` PodGroup (Kubernetes 1.37
+    ``staging/src/k8s.io/api/scheduling/v1beta1/types.go``): ``schedulingPolicy.gang.minCount`` =
+    ``min_member`` and ``disruptionMode: {all: {}}``, so the scheduler binds and preempts the
+    job's pods as one unit. Queue and priority have no field there (no PriorityClass is named yet).
+    """
     scheduler = job.scheduler.t9k_scheduler if job.scheduler else None
-    if scheduler is None:
+    if scheduler is None or gang == "none":
         return None
+    if gang == "native":
+        return {
+            "apiVersion": NATIVE_PODGROUP_API,
+            "kind": "PodGroup",
+            "metadata": child_meta(job, job.name),
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min_member}}, "disruptionMode": {"all": {}}},
+        }
     return {
         "apiVersion": "scheduler.tensorstack.dev/v1beta1",
         "kind": "PodGroup",

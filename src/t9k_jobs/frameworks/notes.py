@@ -33,6 +33,20 @@ def spec_warnings(job: Job) -> list[str]:
     return out
 
 
+def local_run_notes(job: Job) -> list[str]:
+    """What a local run (``t9k-jobs run``) does not do for ``job`` that a cluster would, one line
+    each ``<field path>: <what a local run does instead>``; ``validate`` and ``run`` print them.
+    Empty for most jobs. Never raises."""
+    spec: Any = job.spec
+    scheduler = spec.scheduler.t9k_scheduler if spec.scheduler is not None else None
+    if scheduler is None:
+        return []
+    return [
+        f"spec.scheduler.t9kScheduler: a local run ignores queue {scheduler.queue_name!r} and priority "
+        f"{scheduler.priority}; its replicas start at once on this machine, not as a gang"
+    ]
+
+
 def _types(job: Job) -> list[str]:
     if isinstance(job, (GenericJob, PyTorchTrainingJob)):
         return [r.type for r in job.spec.replica_specs]

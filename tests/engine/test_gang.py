@@ -1,0 +1,107 @@
+"""``spec.scheduler.t9kScheduler`` in each gang mode a runtime reports (``Observed.gang``).
+
+``t9k``: T9k's PodGroup (test_reconcile.py covers it); ``native``: a ``scheduling.k8s.io/v1beta1``
+PodGroup and ``schedulingGroup`` on the pods (Kubernetes 1.37 with ``GenericWorkload``; the
+test API server is 1.34, so this path is tested here only); ``none``: the default scheduler,
+a ``GangScheduling`` condition and one Warning.
+"""
+
+from __future__ import annotations
+
+from .jobs import colossalai, pytorch
+from .sim import Sim
+
+SCHED = {"t9kScheduler": {"queue": "gpu", "priority": 40}}
+
+
+def created(plan, kind):
+    return [o for o in plan.create if o["kind"] == kind]
+
+
+def gang_events(sim: Sim) -> list[tuple[str, str, str]]:
+    events = [e for plan in sim.plans for e in plan.events]
+    return [(e.type, e.reason, e.message) for e in events if e.reason == "GangNotEnforced"]
+
+
+def test_native_pod_group_and_pod_fields():
+    sim = Sim(pytorch([("master", 1), ("worker", 2)], name="j", scheduler=SCHED), gang="native")
+    plan = sim.step()
+    (pg,) = created(plan, "PodGroup")
+    assert pg["apiVersion"] == "scheduling.k8s.io/v1beta1"
+    assert pg["metadata"]["name"] == "j"
+    assert pg["metadata"]["ownerReferences"][0]["uid"] == "job-uid"
+    assert pg["spec"] == {"schedulingPolicy": {"gang": {"minCount": 3}}, "disruptionMode": {"all": {}}}
+    pods = created(plan, "Pod")
+    assert len(pods) == 3
+    for pod in pods:
+        assert pod["spec"]["schedulingGroup"] == {"podGroupName": "j"}
+        assert "schedulerName" not in pod["spec"]
+        labels = pod["metadata"]["labels"]
+        assert "scheduler.tensorstack.dev/queue" not in labels
+        assert "scheduler.tensorstack.dev/group-name" not in labels
+    assert sim.condition("GangScheduling") is None
+    assert created(sim.step(), "PodGroup") == []  # made once
+
+
+def test_native_elastic_min_count_is_min_replicas():
+    m = pytorch(
+        [("a", 1), ("b", 1)],
+        name="el",
+        torchrunConfig={"enabled": True},
+        elastic={"enabled": True, "minReplicas": 3, "maxReplicas": 12, "expectedReplicas": 6},
+        scheduler=SCHED,
+    )
+    (pg,) = created(Sim(m, gang="native").step(), "PodGroup")
+    assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
+
+
+def test_native_template_scheduler_name_gives_way_to_the_default():
+    m = pytorch(name="j", scheduler=SCHED)
+    for spec in m["spec"]["replicaSpecs"]:
+        spec["template"]["spec"]["schedulerName"] = "my-scheduler"
+    sim = Sim(m, gang="native")
+    sim.step()
+    assert "schedulerName" not in sim.pod("j-master-0")["spec"]
+
+
+def test_native_colossalai_launcher_stays_out_of_the_gang():
+    sim = Sim(colossalai(3, name="cai", scheduler=SCHED), gang="native")
+    plan = sim.step()
+    (pg,) = created(plan, "PodGroup")
+    assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
+    assert "schedulingGroup" not in sim.pod("cai-launcher")["spec"]
+    assert sim.pod("cai-worker-0")["spec"]["schedulingGroup"] == {"podGroupName": "cai"}
+
+
+def test_none_default_scheduler_condition_and_one_warning():
+    sim = Sim(pytorch([("master", 1), ("worker", 2)], name="j", scheduler=SCHED), gang="none")
+    plan = sim.step()
+    assert created(plan, "PodGroup") == []
+    for pod in created(plan, "Pod"):
+        assert "schedulerName" not in pod["spec"]
+        assert "schedulingGroup" not in pod["spec"]
+        assert "scheduler.tensorstack.dev/queue" not in pod["metadata"]["labels"]
+    cond = sim.condition("GangScheduling")
+    assert (cond.status, cond.reason) == ("False", "NotEnforced")
+    assert "queue gpu, priority 40" in cond.message
+    assert "not enforced" in cond.message
+    sim.run_all()
+    sim.step()
+    sim.step()
+    assert sim.status.phase == "Running"
+    assert sim.condition("GangScheduling").last_transition_time == cond.last_transition_time
+    assert gang_events(sim) == [("Warning", "GangNotEnforced", cond.message)]
+
+
+def test_none_without_t9k_scheduler_says_nothing():
+    sim = Sim(pytorch(name="j"), gang="none")
+    sim.step()
+    assert sim.condition("GangScheduling") is None
+    assert gang_events(sim) == []
+
+
+def test_t9k_mode_has_no_gang_condition():
+    sim = Sim(pytorch(name="j", scheduler=SCHED))
+    sim.step()
+    assert sim.condition("GangScheduling") is None
+    assert sim.pod("j-master-0")["spec"]["schedulerName"] == "t9k-scheduler"
