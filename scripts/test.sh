@@ -79,7 +79,7 @@ fi
 [ "$node" = 1 ] || args=(-m "not node" "${args[@]}")
 step "pytest"
 set +e
-"$bin/python" -m pytest -p no:cacheprovider "${args[@]}"
+"$bin/python" -m pytest -p no:cacheprovider --durations=20 "${args[@]}"
 code=$?
 set -e
 step "done (pytest exit $code)"
