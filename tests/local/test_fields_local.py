@@ -12,7 +12,12 @@ from .conftest import job, py, template
 
 e2e = pytest.mark.e2e
 
-ARGV_SCRIPT = "import json, os, sys\nprint('ARGV=' + json.dumps(sys.argv[1:]), 'RANK=' + os.environ['RANK'], flush=True)\n"
+# One write per line: two ranks share the container's output pipe, and an unbuffered print() may
+# write the text and its newline apart, so their lines could interleave.
+ARGV_SCRIPT = (
+    "import json, os, sys\n"
+    "os.write(1, ('ARGV=' + json.dumps(sys.argv[1:]) + ' RANK=' + os.environ['RANK'] + '\\n').encode())\n"
+)
 
 
 @e2e

@@ -391,8 +391,10 @@ def test_torchrun_procpernode_gpu_runs_one_rank_per_assigned_gpu(start, tmp_path
     script = tmp_path / "ranks.py"
     script.write_text(
         "import os\n"
-        "print(f\"rank {os.environ['LOCAL_RANK']} of {os.environ['LOCAL_WORLD_SIZE']} "
-        "CVD={os.environ['CUDA_VISIBLE_DEVICES']}\", flush=True)\n"
+        # One write per line: the two ranks share the container's output pipe, and print() may
+        # write the text and its newline apart (unbuffered), so two ranks' lines could interleave.
+        "os.write(1, f\"rank {os.environ['LOCAL_RANK']} of {os.environ['LOCAL_WORLD_SIZE']} "
+        "CVD={os.environ['CUDA_VISIBLE_DEVICES']}\\n\".encode())\n"
     )
     manifest = job(
         "PyTorchTrainingJob",
