@@ -937,6 +937,34 @@ def export_layout(pushed: Path, layout: Path, shared: set[str], targets: list[st
     return layout
 
 
+#: What buildah 1.28 prints when the copy of its own binary that its chroot isolation re-executes
+#: (runc 1.1's nsenter/cloned_binary.c, vendored) cannot be sealed: fcntl(F_ADD_SEALS) answers
+#: EBUSY while the kernel still holds a transient reference on one of the memfd's pages. Seen in
+#: the CI run of 2026-11-25 on this VM, never before; the step's command had not started, so
+#: trying again is safe.
+TRANSIENT_BUD_FAILURE = "sealing memfd copy"
+
+#: How many times one ``buildah bud`` is tried when it fails with TRANSIENT_BUD_FAILURE.
+BUD_ATTEMPTS = 3
+
+
+def bud_with_retries(name: str, argv: list[str], log: Log, env: dict[str, str]) -> None:
+    """Run ``buildah bud``; try again (steps already built come from the layer cache) only when it
+    failed with :data:`TRANSIENT_BUD_FAILURE`, at most :data:`BUD_ATTEMPTS` times.
+
+    Raises Failure as :func:`run` does for any other failure, or for the last transient one.
+    """
+    for attempt in range(1, BUD_ATTEMPTS + 1):
+        code, output = run("buildah bud", argv, log, env=env, echo=lambda line: line.startswith("STEP "), check=False)
+        if code == 0:
+            return
+        transient = TRANSIENT_BUD_FAILURE in output
+        if not transient or attempt == BUD_ATTEMPTS:
+            tail = output.rstrip("\n").splitlines()[-25:]
+            raise Failure("buildah bud", f"buildah exited with {code}", tail, log.path)
+        say(f"{name}: buildah bud failed with {TRANSIENT_BUD_FAILURE!r} (a transient kernel EBUSY); attempt {attempt + 1} of {BUD_ATTEMPTS}")
+
+
 def build_with_buildah(dockerfile: str, ignorefile: str | None, extra_args: list[str]):
     def build(b: Builder, image: Image, out: Path, log: Log) -> None:
         ensure_commands("buildah", "tar")
@@ -979,7 +1007,7 @@ def build_with_buildah(dockerfile: str, ignorefile: str | None, extra_args: list
                 *(["--no-cache"] if b.force else []),
                 str(REPO),
             )
-            run("buildah bud", argv, log, env=env, echo=lambda line: line.startswith("STEP "))
+            bud_with_retries(image.name, argv, log, env)
             say(f"{image.name}: buildah bud in {time.monotonic() - t:.1f}s")
             t = time.monotonic()
             with scratch(image.name, log) as work:
