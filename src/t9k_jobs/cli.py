@@ -201,6 +201,14 @@ def operator(
     qps: Annotated[float, typer.Option("--kube-api-qps", help="Client requests per second (0: no limit).")] = 50.0,
     burst: Annotated[int, typer.Option("--kube-api-burst", min=1, help="Client request burst.")] = 100,
     log_level: Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING or ERROR.")] = "INFO",
+    discovery_interval: Annotated[
+        float,
+        typer.Option(
+            "--discovery-interval",
+            min=0,
+            help="Seconds between checks of the APIs served (PodGroups); a change restarts the operator (exit 3). 0: at start only.",
+        ),
+    ] = 300.0,
 ) -> None:
     """Reconcile GenericJob, PyTorchTrainingJob, DeepSpeedJob and ColossalAIJob on a cluster."""
     import os
@@ -226,6 +234,7 @@ def operator(
         bind=bind,
         qps=qps,
         burst=burst,
+        discovery_interval=discovery_interval,
     )
     try:
         code = run_operator(config, log_level)

@@ -1,8 +1,8 @@
 """``spec.scheduler.t9kScheduler`` in each gang mode a runtime reports (``Observed.gang``).
 
 ``t9k``: T9k's PodGroup (test_reconcile.py covers it); ``native``: a ``scheduling.k8s.io/v1beta1``
-PodGroup and ``schedulingGroup`` on the pods (Kubernetes 1.37 with ``GenericWorkload``; the
-test API server is 1.34, so this path is tested here only); ``none``: the default scheduler,
+PodGroup and ``schedulingGroup`` on the pods (Kubernetes 1.37 with ``GenericWorkload``; the real
+API server and node tests are in tests/cluster and tests/node); ``none``: the default scheduler,
 a ``GangScheduling`` condition and one Warning.
 """
 
@@ -30,11 +30,16 @@ def test_native_pod_group_and_pod_fields():
     assert pg["apiVersion"] == "scheduling.k8s.io/v1beta1"
     assert pg["metadata"]["name"] == "j"
     assert pg["metadata"]["ownerReferences"][0]["uid"] == "job-uid"
-    assert pg["spec"] == {"schedulingPolicy": {"gang": {"minCount": 3}}, "disruptionMode": {"all": {}}}
+    assert pg["spec"] == {
+        "schedulingPolicy": {"gang": {"minCount": 3}},
+        "disruptionMode": {"all": {}},
+        "priorityClassName": "t9k-priority-40",
+    }
     pods = created(plan, "Pod")
     assert len(pods) == 3
     for pod in pods:
         assert pod["spec"]["schedulingGroup"] == {"podGroupName": "j"}
+        assert pod["spec"]["priorityClassName"] == "t9k-priority-40"
         assert "schedulerName" not in pod["spec"]
         labels = pod["metadata"]["labels"]
         assert "scheduler.tensorstack.dev/queue" not in labels
@@ -64,13 +69,42 @@ def test_native_template_scheduler_name_gives_way_to_the_default():
     assert "schedulerName" not in sim.pod("j-master-0")["spec"]
 
 
-def test_native_colossalai_launcher_stays_out_of_the_gang():
+def test_native_colossalai_launcher_joins_the_gang():
+    # Started alone, the launcher would hold its node while the workers wait for theirs.
     sim = Sim(colossalai(3, name="cai", scheduler=SCHED), gang="native")
     plan = sim.step()
     (pg,) = created(plan, "PodGroup")
-    assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
-    assert "schedulingGroup" not in sim.pod("cai-launcher")["spec"]
+    assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 4
+    assert sim.pod("cai-launcher")["spec"]["schedulingGroup"] == {"podGroupName": "cai"}
     assert sim.pod("cai-worker-0")["spec"]["schedulingGroup"] == {"podGroupName": "cai"}
+
+
+def test_t9k_mode_colossalai_launcher_stays_out_of_t9ks_group():
+    sim = Sim(colossalai(3, name="cai", scheduler=SCHED))
+    (pg,) = created(sim.step(), "PodGroup")
+    assert pg["spec"]["minMember"] == 3
+    assert "scheduler.tensorstack.dev/group-name" not in sim.pod("cai-launcher")["metadata"]["labels"]
+
+
+def test_native_a_class_the_template_names_is_kept_and_named_by_the_group():
+    m = pytorch(name="j", scheduler=SCHED)
+    for spec in m["spec"]["replicaSpecs"]:
+        spec["template"]["spec"]["priorityClassName"] = "team-high"
+    sim = Sim(m, gang="native")
+    (pg,) = created(sim.step(), "PodGroup")
+    assert pg["spec"]["priorityClassName"] == "team-high"
+    assert sim.pod("j-master-0")["spec"]["priorityClassName"] == "team-high"
+
+
+def test_priority_classes_are_ours_only_for_our_names():
+    from t9k_jobs.frameworks.base import priority_class, priority_class_name
+
+    pc = priority_class(priority_class_name(100))
+    assert pc is not None and pc["value"] == 100 and pc["metadata"]["name"] == "t9k-priority-100"
+    assert pc["globalDefault"] is False
+    assert priority_class("t9k-priority-0")["value"] == 0
+    for other in ("team-high", "t9k-priority-101", "t9k-priority-07", "t9k-priority-", "t9k-priority-x"):
+        assert priority_class(other) is None, other
 
 
 def test_none_default_scheduler_condition_and_one_warning():

@@ -358,7 +358,11 @@ def test_pytorch_scheduler_on_a_cluster_without_t9k_scheduler(gang: str) -> None
     if gang == "native":
         pg = one(objects, "PodGroup", "bert-finetune")
         assert pg["apiVersion"] == "scheduling.k8s.io/v1beta1"
-        assert pg["spec"] == {"schedulingPolicy": {"gang": {"minCount": 3}}, "disruptionMode": {"all": {}}}
+        assert pg["spec"] == {
+            "schedulingPolicy": {"gang": {"minCount": 3}},
+            "disruptionMode": {"all": {}},
+            "priorityClassName": "t9k-priority-60",
+        }
     else:
         assert of_kind(objects, "PodGroup") == []
     pods = of_kind(objects, "Pod")
@@ -367,6 +371,7 @@ def test_pytorch_scheduler_on_a_cluster_without_t9k_scheduler(gang: str) -> None
         assert "schedulerName" not in pod["spec"]
         joined = pod["spec"].get("schedulingGroup")
         assert joined == ({"podGroupName": "bert-finetune"} if gang == "native" else None)
+        assert pod["spec"].get("priorityClassName") == ("t9k-priority-60" if gang == "native" else None)
         labels = pod["metadata"]["labels"]
         assert "scheduler.tensorstack.dev/group-name" not in labels
         assert "scheduler.tensorstack.dev/queue" not in labels

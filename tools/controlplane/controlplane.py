@@ -47,6 +47,16 @@ STOP_GRACE = 15.0  # seconds between SIGTERM and SIGKILL
 # lifecycle (it lifts the not-ready taint), endpoints for Services (CoreDNS, kube-proxy) and the
 # Deployment controllers (the operator runs as a Deployment).
 BASE_CONTROLLERS = ("garbage-collector-controller", "namespace-controller")
+# With the Workload API on, every scheduling.k8s.io PodGroup is created with the
+# scheduling.k8s.io/podgroup-protection finalizer (admission plugin PodGroupProtection); this
+# controller removes it once no pod refers to the group, or no PodGroup (nor its namespace) could
+# ever be deleted.
+WORKLOAD_CONTROLLERS = ("podgroup-protection-controller",)
+# Kubernetes 1.37's gang scheduling (KEP-4671): beta, off by default. The gate on kube-apiserver,
+# kube-controller-manager and kube-scheduler; the API group version on kube-apiserver. With the gate
+# off the API server drops a pod's spec.schedulingGroup without a word (docs/cluster.md).
+WORKLOAD_GATE = "--feature-gates=GenericWorkload=true"
+WORKLOAD_RUNTIME_CONFIG = "--runtime-config=scheduling.k8s.io/v1beta1=true"
 NODE_CONTROLLERS = (
     *BASE_CONTROLLERS,
     "serviceaccount-controller",
@@ -153,7 +163,10 @@ class ControlPlane:
     ``serve_pods`` makes the plane fit for a real node (tools/node): the ServiceAccount admission
     plugin on, the ``kubernetes`` Service's endpoints kept by the API server (lease reconciler, so
     pods reach it through 10.0.0.1), InternalIP first for kubelet connections, and the
-    controllers a node's pods need in kube-controller-manager (:data:`NODE_CONTROLLERS`)."""
+    controllers a node's pods need in kube-controller-manager (:data:`NODE_CONTROLLERS`).
+    ``workload_api`` (the default) serves ``scheduling.k8s.io/v1beta1`` Workloads and PodGroups and
+    turns gang scheduling on (gate ``GenericWorkload`` on all three components); ``False`` makes
+    the plane of a cluster without it (Kubernetes <= 1.36, or 1.37 as shipped)."""
 
     def __init__(
         self,
@@ -167,6 +180,7 @@ class ControlPlane:
         controller_manager_args: list[str] | tuple = (),
         address: str = "127.0.0.1",
         serve_pods: bool = False,
+        workload_api: bool = True,
     ) -> None:
         self.dir = Path(dir).resolve()
         self.apiserver_args = list(apiserver_args)  # extra kube-apiserver flags (benchmarks)
@@ -175,6 +189,7 @@ class ControlPlane:
         self.bin_dir = Path(bin_dir).resolve() if bin_dir else None
         self.scheduler, self.controller_manager = scheduler, controller_manager
         self.address, self.serve_pods = address, serve_pods
+        self.workload_api = workload_api
         self.crds = [Path(c).resolve() for c in crds]
         self.kubeconfig = self.dir / "kubeconfig"
         self.ca_file = self.dir / "pki" / "ca.crt"
@@ -234,6 +249,7 @@ class ControlPlane:
                     else ["--disable-admission-plugins=ServiceAccount", "--endpoint-reconciler-type=none"]
                 ),
                 "--allow-privileged=true",
+                *([WORKLOAD_GATE, WORKLOAD_RUNTIME_CONFIG] if self.workload_api else []),
                 *self.apiserver_args,
             )
             self._wait("kube-apiserver", f"{self.server}/readyz", timeout)
@@ -247,7 +263,12 @@ class ControlPlane:
                     "--leader-elect=false",
                     "--bind-address=127.0.0.1",
                     f"--secure-port={port}",
-                    "--controllers=" + ",".join(NODE_CONTROLLERS if self.serve_pods else BASE_CONTROLLERS),
+                    "--controllers="
+                    + ",".join(
+                        (NODE_CONTROLLERS if self.serve_pods else BASE_CONTROLLERS)
+                        + (WORKLOAD_CONTROLLERS if self.workload_api else ())
+                    ),
+                    *([WORKLOAD_GATE] if self.workload_api else []),
                     f"--service-account-private-key-file={pki / 'sa.key'}",
                     f"--root-ca-file={self.ca_file}",
                     *self.controller_manager_args,
@@ -261,6 +282,7 @@ class ControlPlane:
                     "--leader-elect=false",
                     "--bind-address=127.0.0.1",
                     f"--secure-port={port}",
+                    *([WORKLOAD_GATE] if self.workload_api else []),
                     *self.scheduler_args,
                 )
                 self._wait("kube-scheduler", f"https://127.0.0.1:{port}/healthz", timeout, tls=None)
@@ -489,6 +511,11 @@ def main(argv: list[str] | None = None) -> int:
                 "--crds", action="append", default=[], help="CRD file or dir to install (repeatable)"
             )
             p.add_argument("--timeout", type=float, default=START_TIMEOUT, help="seconds per component")
+            p.add_argument(
+                "--without-workload-api",
+                action="store_true",
+                help="a plane without scheduling.k8s.io/v1beta1 (gate GenericWorkload off, as 1.37 ships)",
+            )
     args = parser.parse_args(argv)
     plane = ControlPlane(
         args.dir,
@@ -496,6 +523,7 @@ def main(argv: list[str] | None = None) -> int:
         scheduler=getattr(args, "with_scheduler", False),
         controller_manager=not getattr(args, "no_controller_manager", False),
         crds=getattr(args, "crds", []),
+        workload_api=not getattr(args, "without_workload_api", False),
     )
     if args.command == "start":
         started = time.monotonic()

@@ -101,6 +101,10 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
 PODGROUPS = Resource("scheduler.tensorstack.dev", "v1beta1", "podgroups", "PodGroup")
 TENSORBOARDS = Resource("tensorstack.dev", "v1beta1", "tensorboards", "TensorBoard")
+#: Kubernetes 1.37's PodGroup (KEP-4671; gate GenericWorkload): a t9kScheduler job's gang where
+#: T9k's own PodGroup is not served. Same kind name as T9k's; one runtime uses one of the two.
+NATIVE_PODGROUPS = Resource("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup")
+PRIORITYCLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 CORE_CHILDREN = {r.kind: r for r in (PODS, SERVICES, CONFIGMAPS, SECRETS)}
 OPTIONAL_CHILDREN = {r.kind: r for r in (PODGROUPS, TENSORBOARDS)}
 

@@ -37,10 +37,25 @@ from ..engine import (
     rfc3339,
     stamp_of,
 )
-from ..frameworks.base import LABEL_OWNER_KIND, LABEL_OWNER_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from ..frameworks.base import (
+    LABEL_OWNER_KIND,
+    LABEL_OWNER_NAME,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+    priority_class,
+)
 from ..sshkeys import materialize
 from . import metrics
-from .client import CORE_CHILDREN, EVENTS, OPTIONAL_CHILDREN, ApiError, KubeClient, Resource
+from .client import (
+    CORE_CHILDREN,
+    EVENTS,
+    NATIVE_PODGROUPS,
+    OPTIONAL_CHILDREN,
+    PRIORITYCLASSES,
+    ApiError,
+    KubeClient,
+    Resource,
+)
 from .expectations import Expectations
 from .informer import Informer, Key
 from .state import ChildRef, JobKey, JobState, Written
@@ -186,8 +201,14 @@ class Controller:
         optional_kinds: set[str] | None = None,
         identity: str = "",
         batch_period: float = 1.0,
+        native_gang: bool = False,
     ) -> None:
         self.client = client
+        # Whether scheduling.k8s.io/v1beta1 PodGroups are served (Kubernetes 1.37, gate
+        # GenericWorkload): used for t9kScheduler jobs where T9k's own PodGroup is not served.
+        self.native_gang = native_gang and "PodGroup" not in (optional_kinds or set())
+        # The PriorityClasses this process knows exist (made by it, or a 409 said so).
+        self.priority_classes: set[str] = set()
         # Children's changes enqueue their job after this many seconds, so the changes of one job
         # that arrive together (created, scheduled, running) make one pass and one status write;
         # kube-controller-manager's Job controller batches pod updates the same way, with 1 s.
@@ -221,7 +242,7 @@ class Controller:
             # Not Secrets: the operator may only create them (rbac.py); it knows a job's Secret
             # exists from that create (:attr:`JobState.secrets`).
             kinds = [r for r in CORE_CHILDREN.values() if r.kind != "Secret"]
-            kinds += [OPTIONAL_CHILDREN[k] for k in sorted(self.optional_kinds)]
+            kinds += [self.resource(k) for k in sorted(self.served_optional_kinds)]
             for res in kinds:
                 child: Informer[Child] = Informer(
                     self.client, res, namespace=ns, label_selector=CHILD_SELECTOR, transform=project_child
@@ -420,7 +441,7 @@ class Controller:
                 if c.ready:
                     ready.add((ref.kind, ref.name))
         for kind in OPTIONAL_CHILDREN:
-            if kind not in self.optional_kinds:
+            if kind not in self.served_optional_kinds:
                 # Not served by this cluster: never planned as missing (a Warning says so once).
                 others.add((kind, job.name))
         others |= {("Secret", name) for name in state.secrets}
@@ -430,17 +451,62 @@ class Controller:
             conflicts={(ref.kind, ref.name): holder for ref, holder in state.conflicts.items()},
             hashes=hashes,
             ready=frozenset(ready),
-            unserved=frozenset(k for k in OPTIONAL_CHILDREN if k not in self.optional_kinds),
+            unserved=frozenset(k for k in OPTIONAL_CHILDREN if k not in self.served_optional_kinds),
             gang=self.gang_mode,
         )
 
     @property
     def gang_mode(self) -> str:
         """How ``t9kScheduler`` jobs are scheduled here (:data:`~t9k_jobs.frameworks.base.GangMode`):
-        ``t9k`` when T9k's PodGroup CRD is served, else ``none`` (the default scheduler, a Warning
-        and a ``GangScheduling`` condition on each such job). The native
-        ``scheduling.k8s.io/v1beta1`` PodGroup (``native``) is not discovered by the operator yet."""
-        return "t9k" if "PodGroup" in self.optional_kinds else "none"
+        ``t9k`` when T9k's PodGroup CRD is served; else ``native`` when Kubernetes' own
+        ``scheduling.k8s.io/v1beta1`` PodGroup is (1.37+, gate ``GenericWorkload``); else ``none``
+        (the default scheduler, a Warning and a ``GangScheduling`` condition on each such job)."""
+        if "PodGroup" in self.optional_kinds:
+            return "t9k"
+        return "native" if self.native_gang else "none"
+
+    @property
+    def served_optional_kinds(self) -> set[str]:
+        """The optional child kinds this controller makes and watches: those served, and
+        ``PodGroup`` where the native one stands in for T9k's."""
+        return self.optional_kinds | ({"PodGroup"} if self.gang_mode == "native" else set())
+
+    def resource(self, kind: str) -> Resource:
+        """The API resource of child ``kind``: a core kind, or an optional one as this cluster
+        serves it (``PodGroup``: T9k's, or ``scheduling.k8s.io/v1beta1`` in ``native`` mode).
+
+        Raises KeyError for a kind that is not a child kind."""
+        if kind == "PodGroup" and self.gang_mode == "native":
+            return NATIVE_PODGROUPS
+        return CORE_CHILDREN.get(kind) or OPTIONAL_CHILDREN[kind]
+
+    async def _ensure_priority_classes(self, key: JobKey, raw: dict[str, Any], objs: list[dict[str, Any]]) -> None:
+        """Make the ``t9k-priority-<N>`` PriorityClasses that ``objs`` (pods, a native PodGroup)
+        name and that this process has not seen yet; a 409 means one exists. The API server's
+        Priority admission refuses a pod or PodGroup whose class does not exist, so this runs
+        before they are created. Raises ApiError (after a Warning event) when a class cannot be
+        made; the pass is retried with backoff."""
+        wanted = set()
+        for obj in objs:
+            name = (obj.get("spec") or {}).get("priorityClassName")
+            if name and name not in self.priority_classes:
+                wanted.add(name)
+        for name in sorted(wanted):
+            body = priority_class(name)
+            if body is None:  # a class the user names: theirs to make
+                continue
+            try:
+                await self.client.create(PRIORITYCLASSES, None, body)
+            except ApiError as exc:
+                if exc.status != 409:
+                    metrics.API_ERRORS.labels(verb="create", reason=exc.reason).inc()
+                    self._emit_event(
+                        raw, "Warning", "FailedCreatePriorityClass", f"cannot create priorityclass {name}: {exc.message}"
+                    )
+                    raise
+            else:
+                log.info("%s: created PriorityClass %s (value %s)", key, name, body["value"])
+            self.priority_classes.add(name)
 
     async def reconcile_key(self, key: JobKey) -> str:
         """One pass for ``key``; returns the result label (success, skipped, requeue_after, invalid)."""
@@ -503,9 +569,14 @@ class Controller:
         errors: list[Exception] = []
         creates = []
         for obj in plan.create:
-            if obj["kind"] in OPTIONAL_CHILDREN and obj["kind"] not in self.optional_kinds:
+            if obj["kind"] in OPTIONAL_CHILDREN and obj["kind"] not in self.served_optional_kinds:
                 continue
             creates.append(obj)
+        if creates and self.gang_mode == "native":
+            try:
+                await self._ensure_priority_classes(key, raw, creates)
+            except ApiError as exc:
+                return [exc]
         if creates:
             self.expectations.expect(key, creates={_ref(o) for o in creates})
             errors += await self._create_all(key, job, raw, creates)
@@ -587,7 +658,7 @@ class Controller:
     async def _create(self, key: JobKey, job: Job, raw: dict[str, Any], obj: dict[str, Any]) -> None:
         ref = _ref(obj)
         kind, name = ref.kind, ref.name
-        res = CORE_CHILDREN.get(kind) or OPTIONAL_CHILDREN[kind]
+        res = self.resource(kind)
         try:
             await self.client.create(res, job.namespace, materialize(obj))
         except ApiError as exc:
@@ -656,7 +727,7 @@ class Controller:
         if state is None or not state.conflicts:
             return
         for ref in list(state.conflicts):
-            res = CORE_CHILDREN.get(ref.kind) or OPTIONAL_CHILDREN[ref.kind]
+            res = self.resource(ref.kind)
             holder = await self._holder(res, job, ref.name)
             if holder is None:
                 del state.conflicts[ref]
@@ -668,7 +739,7 @@ class Controller:
         stamp, with the cached resourceVersion as the precondition (a 409 means the cache was
         behind: the pass is retried with what the informer brings)."""
         kind, name = obj["kind"], obj["metadata"]["name"]
-        res = CORE_CHILDREN.get(kind) or OPTIONAL_CHILDREN[kind]
+        res = self.resource(kind)
         state = self.jobs.get(key)
         cached = state.children.get(ChildRef(kind, name)) if state is not None else None
         meta = obj["metadata"]
@@ -688,7 +759,7 @@ class Controller:
         log.info("%s: updated %s %s", key, kind, name)
 
     async def _delete(self, key: JobKey, job: Job, d: Any) -> None:
-        res = CORE_CHILDREN.get(d.kind) or OPTIONAL_CHILDREN[d.kind]
+        res = self.resource(d.kind)
         try:
             await self.client.delete(res, job.namespace, d.name, uid=d.uid)
         except ApiError as exc:

@@ -1,8 +1,9 @@
 """``t9k-jobs operator``: the process that runs the controller on a cluster.
 
 Start-up: load the kubeconfig (or the in-cluster account), serve ``/healthz``, ``/readyz`` and
-``/metrics``, find which optional child kinds the API server serves (PodGroup, TensorBoard),
-retrying with backoff while the API server cannot be reached or answers 5xx/429 (healthy, not
+``/metrics``, find which optional child kinds the API server serves (T9k's PodGroup, Kubernetes'
+scheduling.k8s.io/v1beta1 PodGroup, TensorBoard; asked again every ``--discovery-interval``, and a
+change ends the process with exit code 3 so it starts again to match), retrying with backoff while the API server cannot be reached or answers 5xx/429 (healthy, not
 ready: a kubelet does not restart it, and it starts as soon as the API server is back instead
 of after a CrashLoopBackOff), start the informers (every replica, so a standby's cache is warm), and, with
 leader election on, start the workers only while holding the Lease. Losing the Lease ends
@@ -26,12 +27,18 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import leader
-from .client import DEFAULT_BURST, DEFAULT_QPS, OPTIONAL_CHILDREN, ApiError, KubeClient
+from .client import DEFAULT_BURST, DEFAULT_QPS, NATIVE_PODGROUPS, OPTIONAL_CHILDREN, ApiError, KubeClient
 from .controller import Controller
 
 log = logging.getLogger("t9k_jobs.operator")
 
 EXIT_LOST_LEASE = 1
+#: Exit status when what the API server serves changed under a running operator (T9k's
+#: PodGroup CRD or scheduling.k8s.io/v1beta1 installed or removed): its Deployment starts it
+#: again, and the new process's informers and gang mode follow the cluster.
+EXIT_SERVED_CHANGED = 3
+#: Marks, in the set of served kinds, that Kubernetes' own PodGroup (scheduling.k8s.io/v1beta1) is.
+NATIVE_GANG = "scheduling.k8s.io/PodGroup"
 #: Backoff between discovery attempts while the API server cannot be reached (seconds).
 DISCOVERY_BACKOFF = (0.5, 10.0)
 
@@ -51,6 +58,8 @@ class OperatorConfig:
     bind: str = ":8080"
     qps: float = DEFAULT_QPS
     burst: int = DEFAULT_BURST
+    #: Seconds between two checks of what the API server serves (0: checked at start only).
+    discovery_interval: float = 300.0
 
 
 class Operator:
@@ -81,9 +90,17 @@ class Operator:
             served = await self._discover()
             if served is None:  # stopped while waiting for the API server
                 return self.exit_code
+            native = NATIVE_GANG in served
+            served.discard(NATIVE_GANG)
             self.controller = Controller(
-                self.client, c.namespaces or None, c.workers, optional_kinds=served, identity=self.identity
+                self.client,
+                c.namespaces or None,
+                c.workers,
+                optional_kinds=served,
+                identity=self.identity,
+                native_gang=native,
             )
+            log.info("t9kScheduler jobs: gang mode %s", self.controller.gang_mode)
             log.info(
                 "t9k-jobs operator %s starting: namespaces %s, %d workers, leader election %s",
                 self.identity,
@@ -93,7 +110,10 @@ class Operator:
             )
             main = asyncio.create_task(self._main())
             stop = asyncio.create_task(self.stopping.wait())
+            recheck = asyncio.create_task(self._recheck_served(served | ({NATIVE_GANG} if native else set())))
             await asyncio.wait({main, stop}, return_when=asyncio.FIRST_COMPLETED)
+            recheck.cancel()
+            await asyncio.gather(recheck, return_exceptions=True)
             if not main.done():
                 main.cancel()
                 await asyncio.gather(main, return_exceptions=True)
@@ -156,9 +176,51 @@ class Operator:
             delay = min(cap, delay * 2)
         return None
 
+    async def _recheck_served(self, at_start: set[str]) -> None:
+        """Every ``discovery_interval`` seconds, ask again what is served; when it differs from
+        ``at_start``, stop with :data:`EXIT_SERVED_CHANGED` (the Lease is given up first) so a
+        new process starts with informers and a gang mode that match. Errors reaching the API
+        server are logged and the next check goes on."""
+        interval = self.config.discovery_interval
+        if interval <= 0:
+            return
+        while not self.stopping.is_set():
+            try:
+                await asyncio.wait_for(self.stopping.wait(), timeout=interval)
+                return
+            except asyncio.TimeoutError:
+                pass
+            try:
+                now = await self._served_optional_kinds()
+            except (ApiError, aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+                log.warning("checking what the API server serves failed: %s (next check in %.0f s)", exc, interval)
+                continue
+            if now != at_start:
+                log.warning(
+                    "the API server now serves %s (at start: %s): stopping with exit %d so the "
+                    "operator starts again with informers and a gang mode that match",
+                    ", ".join(sorted(now)) or "no optional kind",
+                    ", ".join(sorted(at_start)) or "no optional kind",
+                    EXIT_SERVED_CHANGED,
+                )
+                self.exit_code = EXIT_SERVED_CHANGED
+                self.stopping.set()
+                return
+
     async def _served_optional_kinds(self) -> set[str]:
+        """The optional child kinds served (``PodGroup`` means T9k's), plus :data:`NATIVE_GANG`
+        when ``scheduling.k8s.io/v1beta1`` serves ``podgroups`` (Kubernetes 1.37 with the
+        ``GenericWorkload`` gate and the API version enabled)."""
         assert self.client is not None
         served = set()
+        try:
+            listing = await self.client.request("GET", f"/apis/{NATIVE_PODGROUPS.group}/{NATIVE_PODGROUPS.version}")
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            listing = {}
+        if any(r.get("name") == NATIVE_PODGROUPS.plural for r in listing.get("resources") or []):
+            served.add(NATIVE_GANG)
         for kind, res in OPTIONAL_CHILDREN.items():
             try:
                 listing = await self.client.request("GET", f"/apis/{res.group}/{res.version}")
@@ -169,7 +231,11 @@ class Operator:
                     "%s (%s) is not served by this cluster: jobs that ask for it run without it%s",
                     kind,
                     res.group,
-                    " (t9kScheduler jobs: the default scheduler, a GangScheduling condition and a Warning)"
+                    (
+                        " (t9kScheduler jobs: gang-scheduled through scheduling.k8s.io/v1beta1 PodGroups)"
+                        if NATIVE_GANG in served
+                        else " (t9kScheduler jobs: the default scheduler, a GangScheduling condition and a Warning)"
+                    )
                     if kind == "PodGroup"
                     else "",
                 )

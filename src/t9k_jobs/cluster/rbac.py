@@ -33,7 +33,9 @@ from .client import (
     DEFAULT_QPS,
     EVENTS,
     LEASES,
+    NATIVE_PODGROUPS,
     PODGROUPS,
+    PRIORITYCLASSES,
     PODS,
     SECRETS,
     SERVICES,
@@ -183,6 +185,14 @@ def cluster_role() -> dict[str, Any]:
         # Patched when their spec follows the job's (minMember, tensorboardSpec).
         _rule(PODGROUPS.group, [PODGROUPS.plural], list(_UPDATED_CHILD_VERBS)),
         _rule(TENSORBOARDS.group, [TENSORBOARDS.plural], list(_UPDATED_CHILD_VERBS)),
+        # Kubernetes 1.37's own PodGroups (scheduling.k8s.io/v1beta1), where T9k's are not
+        # served: one per t9kScheduler job, its minCount patched when an elastic job scales.
+        _rule(NATIVE_PODGROUPS.group, [NATIVE_PODGROUPS.plural], list(_UPDATED_CHILD_VERBS)),
+        # The PriorityClasses t9k-priority-0 ... t9k-priority-100 that carry a job's
+        # t9kScheduler priority on such a cluster: made on first use (a 409 means it exists),
+        # never read, changed or deleted (other workloads may use them too). RBAC cannot limit
+        # create to names (the name is not known when it authorizes).
+        _rule(PRIORITYCLASSES.group, [PRIORITYCLASSES.plural], ["create"]),
         # Whether the optional kinds are served is read from the discovery documents
         # (/apis/<group>/<version>), which every authenticated client may read: no rule.
     ]

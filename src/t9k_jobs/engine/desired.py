@@ -67,13 +67,27 @@ def children(job: JobBase, addressing: Addressing = CLUSTER, gang: GangMode = "t
         if g.service_ports is None:
             continue
         out += [replica_service(job, g, i) for i in range(g.replicas)]
-    group_obj = pod_group(job, fw.pod_group_min_member(job, groups), gang)
+    min_member = fw.pod_group_min_member(job, groups)
+    if gang == "native":
+        # Every pod joins a native gang, a launcher too (base_pod): it is counted.
+        min_member += sum(g.replicas for g in groups if not g.in_pod_group)
+    group_obj = pod_group(job, min_member, gang, _user_priority_class(groups))
     if group_obj is not None:
         out.append(group_obj)
     tb = tensorboard(job, fw.tensorboard_spec(job))
     if tb is not None:
         out.append(tb)
     return [_stamped(o) for o in out]
+
+
+def _user_priority_class(groups: list[ReplicaGroup]) -> str | None:
+    """The ``priorityClassName`` the first replica template names, if any: a native PodGroup
+    then names it too (the scheduler preempts a group at its own priority)."""
+    for g in groups:
+        name = (g.template.get("spec") or {}).get("priorityClassName")
+        if name:
+            return str(name)
+    return None
 
 
 def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext, generation: int = 0) -> dict[str, Any]:

@@ -284,8 +284,9 @@ def base_pod(job: JobBase, group: ReplicaGroup, index: int, gang: GangMode = "t9
     the controller, not the kubelet, restarts replicas). With ``spec.scheduler.t9kScheduler``,
     ``gang`` decides the scheduling fields: ``t9k``: ``schedulerName: t9k-scheduler`` and T9k's
     queue and group-name labels (reference §1.7); ``native``: ``spec.schedulingGroup.podGroupName``
-    naming the job's native PodGroup (pods outside the pod group, such as a launcher, get none),
-    the default scheduler; ``none``: the default scheduler and nothing else.
+    naming the job's native PodGroup (every pod, a launcher too), the default scheduler, and
+    ``priorityClassName`` :func:`priority_class_name` of the job's priority unless the template
+    names a class or a priority; ``none``: the default scheduler and nothing else.
     """
     template = copy.deepcopy(group.template)
     name = group.pod_name(job.name, index)
@@ -314,10 +315,13 @@ def base_pod(job: JobBase, group: ReplicaGroup, index: int, gang: GangMode = "t9
         labels[LABEL_QUEUE] = scheduler.queue_name
         if group.in_pod_group:
             labels[LABEL_GROUP_NAME] = job.name
-    elif scheduler is not None and gang == "native" and group.in_pod_group:
-        # Every pod of a native group must use one schedulerName (the default scheduler's).
+    elif scheduler is not None and gang == "native":
+        # Every pod of a native group must use one schedulerName (the default scheduler's). A
+        # launcher joins the gang too: started alone it would hold a node while its workers wait.
         spec.pop("schedulerName", None)
         spec["schedulingGroup"] = {"podGroupName": job.name}
+        if not spec.get("priorityClassName") and spec.get("priority") is None:
+            spec["priorityClassName"] = priority_class_name(scheduler.priority)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
 
 
@@ -339,7 +343,41 @@ def replica_service(job: JobBase, group: ReplicaGroup, index: int) -> dict[str, 
     }
 
 
-def pod_group(job: JobBase, min_member: int, gang: GangMode = "t9k") -> dict[str, Any] | None:
+#: Prefix of the PriorityClasses that carry ``t9kScheduler.priority`` on a native cluster.
+PRIORITY_CLASS_PREFIX = "t9k-priority-"
+
+
+def priority_class_name(priority: int) -> str:
+    """The PriorityClass of T9k priority ``priority`` (0-100): ``t9k-priority-<priority>``, value
+    ``priority`` (:func:`priority_class`)."""
+    return f"{PRIORITY_CLASS_PREFIX}{priority}"
+
+
+def priority_class(name: str) -> dict[str, Any] | None:
+    """The ``scheduling.k8s.io/v1`` PriorityClass called ``name`` when it is one of ours
+    (``t9k-priority-0`` ... ``t9k-priority-100``), else ``None`` (a class the user names is theirs
+    to make). Its value is the T9k priority itself: 0-100, far below the system classes (two
+    billion) and the user-class ceiling (one billion), equal to pods without a class at 0, so a
+    T9k job never outranks the cluster's own critical pods (docs/decisions.md)."""
+    if not name.startswith(PRIORITY_CLASS_PREFIX):
+        return None
+    raw = name[len(PRIORITY_CLASS_PREFIX) :]
+    if not raw.isdigit() or not 0 <= int(raw) <= 100 or str(int(raw)) != raw:
+        return None
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "t9k-jobs"}},
+        "value": int(raw),
+        "globalDefault": False,
+        "preemptionPolicy": "PreemptLowerPriority",
+        "description": f"T9k t9kScheduler priority {raw} (made by t9k-jobs on first use)",
+    }
+
+
+def pod_group(
+    job: JobBase, min_member: int, gang: GangMode = "t9k", priority_class: str | None = None
+) -> dict[str, Any] | None:
     """The job's PodGroup when ``spec.scheduler.t9kScheduler`` is set, named like the job; ``None``
     without it or with ``gang`` ``none``.
 
@@ -347,7 +385,9 @@ def pod_group(job: JobBase, min_member: int, gang: GangMode = "t9k") -> dict[str
     ``native``: a standalone ``scheduling.k8s.io/v1beta1`` PodGroup (Kubernetes 1.37
     ``staging/src/k8s.io/api/scheduling/v1beta1/types.go``): ``schedulingPolicy.gang.minCount`` =
     ``min_member`` and ``disruptionMode: {all: {}}``, so the scheduler binds and preempts the
-    job's pods as one unit. Queue and priority have no field there (no PriorityClass is named yet).
+    job's pods as one unit, and ``priorityClassName``: ``priority_class`` (the one the replica
+    templates name) or :func:`priority_class_name` of the job's priority. The queue has no field
+    there (queues are Kueue's, issue 24).
     """
     scheduler = job.scheduler.t9k_scheduler if job.scheduler else None
     if scheduler is None or gang == "none":
@@ -357,7 +397,11 @@ def pod_group(job: JobBase, min_member: int, gang: GangMode = "t9k") -> dict[str
             "apiVersion": NATIVE_PODGROUP_API,
             "kind": "PodGroup",
             "metadata": child_meta(job, job.name),
-            "spec": {"schedulingPolicy": {"gang": {"minCount": min_member}}, "disruptionMode": {"all": {}}},
+            "spec": {
+                "schedulingPolicy": {"gang": {"minCount": min_member}},
+                "disruptionMode": {"all": {}},
+                "priorityClassName": priority_class or priority_class_name(scheduler.priority),
+            },
         }
     return {
         "apiVersion": "scheduler.tensorstack.dev/v1beta1",
