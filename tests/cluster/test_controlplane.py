@@ -39,7 +39,7 @@ def pytorch_job(name: str, **spec: Any) -> dict[str, Any]:
 
 
 def test_apiserver_version(kube: Kube) -> None:
-    assert kube.get("/version")["gitVersion"] == "v1.34.4"
+    assert kube.get("/version")["gitVersion"] == "v1.37.2"
 
 
 def test_crds_established(kube: Kube) -> None:

@@ -249,38 +249,6 @@ def test_children_match_render(kube: Kube, namespace: str, operator: OperatorPro
     assert "Initialized" in {c["type"] for c in st["conditions"]}
 
 
-def test_t9k_scheduler_without_a_pod_group_api_warns_once_and_uses_the_default_scheduler(
-    kube: Kube, namespace: str, operator: OperatorProcess
-) -> None:
-    """Issue 22, path (3): this 1.34 API server serves neither T9k's PodGroup nor
-    scheduling.k8s.io/v1beta1 podgroups, so the job's pods go to the default scheduler, the job
-    gets a GangScheduling condition (False, NotEnforced) and one Warning GangNotEnforced event."""
-    ns, name = namespace, "gang"
-    create(kube, pytorch(name, ns, workers=1, scheduler={"t9kScheduler": {"queue": "gpu", "priority": 40}}))
-    live = wait_pods(kube, ns, name, 2, operator)
-    for pod in live.values():
-        assert pod["spec"].get("schedulerName") == "default-scheduler"  # the API server's default
-        assert "schedulingGroup" not in pod["spec"]
-        assert "scheduler.tensorstack.dev/queue" not in pod["metadata"]["labels"]
-    gang = kube.wait_for(
-        lambda: next(
-            (c for c in status(kube, ns, "PyTorchTrainingJob", name).get("conditions") or [] if c["type"] == "GangScheduling"),
-            None,
-        ),
-        what="the GangScheduling condition",
-    )
-    assert (gang["status"], gang["reason"]) == ("False", "NotEnforced")
-    assert "queue gpu, priority 40" in gang["message"]
-    kube.wait_for(lambda: "GangNotEnforced" in reasons(kube, ns, name), what="the GangNotEnforced event")
-    # More passes (the pods start, the job runs) do not say it again.
-    run_all(kube, ns, name)
-    st = wait_phase(kube, ns, "PyTorchTrainingJob", name, "Running", operator)
-    assert condition(st, "GangScheduling") == gang
-    kube.wait_for(lambda: status(kube, ns, "PyTorchTrainingJob", name).get("aggregate", {}).get("running") == 2)
-    warned = [e for e in events(kube, ns, name) if e["reason"] == "GangNotEnforced"]
-    assert [(e["type"], e.get("count") or 1, e["message"]) for e in warned] == [("Warning", 1, gang["message"])]
-
-
 # --------------------------------------------------------------------------- lifecycle
 
 

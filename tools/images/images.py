@@ -551,7 +551,7 @@ def pause_source() -> Path:
     """kubernetes' build/pause/linux/pause.c from the Go module cache (downloaded if missing)."""
     k8s = REPO / "tools" / "controlplane" / "k8s"
     m = re.search(r"^require k8s\.io/kubernetes (v\S+)", (k8s / "go.mod").read_text(), re.MULTILINE)
-    kver = m.group(1) if m else "v1.34.4"
+    kver = m.group(1) if m else "v1.37.2"
     env = dict(os.environ, GOFLAGS="-modcacherw", GOTOOLCHAIN="local")
     if shutil.which("go") is None:
         raise Failure(
