@@ -172,6 +172,26 @@ class Sim:
     def fail(self, name: str, code: int = 1) -> None:
         self._set(name, "Failed", "Terminated", code)
 
+    def disrupt(
+        self,
+        name: str,
+        reason: str = "PreemptionByScheduler",
+        *,
+        deleting: bool = True,
+        end: int | None = None,
+        message: str = "default-scheduler: preempting to accommodate a higher priority podgroup",
+    ) -> None:
+        """A ``DisruptionTarget=True`` condition with ``reason`` appears on the pod (the scheduler's
+        preemption, the Eviction API, the taint manager...), then, with ``deleting``, its graceful
+        deletion starts; ``end``: the main containers have then ended with this exit code (143
+        after SIGTERM), the pod ``Failed`` (``Succeeded`` for 0)."""
+        if end is not None:
+            self._set(name, "Succeeded" if end == 0 else "Failed", "Terminated", end)
+        pod = self.pods[name]
+        self.pods[name] = replace(
+            pod, disruption_reason=reason, disruption_message=message, deleting=deleting or pod.deleting
+        )
+
     def vanish(self, name: str) -> None:
         """Someone else deleted the pod (a user, a queue's maxDuration, preemption)."""
         del self.pods[name]

@@ -2,7 +2,8 @@
 
 A hypothesis state machine plays a cluster around one job: it reconciles and applies the
 plan (through :class:`Sim`), and in between pods start, succeed, fail with an exit code,
-get deleted by someone else, finish a graceful deletion, and the clock moves. After every
+get deleted by someone else or preempted by the scheduler, finish a graceful deletion, and the
+clock moves. After every
 step the invariants a correct engine keeps must hold. Each pass the machine makes is also
 checked for purity (the same input gives the same plan) and convergence (left alone, the
 world reaches a pass that changes nothing, and that pass is a fixed point).
@@ -130,6 +131,19 @@ class JobMachine(RuleBasedStateMachine):
             self.sim.pods[name] = replace(self.sim.pods[name], deleting=True)
         else:
             self.sim.vanish(name)
+
+    @rule(data=st.data(), how=st.sampled_from(["notice", "deleting", "ended"]))
+    def pod_preempted(self, data, how: str) -> None:
+        """The scheduler preempts a started pod: its ``DisruptionTarget`` notice (reason
+        ``PreemptionByScheduler``), then its graceful deletion, during which it may end (143).
+        Not a failure: ``self.failures`` is not raised, so a counted restart breaks an invariant.
+        A pass sees the change (the watch brings it); a preempted pod gone before any pass saw
+        its notice counts as an external deletion (the documented limit), which
+        :meth:`pod_deleted_externally` plays."""
+        name = self.pick(data, lambda p: p.scheduled and not p.deleting and not p.terminal)
+        if name:
+            self.sim.disrupt(name, deleting=how != "notice", end=143 if how == "ended" else None)
+            self.reconcile_and_apply()
 
     @precondition(lambda self: any(p.deleting for p in self.sim.pods.values()))
     @rule()

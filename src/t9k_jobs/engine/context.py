@@ -55,6 +55,9 @@ class Pass:
     finals: dict[tuple[str, int], Final] = field(default_factory=dict)
     restarts: list[tuple[ReplicaGroup, int, str]] = field(default_factory=list)
     creates: list[tuple[ReplicaGroup, int]] = field(default_factory=list)
+    #: Replicas (pod names) found taken by the scheduler's preemption on this pass
+    #: (:mod:`.preemption`): recreated without counting a restart or a backoff.
+    preempted: list[str] = field(default_factory=list)
     owned: list[dict[str, Any]] = field(default_factory=list)
 
     def prior(self, name: str) -> ReplicaStatus | None:

@@ -14,7 +14,8 @@ The pass, in order (reference sections in brackets):
    job, cleared by a pause) fails the job [§1.4];
 4. pause deletes every replica pod [§1.5];
 5. each replica: create it, wait for it, or, once it ended, restart it by policy and backoff
-   or record it as final [§1.4, §1.11];
+   or record it as final [§1.4, §1.11]; a replica the scheduler preempted is recreated without
+   counting anything (:mod:`.preemption`);
 6. the framework decides success or failure from the final replicas [§2.3, §3.2, §4.4, §5.3];
 7. replicas that wait for a reason (no image, no ConfigMap, no node) are reported, once;
 8. phase, conditions, tasks and aggregate are derived [§1.8].
@@ -41,6 +42,7 @@ from .context import CONFLICT_RECHECK, UNFINISHED_GRACE, Pass, parse_time, rfc33
 from .deadline import deadline_passed, start_clock
 from .desired import CLUSTER, build_pod, children, plan_children
 from .outcome import end
+from .preemption import apply_preemptions
 from .replicas import refresh_replicas, walk_replicas
 from .restart import apply_restarts
 from .run_mode import paused
@@ -89,6 +91,7 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
     start_clock(p)
 
     walk_replicas(p)
+    apply_preemptions(p)
     outcome = None if job.run_mode.debug_enabled else fw.outcome(job, p.groups, p.finals)
     if outcome is not None:
         # Replicas that were about to be (re)created never will be: report every replica as

@@ -14,11 +14,15 @@ def from_pod(pod: ObservedPod, restart_count: int) -> ReplicaStatus:
 
     The phase is the pod's :attr:`~ObservedPod.effective_phase`. ``reason``/``message``: the
     pod's own, else those of ``PodScheduled=False`` while unscheduled, else those of an init
-    container that waits for a reason other than the benign ones.
+    container that waits for a reason other than the benign ones. A pod the scheduler preempts
+    (:attr:`~ObservedPod.preempted`) says so instead (``PreemptionByScheduler`` with the
+    scheduler's message): the status remembers it when the pod vanishes before the next pass.
     """
     phase: str = pod.effective_phase
     uid = pod.uid
     reason, message = pod.reason, pod.message
+    if pod.preempted:
+        reason, message = pod.disruption_reason, pod.disruption_message
     if phase == "Pending" and not pod.scheduled:
         phase, uid = "Creating", ""
         if reason is None:

@@ -1,4 +1,4 @@
-"""Every desired replica, classified: to create, waiting, relaunched, to restart, or final [§1.4, §1.11]."""
+"""Every desired replica, classified: to create, waiting, relaunched, preempted, to restart, or final [§1.4, §1.11]."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from ..api.common import RETRYABLE_EXIT_CODES, ReplicaStatus
 from ..frameworks import Final, ReplicaGroup
 from .context import Pass
 from .desired import relaunches
+from .preemption import preempted_gone, preempted_pod, taken, was_preempted
 from .replica_status import end_reason, final_from_status, from_pod
 from .restart import may_restart
 from .types import ObservedPod
@@ -40,6 +41,10 @@ def walk_replicas(p: Pass) -> None:
                 # Creating without a uid, so it is never mistaken for one being replaced.
                 p.delete_pod(pod, "Restart")
                 p.replicas[name] = prev.model_copy()
+            elif taken(pod):
+                # The scheduler's preemption takes it (DisruptionTarget, PreemptionByScheduler):
+                # replaced once gone, whatever its exit code, without counting a restart.
+                preempted_pod(p, name, pod, rc)
             elif name in relaunch:
                 # Its launch changed (the host list of an elastic launcher): replaced like a
                 # restart, but the job asked for it, so no restart or backoff is counted.
@@ -73,6 +78,10 @@ def missing(
         p.replicas[name] = prev.model_copy()
         if not debug:
             p.finals[(g.type, i)] = final_from_status(prev, g)
+        return
+    if was_preempted(prev):
+        # Last seen with the scheduler's preemption notice: it went as preempted, not failed.
+        preempted_gone(p, g, i, name, rc)
         return
     # It was active and someone else deleted it [§1.11]: an environmental failure.
     p.event("Warning", "ReplicaDeleted", f"pod {name} was deleted while the job was running")

@@ -5,12 +5,15 @@ from __future__ import annotations
 from ..api.common import TERMINAL_PHASES, Aggregate, Condition, DependentStatus, ReplicaStatus, TaskStatus
 from ..frameworks import Outcome
 from .context import Pass, rfc3339
+from .preemption import preempted_now, preempted_row
 from .replica_status import final_from_status
 from .waiting import waiting_message
 
 
 def active_phase(p: Pass) -> str:
-    """Pending until every desired pod exists and one runs or ran; Resuming after a pause."""
+    """Pending until every desired pod exists and one runs or ran; Resuming after a pause. A
+    Running job whose replicas are being replaced stays Running, unless the scheduler preempted
+    them (:func:`~.preemption.preempted_now`): it waits for its pods again, Pending."""
     desired = [g.pod_name(p.job.name, i) for g in p.groups for i in range(g.replicas)]
     pods = [p.observed.pods.get(n) for n in desired]
     # A pod being deleted (paused, restarted) is on its way out: it does not count as started.
@@ -22,6 +25,8 @@ def active_phase(p: Pass) -> str:
         return "Running"
     if p.old.phase in ("Paused", "Resuming"):
         return "Resuming"
+    if preempted_now(p):
+        return "Pending"  # back to waiting for its pods, as a job just created
     if p.old.phase == "Running":
         return "Running"  # replicas being replaced: the job stays Running
     return "Pending"
@@ -132,6 +137,9 @@ def conditions(p: Pass, phase: str, outcome: Outcome | None) -> list[Condition]:
             rows.append(("ReplicaFailure", False, "ReplicaWaiting", waiting))
         else:
             rows.append(("ReplicaFailure", False, "-", "All pods are running normally."))
+    preempted = preempted_row(p, terminal)
+    if preempted is not None:
+        rows.append(preempted)
     gang = gang_not_enforced(p)
     if gang:
         rows.append(("GangScheduling", False, "NotEnforced", gang))

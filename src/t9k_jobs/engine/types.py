@@ -23,11 +23,18 @@ __all__ = [
     "Event",
     "Observed",
     "ObservedPod",
+    "PREEMPTION_BY_SCHEDULER",
     "Plan",
     "replica_name",
 ]
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+
+#: The reason of a pod's ``DisruptionTarget`` condition when the scheduler evicts it to make room
+#: for higher-priority pods or pod groups (k8s.io/api v0.37.2 core/v1 ``PodReasonPreemptionByScheduler``;
+#: the scheduler sets it, then deletes the pod: ``pkg/scheduler/framework/preemption/executor.go``).
+#: The same reason marks a native PodGroup preempted as a unit (scheduling/v1beta1 ``PodGroupStatus``).
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 
 
 @dataclass(frozen=True)
@@ -64,7 +71,13 @@ class ObservedPod:
     yet bound) from ``Pending``; ``reason``/``message`` are the pod-level reason and message
     (``Evicted``, ``DeadlineExceeded``...); ``scheduling_reason``/``scheduling_message`` those of
     a ``PodScheduled=False`` condition (``Unschedulable``, ``0/1 nodes are available: 1
-    Insufficient cpu.``).
+    Insufficient cpu.``); ``disruption_reason``/``disruption_message`` those of a
+    ``DisruptionTarget=True`` condition, the pod's notice that it is about to be deleted by a
+    disruption (k8s.io/api v0.37.2 core/v1: ``PreemptionByScheduler``, ``EvictionByEvictionAPI``,
+    ``DeletionByTaintManager``, ``DeletionByPodGC``, ``TerminationByKubelet``), ``None`` when the
+    pod has no such condition or it is not True (kube-controller-manager turns a stale one
+    False after 2 minutes when no deletion followed). The local runtime has no scheduler and
+    leaves them ``None``.
     """
 
     name: str
@@ -85,6 +98,16 @@ class ObservedPod:
     #: The pod's ``restart-generation`` label: the replica's restart count it was made for
     #: (None when absent, a pod made before the label existed).
     generation: int | None = None
+    disruption_reason: str | None = None
+    disruption_message: str | None = None
+
+    @property
+    def preempted(self) -> bool:
+        """Whether the scheduler's preemption is taking this pod away (``DisruptionTarget=True``,
+        reason ``PreemptionByScheduler``): for a single pod (default preemption) or for a whole
+        native gang with ``disruptionMode: all``. Not the program's failure: the engine recreates
+        the replica without counting a restart or a backoff (:mod:`t9k_jobs.engine.preemption`)."""
+        return self.disruption_reason == PREEMPTION_BY_SCHEDULER
 
     @property
     def effective_phase(self) -> PodPhase:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..api.common import ReplicaStatus
 from .context import ACTIVE, BENIGN_WAITING, SAME_CAUSE, Pass
+from .types import PREEMPTION_BY_SCHEDULER
 
 
 def waiting(rs: ReplicaStatus) -> list[tuple[str, str]]:
@@ -19,7 +20,7 @@ def waiting(rs: ReplicaStatus) -> list[tuple[str, str]]:
     if rs.phase not in ACTIVE or (rs.phase == "Creating" and rs.uid):
         return []
     out: list[tuple[str, str]] = []
-    if rs.reason and rs.reason not in BENIGN_WAITING:
+    if rs.reason and rs.reason not in BENIGN_WAITING and rs.reason != PREEMPTION_BY_SCHEDULER:
         out.append((rs.reason, rs.reason + (f": {rs.message}" if rs.message else "")))
     several = len(rs.containers) > 1
     for c in rs.containers:

@@ -1,0 +1,159 @@
+"""Preemption is not failure (issue 22): replicas the scheduler evicts for higher priority.
+
+The default scheduler preempts a pod (default preemption) or a whole native gang
+(``scheduling.k8s.io/v1beta1`` PodGroup with ``disruptionMode: {all: {}}``, Kubernetes 1.37 with
+``GenericWorkload``) for pods or gangs of higher priority. Each victim pod first gets the
+condition ``DisruptionTarget=True`` with reason ``PreemptionByScheduler``, then is deleted with its
+grace period (``k8s.io/kubernetes`` v1.37.2 ``pkg/scheduler/framework/preemption/executor.go``;
+the reason is k8s.io/api v0.37.2 core/v1 ``PodReasonPreemptionByScheduler``). The operator may
+see such a pod running with the condition, deleting, ended (exit 143 or 137 after SIGTERM), or
+not at all.
+
+What the engine does with a replica whose pod is preempted
+(:attr:`~t9k_jobs.engine.types.ObservedPod.preempted`):
+
+- once the pod is being deleted or has ended, the replica is marked as being replaced (the
+  restart marker: ``Creating`` with the old pod's uid) and recreated when that pod is gone, as a
+  relaunch: no task or replica ``restartCount``, no ``backoffCount``, whatever the restart policy
+  (even ``Never``): the program did not fail;
+- while the pod still runs with the condition (the scheduler's delete is on its way), nothing
+  is done but the replica's status remembers it (reason ``PreemptionByScheduler``), so a pod that
+  vanishes before the next pass is recreated the same way (:func:`preempted_gone`);
+- with restart scope ``all`` (DeepSpeedJob: ranks cannot rejoin) the other replicas are
+  relaunched too, uncounted, and their ends on this pass are not judged;
+- the job goes back to ``Pending`` (T9k: "just created; waiting for replicas to start"), gets the
+  condition ``Preempted`` (True, reason ``PreemptionByScheduler``) and one Normal event
+  ``Preempted``; the condition turns False (reason ``Rescheduled``) once every replica runs again
+  or has ended.
+
+Other ``DisruptionTarget`` reasons (``EvictionByEvictionAPI``, ``DeletionByTaintManager``,
+``DeletionByPodGC``, ``TerminationByKubelet``) are environmental failures, judged by the
+restart policy as before [§1.11].
+
+Limit: a preempted pod that appears and disappears between two passes without the operator ever
+seeing its condition (deleted with a zero grace period, or while the operator was down) cannot
+be told from a pod someone deleted: it counts as an external deletion [§1.11].
+"""
+
+from __future__ import annotations
+
+from ..api.common import ReplicaStatus
+from ..frameworks import ReplicaGroup
+from .context import Pass, rfc3339
+from .replica_status import from_pod
+from .types import PREEMPTION_BY_SCHEDULER, ObservedPod
+
+#: The job condition type (our addition to T9k's condition types, §1.8).
+PREEMPTED = "Preempted"
+#: Replica phases that say a replica is back after a preemption (or has ended since).
+BACK = frozenset({"Running", "Succeeded", "Failed"})
+
+
+def taken(pod: ObservedPod) -> bool:
+    """Whether ``pod`` is being taken by the scheduler's preemption: preempted and already being
+    deleted or ended. A preempted pod that still runs undeleted is left alone (the scheduler
+    deletes it next; if it never does, kube-controller-manager clears the stale condition)."""
+    return pod.preempted and (pod.deleting or pod.terminal)
+
+
+def preempted_pod(p: Pass, name: str, pod: ObservedPod, rc: int) -> None:
+    """Replica ``name``'s pod ``pod`` is taken by preemption: mark the replica as being replaced
+    (``Creating`` with the pod's uid, reason ``PreemptionByScheduler``), make sure the pod's
+    deletion is under way, and record the preemption; ``rc`` (the replica's restart count) is
+    kept, not increased."""
+    p.delete_pod(pod, "Preempted")
+    p.replicas[name] = from_pod(pod, rc).model_copy(update={"phase": "Creating", "uid": pod.uid})
+    p.preempted.append(name)
+
+
+def preempted_gone(p: Pass, g: ReplicaGroup, i: int, name: str, rc: int) -> None:
+    """Replica ``name`` (index ``i`` of ``g``) whose pod was last seen preempted has vanished:
+    create it again, counting nothing."""
+    p.creates.append((g, i))
+    p.replicas[name] = ReplicaStatus(name=name, phase="Creating", restart_count=rc)
+    p.preempted.append(name)
+
+
+def was_preempted(prev: ReplicaStatus | None) -> bool:
+    """Whether a replica's stored status says its pod was last seen preempted while active."""
+    return prev is not None and prev.reason == PREEMPTION_BY_SCHEDULER and prev.phase not in ("Succeeded", "Failed")
+
+
+def apply_preemptions(p: Pass) -> None:
+    """After the replicas are classified: with restart scope ``all``, a preemption relaunches every
+    other replica too (uncounted), and their ends on this pass are not judged (their ranks lost a
+    peer); with scope ``replica`` nothing more is done. Emits one Normal ``Preempted`` event when
+    the job's ``Preempted`` condition is about to turn True."""
+    if not p.preempted:
+        return
+    if p.fw.restart_scope == "all":
+        for g in p.groups:
+            for i in range(g.replicas):
+                name = g.pod_name(p.job.name, i)
+                if name in p.preempted:
+                    continue
+                p.finals.pop((g.type, i), None)
+                p.restarts = [r for r in p.restarts if (r[0].type, r[1]) != (g.type, i)]
+                pod = p.observed.pods.get(name)
+                rs = p.replicas.get(name)
+                if pod is not None and not (rs is not None and rs.phase == "Creating" and rs.uid == pod.uid):
+                    p.delete_pod(pod, "Preempted")
+                    prev = p.prior(name)
+                    rc = prev.restart_count if prev else 0
+                    p.replicas[name] = from_pod(pod, rc).model_copy(update={"phase": "Creating", "uid": pod.uid})
+    old = p.old.condition(PREEMPTED)
+    if old is None or old.status != "True":
+        p.event(
+            "Normal",
+            "Preempted",
+            f"{_names(p.preempted)} preempted by the scheduler for higher priority; "
+            f"{'they are' if len(p.preempted) > 1 else 'it is'} recreated without counting a restart or a backoff",
+        )
+
+
+def preempted_now(p: Pass) -> bool:
+    """Whether the job waits after a preemption: a replica was taken on this pass, or the
+    ``Preempted`` condition is True and some desired replica is not back (Running, or ended)."""
+    if p.preempted:
+        return True
+    old = p.old.condition(PREEMPTED)
+    if old is None or old.status != "True":
+        return False
+    for g in p.groups:
+        for i in range(g.replicas):
+            rs = p.replicas.get(g.pod_name(p.job.name, i))
+            pod = p.observed.pods.get(g.pod_name(p.job.name, i))
+            if rs is None or rs.phase not in BACK or (pod is not None and pod.deleting):
+                return True
+    return False
+
+
+def preempted_row(p: Pass, terminal: bool) -> tuple[str, bool, str, str] | None:
+    """The job's ``Preempted`` condition as ``(type, true?, reason, message)``, None when the job
+    was never preempted.
+
+    True, reason ``PreemptionByScheduler``, message ``preempted by higher priority at <time>
+    (<pods>): its pods are recreated and wait for the gang again`` (``to be scheduled again``
+    without a gang), the time being when this pass first saw it (RFC 3339 UTC); kept as is while
+    the job waits. False, reason ``Rescheduled``, once every replica is back; False, reason
+    ``Finished``, when the job ends while still waiting. A False condition is kept as it was."""
+    old = p.old.condition(PREEMPTED)
+    if not terminal and preempted_now(p):
+        if old is not None and old.status == "True":
+            return (PREEMPTED, True, old.reason, old.message)
+        sched = p.job.scheduler.t9k_scheduler if p.job.scheduler else None
+        wait = "wait for the gang again" if sched is not None and p.ctx.gang != "none" else "wait to be scheduled again"
+        message = f"preempted by higher priority at {rfc3339(p.now)} ({_names(p.preempted)}): its pods are recreated and {wait}"
+        return (PREEMPTED, True, PREEMPTION_BY_SCHEDULER, message)
+    if old is None:
+        return None
+    if old.status == "True":
+        since = old.last_transition_time or "an earlier pass"
+        if terminal:
+            return (PREEMPTED, False, "Finished", f"preempted at {since}; the job ended before every replica ran again")
+        return (PREEMPTED, False, "Rescheduled", f"preempted at {since}; every replica runs again")
+    return (PREEMPTED, False, old.reason, old.message)
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
