@@ -9,6 +9,8 @@ reasons stay environmental failures, judged by the restart policy [§1.11].
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from .jobs import deepspeed, generic, pytorch
@@ -120,7 +122,7 @@ def test_a_preemption_notice_without_a_deletion_changes_nothing() -> None:
     plan = sim.step()
     assert plan.delete == [] and created_pods(plan) == []
     assert sim.status.phase == "Running" and sim.condition("Preempted") is None
-    sim.pods["j-worker-0"] = type(sim.pods["j-worker-0"])(**{**sim.pods["j-worker-0"].__dict__, "disruption_reason": None})
+    sim.pods["j-worker-0"] = replace(sim.pods["j-worker-0"], disruption_reason=None, disruption_message=None)
     sim.step()
     assert sim.replica("j-worker-0").reason is None
     sim.vanish("j-worker-0")  # now a deletion by someone else: final under Never

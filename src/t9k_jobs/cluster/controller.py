@@ -118,10 +118,9 @@ def project_child(obj: dict[str, Any]) -> Child:
     pod = _project_pod(obj, labels, deleting) if obj.get("kind") == "Pod" else None
     if pod is not None:
         for cond in (obj.get("status") or {}).get("conditions") or []:
-            if isinstance(cond, dict) and cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
-                pod = replace(
-                    pod, disruption_reason=cond.get("reason") or None, disruption_message=cond.get("message") or None
-                )
+            if isinstance(cond, dict) and (cond.get("type"), cond.get("status")) == ("DisruptionTarget", "True"):
+                reason, message = cond.get("reason") or None, cond.get("message") or None
+                pod = replace(pod, disruption_reason=reason, disruption_message=message)
     return Child(
         obj.get("kind", ""), namespace, meta["name"], meta.get("uid", ""), owner, owner_uid, deleting, pod,
         ready=obj.get("kind") == "TensorBoard" and _reports_ready(obj.get("status") or {}),

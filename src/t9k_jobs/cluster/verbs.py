@@ -59,7 +59,9 @@ from ..show import (
     spec_lines,
     waiting_summary,
 )
-from .client import EVENTS, PODS, ApiError, KubeClient, Resource
+from ..engine.types import PREEMPTION_BY_SCHEDULER
+from .client import EVENTS, NATIVE_PODGROUPS, PODS, ApiError, KubeClient, Resource
+from .gang_why import gang_waiting, pod_group_line, preempted_since
 
 #: The REST resource of each kind.
 JOB_RESOURCES = {kind: Resource(GROUP, VERSION, cls.PLURAL, kind) for kind, cls in KINDS.items()}
@@ -474,16 +476,33 @@ def pod_replica(pod: dict[str, Any]) -> ReplicaStatus:
 # ----------------------------------------------------------------------------- describe
 
 
-def why(raw: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
+def why(raw: dict[str, Any], pods: list[dict[str, Any]], pod_group: dict[str, Any] | None = None) -> str | None:
     """One line saying why the job is not (or no longer) Running, None when it runs well.
 
     In order: no status yet (the operator has not seen it), how a finished job ended, pause,
-    replicas that wait for a reason (unschedulable with the scheduler's message, an image that
-    cannot be pulled, a missing ConfigMap, from the live pods and then from the status), pods no
-    scheduler has looked at (from the pods' spec: a queue of the T9k scheduler, a native gang
-    waiting for all its pods, or no scheduler running, with the ``GangScheduling`` condition's
-    message where the cluster does not enforce the gang), replicas
-    being restarted (with the backoff count), the ``ReplicaFailure`` condition."""
+    a native gang the scheduler could not place (``gang of 3 waiting: 2 of 3 fit (1 of 1 nodes:
+    Insufficient cpu)``, :func:`~t9k_jobs.cluster.gang_why.gang_waiting`, from the pods'
+    ``PodScheduled`` conditions and ``pod_group``, the job's ``scheduling.k8s.io/v1beta1``
+    PodGroup as the API server returns it, or None), replicas that wait for a reason
+    (unschedulable with the scheduler's message, an image that cannot be pulled, a missing
+    ConfigMap, from the live pods and then from the status), pods no scheduler has looked at
+    (from the pods' spec: a queue of the T9k scheduler, a native gang waiting for all its pods, or
+    no scheduler running, with the ``GangScheduling`` condition's message where the cluster does
+    not enforce the gang), replicas being recreated after a preemption, replicas being restarted
+    (with the backoff count), the ``ReplicaFailure`` condition. A job waiting after a preemption
+    says so first: ``preempted by higher priority at <time>; <the rest>``
+    (:func:`~t9k_jobs.cluster.gang_why.preempted_since`)."""
+    line = _why(raw, pods, pod_group)
+    status = status_of(raw)
+    if status is None or status.phase in TERMINAL_PHASES or status.phase == "Paused":
+        return line
+    preempted = preempted_since(status, pod_group)
+    if preempted is None:
+        return line
+    return preempted + (f"; {line}" if line else "")
+
+
+def _why(raw: dict[str, Any], pods: list[dict[str, Any]], pod_group: dict[str, Any] | None) -> str | None:
     job, status = parse(raw), status_of(raw)
     kind, name = raw.get("kind", ""), raw["metadata"]["name"]
     if status is None:
@@ -504,6 +523,9 @@ def why(raw: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
     )
     if phase == "Resuming":
         return "resuming from pause" + (f": {waits}" if waits else "")
+    gang = gang_waiting(live, pod_group)
+    if gang:
+        return gang
     if waits:
         return waits
     unseen = [
@@ -528,7 +550,12 @@ def why(raw: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
         not_enforced = f" ({gang.message})" if gang is not None and gang.reason == "NotEnforced" else ""
         them = "it" if len(unseen) == 1 else "them"
         return f"{who} not scheduled yet: no scheduler has looked at {them}{not_enforced}"
-    restarting = [rs for t in status.tasks for rs in t.replicas if rs.phase == "Creating" and rs.uid]
+    replacing = [rs for t in status.tasks for rs in t.replicas if rs.phase == "Creating" and rs.uid]
+    preempted = [rs for rs in replacing if rs.reason == PREEMPTION_BY_SCHEDULER]
+    if preempted:
+        names = ", ".join(rs.name for rs in preempted)
+        return f"{names} preempted: recreated once the scheduler's deletion ends (no restart counted)"
+    restarting = replacing
     if restarting:
         limit = job.spec.run_policy.backoff_limit if job is not None and hasattr(job.spec, "run_policy") else None
         of = f" of {limit}" if isinstance(limit, int) else ""
@@ -544,10 +571,37 @@ def why(raw: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
     return None
 
 
+async def job_pod_group(
+    cl: Cluster, raw: dict[str, Any], pods: list[dict[str, Any]], namespace: str
+) -> dict[str, Any] | None:
+    """The job's ``scheduling.k8s.io/v1beta1`` PodGroup as the API server returns it (GET
+    ``/apis/scheduling.k8s.io/v1beta1/namespaces/NS/podgroups/NAME``), named by its pods'
+    ``schedulingGroup.podGroupName``, else by the job when it asks for ``t9kScheduler``; None when
+    neither, or when the API server answers with an error (404: none, or the API not served; 403:
+    not allowed): describe goes on without it. Network errors raise as for every verb."""
+    names = [
+        ((p.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+        for p in pods
+        if (p.get("spec") or {}).get("schedulingGroup")
+    ]
+    name = next((n for n in names if n), None)
+    if name is None and ((raw.get("spec") or {}).get("scheduler") or {}).get("t9kScheduler") is not None:
+        name = raw["metadata"]["name"]
+    if name is None:
+        return None
+    try:
+        return await cl.kube.get(NATIVE_PODGROUPS, namespace, name)
+    except ApiError:
+        return None
+    except _NETWORK_ERRORS as exc:
+        raise cl.unreachable(exc) from None
+
+
 async def describe_job(cl: Cluster, kind: str, name: str, namespace: str | None = None) -> list[str]:
-    """``describe``'s lines: identity, phase, why it is not Running, spec summary, conditions,
-    replicas (phase, restarts, exit codes, node, reason) and the recent Events of the job and its
-    pods. Raises :class:`NotFound`."""
+    """``describe``'s lines: identity, phase, the native PodGroup when there is one (its
+    ``minCount`` and conditions), why it is not Running, spec summary, conditions, replicas
+    (phase, restarts, exit codes, node, reason) and the recent Events of the job and its pods.
+    Raises :class:`NotFound`."""
     ns = namespace or cl.namespace
     raw = await get_job(cl, kind, name, ns)
     pods = await job_pods(cl, kind, name, ns)
@@ -567,7 +621,10 @@ async def describe_job(cl: Cluster, kind: str, name: str, namespace: str | None 
         for label, value in (("Started:", status.start_time), ("Completed:", status.completion_time)):
             if value:
                 out.append(f"{label:<12} {value}")
-    reason = why(raw, pods)
+    pod_group = await job_pod_group(cl, raw, pods, ns)
+    if pod_group is not None:
+        out.append(f"PodGroup:    {pod_group_line(pod_group)}")
+    reason = why(raw, pods, pod_group)
     if reason and phase_of(raw) != "Succeeded":
         out.append(f"Why:         {reason}")
     out.append("Spec:")

@@ -76,7 +76,9 @@ def preempted_gone(p: Pass, g: ReplicaGroup, i: int, name: str, rc: int) -> None
 
 def was_preempted(prev: ReplicaStatus | None) -> bool:
     """Whether a replica's stored status says its pod was last seen preempted while active."""
-    return prev is not None and prev.reason == PREEMPTION_BY_SCHEDULER and prev.phase not in ("Succeeded", "Failed")
+    if prev is None or prev.phase in ("Succeeded", "Failed"):
+        return False
+    return prev.reason == PREEMPTION_BY_SCHEDULER
 
 
 def apply_preemptions(p: Pass) -> None:
@@ -100,14 +102,16 @@ def apply_preemptions(p: Pass) -> None:
                     p.delete_pod(pod, "Preempted")
                     prev = p.prior(name)
                     rc = prev.restart_count if prev else 0
-                    p.replicas[name] = from_pod(pod, rc).model_copy(update={"phase": "Creating", "uid": pod.uid})
+                    marker = {"phase": "Creating", "uid": pod.uid}
+                    p.replicas[name] = from_pod(pod, rc).model_copy(update=marker)
     old = p.old.condition(PREEMPTED)
     if old is None or old.status != "True":
         p.event(
             "Normal",
             "Preempted",
             f"{_names(p.preempted)} preempted by the scheduler for higher priority; "
-            f"{'they are' if len(p.preempted) > 1 else 'it is'} recreated without counting a restart or a backoff",
+            f"{'they are' if len(p.preempted) > 1 else 'it is'} recreated "
+            "without counting a restart or a backoff",
         )
 
 
@@ -142,15 +146,20 @@ def preempted_row(p: Pass, terminal: bool) -> tuple[str, bool, str, str] | None:
         if old is not None and old.status == "True":
             return (PREEMPTED, True, old.reason, old.message)
         sched = p.job.scheduler.t9k_scheduler if p.job.scheduler else None
-        wait = "wait for the gang again" if sched is not None and p.ctx.gang != "none" else "wait to be scheduled again"
-        message = f"preempted by higher priority at {rfc3339(p.now)} ({_names(p.preempted)}): its pods are recreated and {wait}"
+        gang = sched is not None and p.ctx.gang != "none"
+        wait = "wait for the gang again" if gang else "wait to be scheduled again"
+        message = (
+            f"preempted by higher priority at {rfc3339(p.now)} ({_names(p.preempted)}): "
+            f"its pods are recreated and {wait}"
+        )
         return (PREEMPTED, True, PREEMPTION_BY_SCHEDULER, message)
     if old is None:
         return None
     if old.status == "True":
         since = old.last_transition_time or "an earlier pass"
         if terminal:
-            return (PREEMPTED, False, "Finished", f"preempted at {since}; the job ended before every replica ran again")
+            ended = f"preempted at {since}; the job ended before every replica ran again"
+            return (PREEMPTED, False, "Finished", ended)
         return (PREEMPTED, False, "Rescheduled", f"preempted at {since}; every replica runs again")
     return (PREEMPTED, False, old.reason, old.message)
 
