@@ -180,6 +180,9 @@ def test_exact_cluster_role() -> None:
         ("", "secrets"): {"create"},
         ("", "events"): {"create", "patch"},
         ("scheduler.tensorstack.dev", "podgroups"): updated,
+        ("scheduling.k8s.io", "podgroups"): updated,
+        # t9k-priority-N classes, made on first use; never read, changed or deleted.
+        ("scheduling.k8s.io", "priorityclasses"): {"create"},
         ("tensorstack.dev", "tensorboards"): updated,
     }
     assert granted == expected

@@ -23,7 +23,7 @@ from .operator_proc import OperatorProcess
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "tests" / "render" / "manifests"
 OWNER = "tensorstack.dev/owner-name"
-SERVER_ONLY = {"PodGroup", "TensorBoard"}  # not served by the test control plane
+SERVER_ONLY = {"TensorBoard"}  # not served by the test control plane
 
 
 @pytest.fixture(scope="module")
@@ -211,11 +211,13 @@ def test_children_match_render(kube: Kube, namespace: str, operator: OperatorPro
     obj = manifest(file, namespace)
     job = create(kube, obj)
     # Render the job as stored (with its uid): what `t9k-jobs render` prints for it.
-    # This API server serves no PodGroup API: t9kScheduler jobs get the default scheduler (gang "none").
-    expected = [o for o in render(parse_job(job), gang="none") if o["kind"] not in SERVER_ONLY]
+    # This 1.37 API server serves scheduling.k8s.io/v1beta1 (not T9k's PodGroup): t9kScheduler jobs
+    # get a native PodGroup (gang "native").
+    expected = [o for o in render(parse_job(job), gang="native") if o["kind"] not in SERVER_ONLY]
     want_pods = [o for o in expected if o["kind"] == "Pod"]
     live_pods = wait_pods(kube, namespace, obj["metadata"]["name"], len(want_pods), operator)
     paths = {"Service": "services", "ConfigMap": "configmaps", "Secret": "secrets"}
+    native = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups"
     problems = []
     for o in expected:
         name = o["metadata"]["name"]
@@ -223,7 +225,11 @@ def test_children_match_render(kube: Kube, namespace: str, operator: OperatorPro
             live = {"apiVersion": "v1", "kind": "Pod", **live_pods[name]}  # list items carry neither
         else:
             live = kube.wait_for(
-                lambda o=o: kube.get(core_path(namespace, paths[o["kind"]], o["metadata"]["name"]))
+                lambda o=o: kube.get(
+                    f"{native}/{o['metadata']['name']}"
+                    if o["kind"] == "PodGroup"
+                    else core_path(namespace, paths[o["kind"]], o["metadata"]["name"])
+                )
             )
         refs = live["metadata"].get("ownerReferences") or []
         assert [(r["kind"], r["name"], r["uid"], r.get("controller")) for r in refs] == [

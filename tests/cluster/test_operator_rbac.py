@@ -2,7 +2,8 @@
 
 The other cluster tests run the operator as cluster admin. Here it authenticates as its own
 ServiceAccount (a token from the TokenRequest API), as in the Deployment of deploy/operator.yaml:
-leader election in t9k-jobs-system, every kind of job created, run, restarted and finished. A
+leader election in t9k-jobs-system, every kind of job created, run, restarted and finished, and a
+t9kScheduler job's native PodGroup and PriorityClass made. A
 rule missing from deploy/rbac.yaml shows up as a 403 in its metrics or a job that never ends.
 """
 
@@ -79,6 +80,13 @@ def test_operator_needs_no_more_than_its_role(control_plane, kube: Kube, namespa
         uid = pods(kube, ns, "restarts")["restarts-worker-0"]["metadata"]["uid"]
         kube.set_pod_phase(ns, "restarts-worker-0", "Failed", exit_code=1)
         wait_replaced(kube, ns, "restarts", "restarts-worker-0", uid)
+
+        # A t9kScheduler job on this 1.37 plane: a native PodGroup and a PriorityClass, made with
+        # the operator's own rights (a priority no other test uses, so the class is new here).
+        create(kube, pytorch("gang", ns, workers=1, scheduler={"t9kScheduler": {"queue": "q", "priority": 77}}))
+        wait_pods(kube, ns, "gang", 2, op)
+        assert kube.exists(f"/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups/gang")
+        assert kube.exists("/apis/scheduling.k8s.io/v1/priorityclasses/t9k-priority-77")
 
         forbidden = op.metric("rest_client_requests_total", code="403")
         assert forbidden == 0, f"{forbidden:.0f} requests refused:\n{op.tail()}"
