@@ -59,7 +59,7 @@ def job(name: str, ranks: int, gang: bool) -> dict[str, Any]:
             {
                 "type": "worker",
                 "replicas": ranks,
-                "restartPolicy": "Never",
+                "restartPolicy": {"policy": "Never"},
                 "template": {"spec": {"terminationGracePeriodSeconds": 0, "containers": [container]}},
             }
         ]

@@ -11,11 +11,17 @@ from ..cluster.kube import Kube, job_path, pod_path
 from .conftest import REPO, wait_phase
 
 
-def apply_example(kubectl, name: str, namespace: str) -> dict:
-    """``kubectl apply -f examples/<name>/job.yaml -n NS``, as a user would; returns the manifest."""
+def apply_example(kubectl, name: str, namespace: str, **spec: object) -> dict:
+    """``kubectl apply -f examples/<name>/job.yaml -n NS``, as a user would (with ``spec`` fields
+    added, when given); returns the manifest."""
     path = REPO / "examples" / name / "job.yaml"
-    kubectl("apply", "-n", namespace, "-f", str(path))
-    return yaml.safe_load(Path(path).read_text())
+    job = yaml.safe_load(Path(path).read_text())
+    if not spec:
+        kubectl("apply", "-n", namespace, "-f", str(path))
+        return job
+    job["spec"].update(spec)
+    kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(job))
+    return job
 
 
 def replicas(job: dict) -> dict[str, dict]:
@@ -55,3 +61,23 @@ def test_generic_exchange_example_succeeds(node, kube: Kube, kubectl, namespace:
         assert f"rank {i} received from {others}" in text, text
     assert "exchange ok" in logs[0], logs[0]
     assert all(rs["phase"] == "Succeeded" for rs in replicas(done).values()), done["status"]
+
+
+def test_ddp_example_with_the_t9k_scheduler_trains_as_a_gang(node, kube: Kube, kubectl, namespace: str) -> None:
+    """The main example with ``scheduler.t9kScheduler`` added as real T9k manifests write it (the
+    sample's DeepSpeed gpt-125m: queue default, priority 50): on this 1.37 cluster the operator
+    gives it a native PodGroup, kube-scheduler binds both ranks as one gang, and it trains."""
+    job = apply_example(kubectl, "pytorch-ddp", namespace, scheduler={"t9kScheduler": {"queue": "default", "priority": 50}})
+    name = job["metadata"]["name"]
+    done = wait_phase(kube, job_path(namespace, "PyTorchTrainingJob", name), ("Succeeded", "Failed"), timeout=600)
+    log = kubectl("logs", "-n", namespace, f"{name}-worker-0").stdout
+    assert done["status"]["phase"] == "Succeeded", (done["status"], log)
+    final = re.search(r"final test_accuracy ([\d.]+)", log)
+    assert final and float(final.group(1)) >= 0.90, log
+    pg = kube.get(f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}")
+    assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
+    assert any(c["type"] == "PodGroupInitiallyScheduled" and c["status"] == "True" for c in pg["status"]["conditions"])
+    for i in range(2):
+        pod = kube.get(pod_path(namespace, f"{name}-worker-{i}"))
+        assert pod["spec"]["schedulingGroup"] == {"podGroupName": name}
+        assert pod["spec"]["priorityClassName"] == "t9k-priority-50"
