@@ -1,6 +1,7 @@
-"""The shell the DeepSpeedJob and ColossalAIJob pods run (frameworks/ssh.py), run for real with
-/bin/sh: a stop reaches the launcher at once, its exit code is the container's, a stop while
-waiting for the workers ends the wait, and a custom command cannot run after a failed step."""
+"""The shell the DeepSpeedJob and ColossalAIJob pods run (frameworks/ssh.py, deepspeed.py and
+colossalai.py), run for real with /bin/sh: a stop reaches the launcher at once, its exit code is
+the container's, a stop while waiting for the workers ends the wait, and a custom command cannot
+run after a failed step."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def test_deepspeed_env_file_carries_values_the_remote_shell_gets_back(tmp_path) 
     import os
     import re
 
-    from t9k_jobs.frameworks.ssh import ENV_FILE_COMMAND
+    from t9k_jobs.frameworks.deepspeed import ENV_FILE_COMMAND
 
     values = {"PLAIN": "abc", "SPACE": "a b", "DOLLAR": "$HOME/x", "TICK": "`id`", "QUOTE": 'say "hi"',
               "BACKSLASH": "c:\\dir", "EMPTY": ""}

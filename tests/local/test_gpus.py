@@ -659,7 +659,7 @@ def test_rank_gpus_script_sets_the_devices_then_becomes_the_rank(tmp_path: Path,
     import os
     import subprocess
 
-    from t9k_jobs.frameworks.ssh import RANK_GPUS_SCRIPT
+    from t9k_jobs.frameworks.deepspeed import RANK_GPUS_SCRIPT
 
     code = "import os, sys; print(os.getpid(), os.environ['CUDA_VISIBLE_DEVICES'], sys.argv[1:])"
     (tmp_path / "rankmod.py").write_text(code)
@@ -709,7 +709,7 @@ def _local_pods(manifest: dict[str, Any], run_dir: Path) -> dict[str, dict[str, 
 def test_local_deepspeed_runs_its_ranks_through_rank_gpus(
     tmp_path: Path, run: dict[str, Any], tail: list[str]
 ) -> None:
-    from t9k_jobs.frameworks.ssh import RANK_GPUS_SCRIPT
+    from t9k_jobs.frameworks.deepspeed import RANK_GPUS_SCRIPT
 
     manifest = job(
         "DeepSpeedJob",

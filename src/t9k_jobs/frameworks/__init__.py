@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from ..api.kinds import JobBase
 from .base import BuildContext, Final, Framework, Outcome, ReplicaGroup
+from .colossalai import ColossalAIFramework
+from .deepspeed import DeepSpeedFramework
 from .genericjob import GenericJobFramework
 from .notes import spec_warnings
 from .pytorch import PyTorchFramework
-from .ssh import ColossalAIFramework, DeepSpeedFramework
 
 _FRAMEWORKS: dict[str, Framework] = {
     f.kind: f for f in (GenericJobFramework(), PyTorchFramework(), DeepSpeedFramework(), ColossalAIFramework())

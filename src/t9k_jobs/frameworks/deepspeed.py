@@ -1,0 +1,224 @@
+"""DeepSpeedJob: sshd workers, worker-0 launches ``deepspeed`` over pdsh with a hostfile.
+
+Reference §4. The ssh key Secret, the sshd workers and the launcher's shell are shared with
+ColossalAIJob (:mod:`.ssh`); this module says what DeepSpeed launches.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from ..api.kinds import DeepSpeedJob
+from .base import BuildContext, Framework, ReplicaGroup, container, container_gpus, training_container
+from .ssh import (
+    HOSTFILE_PATH,
+    SSH_SERVICE_PORTS,
+    SSHD_PRELUDE,
+    WAIT_SSH_FUNCTION,
+    config_map_name,
+    install_keys,
+    launch_children,
+    launcher_script,
+    mount_hostfile,
+    mount_ssh,
+    sshd_argv,
+    sshd_worker_command,
+)
+
+DEEPSPEED_SSHD = "/usr/sbin/sshd"
+DEEPSPEED_ENV_PATH = "/root/.deepspeed_env"
+DEEPSPEED_SSH_PATH = "/root/.ssh"
+#: deepspeed's default torch.distributed port (a local run gives worker-0 a free one instead).
+DEEPSPEED_MASTER_PORT = 29500
+#: The script a local run gives ``deepspeed`` in place of the training script: it reads the slots
+#: deepspeed gives each rank against its worker's devices, then starts the rank
+#: (:mod:`t9k_jobs.local.rank_gpus`).
+RANK_GPUS_SCRIPT = str(Path(__file__).resolve().parent.parent / "local" / "rank_gpus.py")
+
+_WRITE_ENV_FILE_PY = """import os, sys
+lines = []
+for name in sys.argv[2:]:
+    value = os.environ.get(name)
+    if value is None:
+        continue
+    if "\\n" in value:
+        print(f"t9k-jobs: {name} holds a newline; DeepSpeed's env file has one NAME=VALUE a line,"
+              " so the other workers do not get it", file=sys.stderr)
+        continue
+    lines.append(name + "=" + "".join("\\\\" + c if c in '\\\\$`"' else c for c in value) + "\\n")
+with open(sys.argv[1], "w") as f:
+    f.write("".join(lines))
+"""
+
+#: argv prefix (the names follow) that writes DeepSpeed's env file, ``/root/.deepspeed_env``, on
+#: worker-0 from the container's own environment, so ``valueFrom`` variables arrive resolved. The
+#: launcher puts a value with characters outside ``[\w@%+=:,./-]`` in double quotes on the remote
+#: command line (deepspeed 0.19), so backslash, ``$``, backquote and ``"`` are escaped with a
+#: backslash; a value with a newline cannot be written in that file (one ``NAME=VALUE`` a line)
+#: and is left out, with a line on stderr.
+ENV_FILE_COMMAND = ("python3", "-c", _WRITE_ENV_FILE_PY, DEEPSPEED_ENV_PATH)
+
+
+class DeepSpeedFramework(Framework[DeepSpeedJob]):
+    kind = "DeepSpeedJob"
+    restart_scope = "all"
+
+    def groups(self, job: DeepSpeedJob) -> list[ReplicaGroup]:
+        worker = job.spec.worker
+        replicas = worker.replicas
+        if job.spec.elastic_enabled and job.spec.elastic is not None:
+            replicas = job.spec.elastic.effective_replicas(replicas)
+        return [
+            ReplicaGroup(
+                type="worker",
+                replicas=replicas,
+                template=worker.template,
+                restart_policy=worker.restart_policy,
+                backoff_limit=job.spec.run_policy.backoff_limit,
+                training_container=training_container(worker.template, ("worker",)),
+                # T9k's debug default, `/usr/sbin/sshd -D`, made to work in a stock image (keys, /run/sshd).
+                debug_command=tuple(sshd_worker_command(DEEPSPEED_SSHD, DEEPSPEED_SSH_PATH, watch=False)),
+                service_ports=SSH_SERVICE_PORTS,
+            )
+        ]
+
+    def clean_up(self, job: DeepSpeedJob) -> tuple[str, frozenset[str]]:
+        return job.spec.run_policy.clean_up_policy, frozenset()
+
+    def active_deadline_seconds(self, job: DeepSpeedJob) -> int | None:
+        return job.spec.run_policy.active_deadline_seconds
+
+    def master(self, job: DeepSpeedJob, groups: list[ReplicaGroup]) -> tuple[str, int] | None:
+        return ("worker", 0)
+
+    def pod_group_min_member(self, job: DeepSpeedJob, groups: list[ReplicaGroup]) -> int:
+        if job.spec.elastic_enabled and job.spec.elastic is not None and job.spec.elastic.min_replicas:
+            return job.spec.elastic.min_replicas
+        return super().pod_group_min_member(job, groups)
+
+    def relaunch_on_change(self, job: DeepSpeedJob, group: ReplicaGroup, index: int, ctx: BuildContext) -> bool:
+        """Elastic: a change of ``expectedReplicas`` rewrites the hostfile and relaunches the
+        launcher, worker-0 (reference §4.7); locally every worker runs a launcher of its own."""
+        return job.spec.elastic_enabled and (index == 0 or ctx.addressing.local)
+
+    def slots(self, job: DeepSpeedJob) -> int:
+        """Slots (ranks) per worker: ``slotsPerWorker`` (or ``slotPerWorker``) when given, else the
+        training container's ``nvidia.com/gpu`` limit (its request without one), else 1. T9k:
+        slots are "normally the number of GPUs" of a worker; ``procPerNode: gpu`` counts alike."""
+        explicit = job.spec.config.slots
+        if explicit is not None:
+            return explicit
+        template = job.spec.worker.template
+        name = training_container(template, ("worker",))
+        c = next(c for c in template["spec"]["containers"] if c.get("name") == name)
+        return max(1, container_gpus(c))
+
+    def hostfile(self, job: DeepSpeedJob, ctx: BuildContext) -> str:
+        """DeepSpeed hostfile: ``<worker host> slots=<slots>`` per worker (:meth:`slots`). Locally
+        every host is this machine, so the lines name the workers (``worker-<i>``): with
+        ``--no_ssh`` the names are only the nodes' keys, and deepspeed refuses a host twice."""
+        count = self.groups_in(job, ctx)[0].replicas
+        slots = self.slots(job)
+        if ctx.addressing.local:
+            return "".join(f"worker-{i} slots={slots}\n" for i in range(count))
+        return "".join(f"{ctx.addressing.host(job.name, 'worker', i)} slots={slots}\n" for i in range(count))
+
+    def env_names(self, job: DeepSpeedJob) -> list[str]:
+        """Names of the training container's env vars (literal and ``valueFrom``) that the
+        launcher passes to every worker's ranks; none with ``disableCustomEnv`` (reference §4.1)."""
+        if job.spec.disable_custom_env:
+            return []
+        template = job.spec.worker.template
+        name = training_container(template, ("worker",))
+        c = next(c for c in template["spec"]["containers"] if c.get("name") == name)
+        return [e["name"] for e in c.get("env") or [] if isinstance(e, dict) and e.get("name")]
+
+    def extra_children(self, job: DeepSpeedJob, groups: list[ReplicaGroup], ctx: BuildContext) -> list[dict[str, Any]]:
+        return launch_children(job, {"hostfile": self.hostfile(job, ctx)})
+
+    def launch_command(self, job: DeepSpeedJob) -> list[str]:
+        """The ``deepspeed`` command worker-0 runs (reference §4.3)."""
+        return self._launch(job, [f"--hostfile={HOSTFILE_PATH}", "--launcher=pdsh"])
+
+    def local_launch_command(self, job: DeepSpeedJob, index: int, ctx: BuildContext) -> list[str]:
+        """What worker ``index`` runs in a local run: deepspeed's own launcher in its no-ssh mode,
+        once per worker (``--no_ssh --node_rank=<index>``), all with the run's hostfile and worker-0
+        as the master: no sshd, no root, and each worker's ranks stay in its process group. The
+        launcher reads no env file in this mode; each worker has the container's env itself.
+
+        GPUs: deepspeed's launch.py sets every rank's ``CUDA_VISIBLE_DEVICES`` to its node's slots
+        (``0,1,...``), indices that in a pod count the container's own devices. Locally the
+        training script is therefore :data:`RANK_GPUS_SCRIPT`, which reads them against the
+        worker's devices (worker-1 given GPUs 2,3 has ranks that see ``2,3``; a worker given none,
+        ranks that see none) and then starts the rank as deepspeed would have (script, ``-m``
+        module or ``--no_python`` program, with ``--local_rank``)."""
+        hostfile = ctx.addressing.child_file("ConfigMap", config_map_name(job), "hostfile")
+        master_port = ctx.addressing.port(job.name, "worker", 0, "deepspeed", DEEPSPEED_MASTER_PORT)
+        return self._launch(
+            job,
+            [
+                f"--hostfile={hostfile}",
+                f"--num_nodes={self.groups_in(job, ctx)[0].replicas}",
+                "--no_ssh",
+                f"--node_rank={index}",
+                f"--master_addr={ctx.addressing.host(job.name, 'worker', 0)}",
+                f"--master_port={master_port}",
+            ],
+            rank_script=RANK_GPUS_SCRIPT,
+        )
+
+    def _launch(self, job: DeepSpeedJob, transport: list[str], rank_script: str | None = None) -> list[str]:
+        """``deepspeed`` with ``transport``, the job's flags and what to run. ``rank_script``: a
+        script deepspeed runs instead, given ``python|module|exec`` and the job's ``run`` (the
+        local run's :data:`RANK_GPUS_SCRIPT`)."""
+        config = job.spec.config
+        cmd = ["deepspeed", *transport]
+        if not config.local_rank:
+            cmd.append("--no_local_rank")
+        if config.autotune != "none":
+            cmd.append(f"--autotuning={config.autotune}")
+        cmd += list(config.other_args)
+        run = config.run
+        assert run is not None
+        if rank_script is not None:
+            modes = (("python", run.python), ("module", run.module), ("exec", run.exec))
+            mode, target = next((m, t) for m, t in modes if t is not None)
+            return cmd + [rank_script, mode, *target]  # type: ignore[list-item]
+        if run.python is not None:
+            cmd += list(run.python)  # type: ignore[arg-type]
+        elif run.module is not None:
+            cmd += ["--module", *run.module]  # type: ignore[list-item]
+        elif run.exec is not None:
+            cmd += ["--no_python", *run.exec]  # type: ignore[list-item]
+        return cmd
+
+    def decorate(
+        self, job: DeepSpeedJob, group: ReplicaGroup, index: int, pod: dict[str, Any], ctx: BuildContext
+    ) -> None:
+        """Mount keys, hostfile and env file; worker-0 launches ``deepspeed``, the others run sshd.
+
+        worker-0: keys installed, sshd in the background (its log on the container's stderr),
+        wait for every worker's sshd, then ``deepspeed`` (or ``sh -c customCommand``) as a child
+        whose exit code is the container's and which gets the container's SIGTERM.
+        """
+        c = container(pod, group.training_container)
+        if ctx.addressing.local:
+            c["command"], c["args"] = self.local_launch_command(job, index, ctx), []
+            return
+        mount_ssh(job, pod, c)
+        mount_hostfile(job, pod, c)
+        c["args"] = []
+        if index != 0:
+            c["command"] = sshd_worker_command(DEEPSPEED_SSHD, DEEPSPEED_SSH_PATH)
+            return
+        hosts = [ctx.addressing.host(job.name, "worker", i) for i in range(group.replicas)]
+        custom = job.spec.config.custom_command
+        launch = ["/bin/sh", "-c", custom] if custom else self.launch_command(job)
+        prelude = (
+            f"{install_keys(DEEPSPEED_SSH_PATH)} && {SSHD_PRELUDE} && "
+            f"{{ {shlex.join(sshd_argv(DEEPSPEED_SSHD, DEEPSPEED_SSH_PATH))} & }} && "
+            + shlex.join([*ENV_FILE_COMMAND, *self.env_names(job)])
+        )
+        c["command"] = launcher_script(prelude, WAIT_SSH_FUNCTION, hosts, launch)
