@@ -627,7 +627,7 @@ def test_colossalai_ranks_see_the_devices_of_their_own_worker(start, tmp_path: P
 
 
 def test_translate_reads_slots_against_the_workers_devices_as_cuda_reads_a_containers() -> None:
-    from t9k_jobs.local.rank_gpus import translate
+    from t9k_jobs.frameworks.rank_gpus import translate
 
     assert translate(["2", "3"], "0,1") == "2,3"
     assert translate(["2", "3"], "1") == "3"
@@ -641,7 +641,7 @@ def test_translate_reads_slots_against_the_workers_devices_as_cuda_reads_a_conta
 
 
 def test_rank_command_is_what_launch_py_would_have_started() -> None:
-    from t9k_jobs.local.rank_gpus import rank_command
+    from t9k_jobs.frameworks.rank_gpus import rank_command
 
     py_rank = rank_command(["--local_rank=1", "python", "t.py", "-x"], "/py")
     assert py_rank == ["/py", "-u", "t.py", "--local_rank=1", "-x"]

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ..api.kinds import ColossalAIJob, extra_launch_args
-from ..local.rank_gpus import DEVICES_ENV
 from .base import BuildContext, Final, Framework, Outcome, ReplicaGroup, add_env, container, training_container
+from .rank_gpus import DEVICES_ENV
 from .ssh import (
     HOSTFILE_PATH,
     SSH_PORT,

@@ -34,8 +34,8 @@ DEEPSPEED_SSH_PATH = "/root/.ssh"
 DEEPSPEED_MASTER_PORT = 29500
 #: The script a local run gives ``deepspeed`` in place of the training script: it reads the slots
 #: deepspeed gives each rank against its worker's devices, then starts the rank
-#: (:mod:`t9k_jobs.local.rank_gpus`).
-RANK_GPUS_SCRIPT = str(Path(__file__).resolve().parent.parent / "local" / "rank_gpus.py")
+#: (:mod:`t9k_jobs.frameworks.rank_gpus`).
+RANK_GPUS_SCRIPT = str(Path(__file__).resolve().parent / "rank_gpus.py")
 
 _WRITE_ENV_FILE_PY = """import os, sys
 lines = []

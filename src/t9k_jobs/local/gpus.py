@@ -8,9 +8,10 @@ starts and gives them back when its processes have ended.
 
 Ranks that a launcher starts outside the container's environment get their worker's devices
 too: a DeepSpeed rank's slots (``CUDA_VISIBLE_DEVICES=0,1`` from deepspeed's launch.py, which in
-a pod count the container's devices) are read against its worker's (:mod:`.rank_gpus`), and a
-ColossalAI worker's sshd sets its devices in the sessions the ranks run in
-(:mod:`t9k_jobs.frameworks.ssh`); both read ``T9K_JOBS_GPUS``, which every container gets.
+a pod count the container's devices) are read against its worker's
+(:mod:`t9k_jobs.frameworks.rank_gpus`), and a ColossalAI worker's sshd sets its devices in the
+sessions the ranks run in (:mod:`t9k_jobs.frameworks.colossalai`); both read ``T9K_JOBS_GPUS``,
+which every container gets.
 
 The inventory is declared (``t9k-jobs run --gpus 0,1``, which lets tests run on machines
 without GPUs) or discovered: NVML through ``nvidia-ml-py`` (``import pynvml``), else
@@ -38,7 +39,7 @@ from typing import Any
 
 from ..api import Job
 from ..frameworks import ReplicaGroup, framework_for
-from .rank_gpus import DEVICES_ENV
+from ..frameworks.rank_gpus import DEVICES_ENV
 
 #: The extended resource the NVIDIA device plugin serves.
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -479,12 +480,12 @@ def set_visible_devices(pod: dict[str, Any], assignment: dict[str, tuple[Gpu, ..
     nvidia-smi's). A container's own literal ``CUDA_VISIBLE_DEVICES`` is kept in meaning, read
     against its devices (:func:`visible_devices`).
 
-    Every container also gets ``T9K_JOBS_GPUS`` (:data:`~t9k_jobs.local.rank_gpus.DEVICES_ENV`):
+    Every container also gets ``T9K_JOBS_GPUS`` (:data:`~t9k_jobs.frameworks.rank_gpus.DEVICES_ENV`):
     its devices' ids whatever it sets itself, what a container on a cluster has as its devices.
     Launchers whose ranks do not inherit the container's ``CUDA_VISIBLE_DEVICES`` read it: a
-    DeepSpeed rank's slots are translated against it (:mod:`t9k_jobs.local.rank_gpus`), and a
+    DeepSpeed rank's slots are translated against it (:mod:`t9k_jobs.frameworks.rank_gpus`), and a
     ColossalAI worker's sshd gives it to the sessions its launcher's ranks run in
-    (:mod:`t9k_jobs.frameworks.ssh`)."""
+    (:mod:`t9k_jobs.frameworks.colossalai`)."""
     spec = pod["spec"]
     for c in [*(spec.get("initContainers") or []), *spec["containers"]]:
         devices = assignment.get(str(c.get("name")), ())
