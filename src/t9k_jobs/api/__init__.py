@@ -4,6 +4,11 @@
 :class:`GenericJob`, :class:`PyTorchTrainingJob`, :class:`DeepSpeedJob` or
 :class:`ColossalAIJob`, or raise :class:`ManifestError` whose messages each name a field
 path and what is accepted there.
+
+This package is the bottom of t9k-jobs and imports nothing above it, so it checks what the models
+alone can say. What a job makes is the plug-ins' to know: :func:`t9k_jobs.frameworks.parse_job`
+and :func:`t9k_jobs.frameworks.load_manifest` (the ones t9k-jobs' commands, SDK and operator use)
+also check the names of the pods and Services the job's plug-in makes.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ __all__ = [
     "fixed_field_changes",
     "load_manifest",
     "parse_job",
+    "read_manifest",
 ]
 
 _KIND_HINTS = {"DeepspeedJob": "DeepSpeedJob", "TensorFlowJob": "TensorFlowTrainingJob"}
@@ -66,13 +72,21 @@ class ManifestError(ValueError):
 
 
 def load_manifest(path: str | Path, stdin: BinaryIO | None = None) -> Job:
-    """Read a YAML or JSON manifest holding one job and validate it.
+    """Read a YAML or JSON manifest holding one job and validate it (:func:`read_manifest`, then
+    :func:`parse_job`).
 
     ``path`` is a file, or ``-`` for standard input (``stdin`` when given). Reading is bounded
     (see :mod:`t9k_jobs.api.reading`: 3 MiB, UTF-8, nesting and alias limits, no duplicate keys).
     Raises :class:`ManifestError` for an unreadable file, bad YAML or JSON, several documents, or
     an invalid job.
     """
+    return parse_job(*read_manifest(path, stdin))
+
+
+def read_manifest(path: str | Path, stdin: BinaryIO | None = None) -> tuple[Any, str]:
+    """The one document of a YAML or JSON manifest, not yet validated, and the name of its source
+    (the file, or ``<stdin>``) as :class:`ManifestError` gives it. Raises :class:`ManifestError` for
+    an unreadable file, bad YAML or JSON, or other than one document."""
     source = "<stdin>" if str(path) == "-" else str(path)
     try:
         docs = parse_documents(decode(read_source(path, stdin)))
@@ -80,11 +94,13 @@ def load_manifest(path: str | Path, stdin: BinaryIO | None = None) -> Job:
         raise ManifestError([str(exc)], source) from None
     if len(docs) != 1:
         raise ManifestError([f"expected exactly one YAML document with a job, found {len(docs)}"], source)
-    return parse_job(docs[0], source)
+    return docs[0], source
 
 
 def parse_job(data: Any, source: str = "<input>") -> Job:
-    """Validate a manifest mapping and return the typed job; raise :class:`ManifestError`."""
+    """Validate a manifest mapping against the models and return the typed job; raise
+    :class:`ManifestError`. The names of what the job makes are checked one layer up
+    (:func:`t9k_jobs.frameworks.parse_job`)."""
     if not isinstance(data, dict):
         raise ManifestError([f"a job manifest must be a mapping, not {type(data).__name__}"], source)
     errors: list[str] = []
@@ -106,7 +122,9 @@ def parse_job(data: Any, source: str = "<input>") -> Job:
         job: Job = cls.model_validate(data)  # type: ignore[assignment]
     except ValidationError as exc:
         raise ManifestError(_format_errors(cls, exc), source) from None
-    problem = _check_child_names(job)
+    from ..frameworks import child_name_problem  # until every caller uses frameworks.parse_job
+
+    problem = child_name_problem(job)
     if problem:
         raise ManifestError([problem], source)
     return job
@@ -125,39 +143,6 @@ def fixed_field_changes(old: Job, new: Job) -> list[str]:
         if before != after:
             out.append(f"spec.elastic.{field}: cannot be changed once the job is created ({before} -> {after})")
     return out
-
-
-def _check_child_names(job: Job) -> str | None:
-    """Whether every pod and Service the job makes has a name Kubernetes accepts.
-
-    A replica's pod and headless Service are named ``<job>-<type>-<index>`` (its host name, so a
-    DNS label of at most 63 characters); a Service name must also start with a letter (RFC 1035).
-    Elastic jobs are checked at ``maxReplicas``. Returns the problem as one line, or ``None``.
-    """
-    from ..addressing import replica_name
-    from ..frameworks import framework_for
-
-    widest = job.model_copy(deep=True)
-    spec = widest.spec
-    elastic = getattr(spec, "elastic", None)
-    if elastic is not None and elastic.max_replicas is not None:
-        elastic.expected_replicas = elastic.max_replicas
-    for group in framework_for(widest).groups(widest):
-        if group.replicas == 0 and group.indexed:
-            continue
-        name = replica_name(job.name, group.type, group.replicas - 1 if group.indexed else None)
-        if len(name) > 63:
-            room = 63 - (len(name) - len(job.name))
-            return (
-                f"metadata.name: {job.name!r} makes the replica name {name!r} ({len(name)} characters), "
-                f"longer than the 63 Kubernetes accepts; use a job name of at most {room} characters"
-            )
-        if group.service_ports is not None and not job.name[0].isalpha():
-            return (
-                f"metadata.name: {job.name!r} names the replicas' Services, which must start with a letter "
-                "(RFC 1035 labels); start the job name with a letter"
-            )
-    return None
 
 
 def _format_errors(cls: type[BaseModel], exc: ValidationError) -> list[str]:
