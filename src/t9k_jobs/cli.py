@@ -14,7 +14,8 @@ from typing import Annotated, Optional
 import typer
 
 from . import __version__
-from .api import ManifestError, load_manifest
+from .api import ManifestError
+from .frameworks import load_manifest
 
 app = typer.Typer(
     name="t9k-jobs",
