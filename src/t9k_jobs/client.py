@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
-from .api import Job, JobBase, ManifestError, parse_job
+from .api import Job, JobBase, ManifestError
+from .frameworks import parse_job
 from .api.common import TERMINAL_PHASES
 from .errors import (
     InvalidJob,
