@@ -46,7 +46,8 @@ from typing import Any
 
 import yaml
 
-from ..api import GROUP, KINDS, JobStatus, parse_job
+from ..api import GROUP, KINDS, JobStatus
+from ..frameworks import parse_job
 from ..api.common import TERMINAL_PHASES
 from ..errors import AlreadyExists, JobsError, NotFound, NotSupported, UsageError
 from ..show import (
