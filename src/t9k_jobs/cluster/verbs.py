@@ -23,7 +23,8 @@ from typing import Any
 
 import aiohttp
 
-from ..api import GROUP, KINDS, VERSION, Job, JobStatus, ManifestError, parse_job
+from ..api import GROUP, KINDS, VERSION, Job, JobStatus, ManifestError
+from ..frameworks import parse_job
 from ..api.common import TERMINAL_PHASES, ReplicaStatus
 from ..errors import (
     AlreadyExists,
