@@ -25,7 +25,7 @@ from typing import Any
 
 import aiohttp
 
-from ..api import Job, ManifestError, parse_job
+from ..api import Job, ManifestError
 from ..api.kinds import KINDS
 from ..engine import (
     ContainerState,
@@ -37,6 +37,7 @@ from ..engine import (
     rfc3339,
     stamp_of,
 )
+from ..frameworks import parse_job
 from ..frameworks.base import (
     LABEL_OWNER_KIND,
     LABEL_OWNER_NAME,
@@ -435,7 +436,7 @@ class Controller:
             return written.obj
         return cached
 
-    def observe(self, key: JobKey, uid: str | None, job: Job) -> Observed:
+    def observe(self, key: JobKey, uid: str | None) -> Observed:
         """The job's children, as the engine sees them: only those whose controller is this job."""
         pods: dict[str, ObservedPod] = {}
         others: set[tuple[str, str]] = set()
@@ -452,10 +453,6 @@ class Controller:
                 hashes[(ref.kind, ref.name)] = c.stamp
                 if c.ready:
                     ready.add((ref.kind, ref.name))
-        for kind in OPTIONAL_CHILDREN:
-            if kind not in self.served_optional_kinds:
-                # Not served by this cluster: never planned as missing (a Warning says so once).
-                others.add((kind, job.name))
         others |= {("Secret", name) for name in state.secrets}
         return Observed(
             pods=pods,
@@ -541,7 +538,7 @@ class Controller:
         if job is None:
             return "invalid"
         await self._recheck_conflicts(key, job)
-        observed = self.observe(key, meta.get("uid"), job)
+        observed = self.observe(key, meta.get("uid"))
         plan = reconcile(job, observed, time.time())
         errors = await self._carry_out(key, job, raw, plan)
         if errors:

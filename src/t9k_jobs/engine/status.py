@@ -73,7 +73,12 @@ def conditions(p: Pass, phase: str, outcome: Outcome | None) -> list[Condition]:
     if terminal and outcome is None:
         # Already finished on an earlier pass: the conditions stand.
         return [c.model_copy() for c in old.conditions]
-    made_all = all((o["kind"], o["metadata"]["name"]) in p.observed.others for o in p.owned)
+    # Initialized: every child this runtime makes exists. A kind it does not serve (a TensorBoard
+    # locally, or on a cluster without the CRD) is never made, so it is not waited for; the
+    # job's status.tensorboard says so (DependentUnavailable). docs/decisions.md.
+    made_all = all(
+        (o["kind"], o["metadata"]["name"]) in p.observed.others or o["kind"] in p.observed.unserved for o in p.owned
+    )
     pods_made = all(rs.phase != "Creating" or pod_made(p, rs) for rs in p.replicas.values())
     initialized = (old.condition("Initialized") is not None and old.condition("Initialized").status == "True") or (
         made_all and pods_made and bool(p.replicas)

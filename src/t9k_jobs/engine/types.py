@@ -152,7 +152,8 @@ class ObservedPod:
 class Observed:
     """What exists now: the job's pods by name, and its other children as ``(kind, name)``.
 
-    A kind in ``unserved`` is never planned; the runtime lists its names in ``others`` as if made.
+    A kind in ``unserved`` is never planned and never waited for (``Initialized`` does not count
+    it; ``status.tensorboard`` says it is unavailable); the runtime leaves it out of ``others``.
 
     ``conflicts``: ``(kind, name)`` of children the job needs whose name is taken by an object
     that this job does not control, mapped to who holds it (``"DeepSpeedJob/train"``, ``"no
