@@ -122,11 +122,6 @@ def parse_job(data: Any, source: str = "<input>") -> Job:
         job: Job = cls.model_validate(data)  # type: ignore[assignment]
     except ValidationError as exc:
         raise ManifestError(_format_errors(cls, exc), source) from None
-    from ..frameworks import child_name_problem  # until every caller uses frameworks.parse_job
-
-    problem = child_name_problem(job)
-    if problem:
-        raise ManifestError([problem], source)
     return job
 
 

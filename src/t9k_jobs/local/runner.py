@@ -28,11 +28,11 @@ from typing import Any
 
 import yaml
 
-from ..api import Job, ManifestError, fixed_field_changes, load_manifest
+from ..api import Job, ManifestError, fixed_field_changes
 from ..api.common import TERMINAL_PHASES
 from ..api.kinds import ColossalAIJob, DeepSpeedJob
 from ..engine import Observed, Plan, reconcile, stamp_of
-from ..frameworks import framework_for
+from ..frameworks import framework_for, load_manifest
 from ..render import to_yaml
 from ..sshkeys import materialize
 from .display import Display
@@ -326,7 +326,7 @@ def _without_status(job: Job) -> dict[str, Any]:
 
 
 def _manifest_doc(path: Path) -> dict[str, Any] | None:
-    """The user's manifest as a mapping, read as :func:`t9k_jobs.api.load_manifest` reads it (None
+    """The user's manifest as a mapping, read as :func:`t9k_jobs.frameworks.load_manifest` reads it (None
     when it no longer reads as one job: it was read a moment ago, so that is an edit in between)."""
     from ..api.reading import ReadError, decode, parse_documents, read_source
 
@@ -764,7 +764,7 @@ class LocalRunner:
         """Carry what the user changed in their manifest file since the run last read it into the
         run's copy (:func:`t9k_jobs.local.edits.merge_edit`); an edit that does not validate is
         reported and left out (the next valid one is merged against the last valid one)."""
-        from ..api import parse_job
+        from ..frameworks import parse_job
         from .edits import merge_edit, read_copy, write_copy
         from .ownership import dir_lock
 
