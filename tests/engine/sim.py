@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from t9k_jobs.api import parse_job
-from t9k_jobs.engine import ContainerState, Observed, ObservedPod, Plan, generation_label, reconcile, stamp_of
+from t9k_jobs.engine import ContainerState, Observed, ObservedPod, Plan, restart_attempt_label, reconcile, stamp_of
 
 LABEL_TYPE = "batch.tensorstack.dev/replica-type"
 LABEL_INDEX = "batch.tensorstack.dev/replica-index"
@@ -101,7 +101,7 @@ class Sim:
                 containers=containers,
                 scheduled=False,
                 desired_hash=stamp_of(obj),
-                generation=generation_label(labels),
+                restart_attempt=restart_attempt_label(labels),
             )
             self.specs[name] = obj
             self.created.append(name)

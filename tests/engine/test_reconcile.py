@@ -1483,9 +1483,10 @@ def test_restart_of_an_unscheduled_pod_being_deleted_is_a_fixed_point():
     assert sorted(created_pods(sim.step())) == ["ds-worker-0", "ds-worker-1"]
 
 
-def test_each_pod_carries_its_restart_generation():
-    """A replica's pod is labelled with the replica's restart count when it was made; a restart
-    makes the next generation, and a pod of an earlier one is the pod being replaced."""
+def test_each_pod_carries_its_restart_attempt():
+    """A replica's pod is labelled with the replica's restart count when it was made (the label
+    keeps its on-cluster name, ``restart-generation``); a restart makes the next attempt, and a
+    pod of an earlier one is the pod being replaced."""
     sim = started(pytorch(name="j", policy="OnFailure"))
     assert sim.pod("j-worker-0")["metadata"]["labels"]["batch.tensorstack.dev/restart-generation"] == "0"
     sim.fail("j-worker-0", 1)
@@ -1493,16 +1494,16 @@ def test_each_pod_carries_its_restart_generation():
     assert deleted_pods(plan) == ["j-worker-0"]
     sim.settle()
     assert sim.pod("j-worker-0")["metadata"]["labels"]["batch.tensorstack.dev/restart-generation"] == "1"
-    assert sim.pods["j-worker-0"].generation == 1
+    assert sim.pods["j-worker-0"].restart_attempt == 1
 
 
-def test_a_pod_of_an_earlier_generation_is_replaced_whatever_the_status_says():
-    """The generation is read from the pod: a status whose restart marker was lost (written by
-    hand, restored from a backup) still has its old-generation pod replaced, not adopted."""
+def test_a_pod_of_an_earlier_restart_attempt_is_replaced_whatever_the_status_says():
+    """The restart attempt is read from the pod: a status whose restart marker was lost (written
+    by hand, restored from a backup) still has its old attempt's pod replaced, not adopted."""
     sim = started(pytorch(name="j", policy="OnFailure"))
     sim.fail("j-worker-0", 1)
-    old = sim.pods["j-worker-0"]  # generation 0
-    sim.step()  # restart counted (worker-0 is now at generation 1), its pod deleted
+    old = sim.pods["j-worker-0"]  # restart attempt 0
+    sim.step()  # restart counted (worker-0 is now at attempt 1), its pod deleted
     status = sim.status.model_copy(deep=True)
     for task in status.tasks:
         for rs in task.replicas:

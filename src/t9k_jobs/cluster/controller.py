@@ -32,7 +32,7 @@ from ..engine import (
     Observed,
     ObservedPod,
     Plan,
-    generation_label,
+    restart_attempt_label,
     reconcile,
     rfc3339,
     stamp_of,
@@ -172,7 +172,7 @@ def _project_pod(obj: dict[str, Any], labels: dict[str, str], deleting: bool) ->
         scheduling_message=(unscheduled.get("message") or None) if unscheduled and not scheduled else None,
         init_containers=_project_containers(status.get("initContainerStatuses")),
         desired_hash=stamp_of(obj) or None,
-        generation=generation_label(labels),
+        restart_attempt=restart_attempt_label(labels),
     )
 
 

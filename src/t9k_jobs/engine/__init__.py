@@ -16,7 +16,7 @@ from .types import (
     Observed,
     ObservedPod,
     Plan,
-    generation_label,
+    restart_attempt_label,
     replica_name,
 )
 
@@ -32,7 +32,7 @@ __all__ = [
     "build_pod",
     "children",
     "desired_hash",
-    "generation_label",
+    "restart_attempt_label",
     "parse_time",
     "reconcile",
     "replica_name",

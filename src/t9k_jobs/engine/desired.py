@@ -90,10 +90,10 @@ def _user_priority_class(groups: list[ReplicaGroup]) -> str | None:
     return None
 
 
-def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext, generation: int = 0) -> dict[str, Any]:
+def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext, restart_attempt: int = 0) -> dict[str, Any]:
     """The pod of replica ``index`` of ``group``, with run-mode overrides applied [§1.5], stamped.
 
-    ``generation`` is the replica's restart count, set as the pod's
+    ``restart_attempt`` is the replica's restart count, set as the pod's
     :data:`~t9k_jobs.frameworks.base.LABEL_RESTART_GENERATION` label.
 
     Debug mode replaces the training container's command with the debug command (per type,
@@ -102,7 +102,7 @@ def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext, 
     """
     fw = framework_for(job)
     pod = base_pod(job, group, index, ctx.gang)
-    pod["metadata"]["labels"][LABEL_RESTART_GENERATION] = str(generation)
+    pod["metadata"]["labels"][LABEL_RESTART_GENERATION] = str(restart_attempt)
     fw.decorate(job, group, index, pod, ctx)
     mode = job.run_mode
     c = container(pod, group.training_container)
@@ -166,7 +166,7 @@ def relaunches(
             pod = observed.pods.get(g.pod_name(job.name, i))
             if pod is None or pod.deleting or pod.terminal or pod.desired_hash is None:
                 continue
-            wanted = stamp_of(build_pod(job, g, i, ctx, pod.generation or 0))
+            wanted = stamp_of(build_pod(job, g, i, ctx, pod.restart_attempt or 0))
             if pod.desired_hash != wanted:
                 out[pod.name] = wanted
     return out

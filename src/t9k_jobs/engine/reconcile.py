@@ -105,8 +105,8 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
     for g, i in p.creates:
         name = g.pod_name(job.name, i)
         if ("Pod", name) not in observed.conflicts:
-            generation = p.replicas[name].restart_count if name in p.replicas else 0
-            p.plan.create.append(build_pod(job, g, i, ctx, generation))
+            attempt = p.replicas[name].restart_count if name in p.replicas else 0
+            p.plan.create.append(build_pod(job, g, i, ctx, attempt))
     report_waiting(p)
     finish_status(p, active_phase(p), None)
     return p.plan

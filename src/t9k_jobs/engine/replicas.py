@@ -27,8 +27,8 @@ def walk_replicas(p: Pass) -> None:
             pod = p.observed.pods.get(name)
             if pod is None:
                 missing(p, g, i, name, prev, rc, resuming, debug)
-            elif pod.generation is not None and pod.generation < rc:
-                # A pod of an earlier restart generation (its label says which): the one being
+            elif pod.restart_attempt is not None and pod.restart_attempt < rc:
+                # A pod of an earlier restart attempt (its label says which): the one being
                 # replaced. Make sure its deletion is under way; the replica waits for the new one.
                 p.delete_pod(pod, "Restart")
                 if prev is not None and prev.phase == "Creating" and prev.uid == pod.uid:

@@ -54,8 +54,9 @@ class ContainerState:
     message: str | None = None
 
 
-def generation_label(labels: dict[str, str]) -> int | None:
-    """The restart generation a pod's labels carry, ``None`` when absent or not a number."""
+def restart_attempt_label(labels: dict[str, str]) -> int | None:
+    """The restart attempt a pod's labels carry (its ``restart-generation`` label, a name kept
+    on pods as an on-cluster contract), ``None`` when absent or not a number."""
     value = labels.get(LABEL_RESTART_GENERATION)
     return int(value) if value is not None and value.isdigit() else None
 
@@ -95,9 +96,9 @@ class ObservedPod:
     init_containers: tuple[ContainerState, ...] = ()
     #: The pod's ``desired-hash`` annotation: what it was built from (None when absent).
     desired_hash: str | None = None
-    #: The pod's ``restart-generation`` label: the replica's restart count it was made for
-    #: (None when absent, a pod made before the label existed).
-    generation: int | None = None
+    #: The replica's restart count this pod was made for, from its ``restart-generation`` label
+    #: (None when absent, a pod made before the label existed). Not ``metadata.generation``.
+    restart_attempt: int | None = None
     disruption_reason: str | None = None
     disruption_message: str | None = None
 

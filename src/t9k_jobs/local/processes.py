@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engine import ContainerState, ObservedPod, generation_label, stamp_of
+from ..engine import ContainerState, ObservedPod, restart_attempt_label, stamp_of
 from ..frameworks.base import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 
 #: Grace period when a pod does not set ``terminationGracePeriodSeconds`` (Kubernetes uses 30 s;
@@ -154,7 +154,7 @@ class LocalPod:
             reason="ContainerCannotRun" if any(c.error for c in self.init + self.main) else None,
             init_containers=tuple(_container_state(c, False) for c in self.init),
             desired_hash=stamp_of(self.manifest) or None,
-            generation=generation_label(labels),
+            restart_attempt=restart_attempt_label(labels),
         )
 
     def pids(self) -> list[int]:
