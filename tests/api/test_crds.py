@@ -1,6 +1,6 @@
 """The generated CustomResourceDefinitions in deploy/crds: up to date, structural, complete.
 
-``deploy/crds`` is regenerated with ``python -m t9k_jobs.api.crd --write deploy/crds``.
+``deploy/crds`` is regenerated with ``python -m t9k_jobs.deploy.crd --write deploy/crds``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, Field
 
 from t9k_jobs.api import KINDS, ManifestError, parse_job
-from t9k_jobs.api.crd import (
+from t9k_jobs.deploy.crd import (
     GENERATE_COMMAND,
     check_crds,
     crd_filename,
@@ -110,7 +110,7 @@ def test_one_file_per_kind_with_header() -> None:
     assert sorted(p.name for p in CRD_DIR.glob("*.yaml")) == sorted(generated)
     for text in generated.values():
         assert text.startswith(
-            "# Generated from the API models by: python -m t9k_jobs.api.crd --write deploy/crds. Do not edit.\n"
+            "# Generated from the API models by: python -m t9k_jobs.deploy.crd --write deploy/crds. Do not edit.\n"
         )
     assert generate_crds() == generated, "generation is not deterministic"
 

@@ -1,6 +1,6 @@
 """The Helm chart charts/t9k-jobs: generated, up to date, rendering what deploy/ holds; no cluster.
 
-The chart is regenerated with ``python -m t9k_jobs.cluster.chart --write charts/t9k-jobs``; helm
+The chart is regenerated with ``python -m t9k_jobs.deploy.chart --write charts/t9k-jobs``; helm
 is built by tools/helm/build.sh. Installing, upgrading and uninstalling it on a real node:
 tests/node/test_helm.py.
 """
@@ -16,8 +16,8 @@ import jsonschema
 import pytest
 import yaml
 
-from t9k_jobs.cluster import chart, rbac
-from t9k_jobs.cluster.chart import (
+from t9k_jobs.deploy import chart, rbac
+from t9k_jobs.deploy.chart import (
     GENERATE_COMMAND,
     check_chart,
     default_values,

@@ -1,6 +1,6 @@
 """The generated deploy files (deploy/rbac.yaml, deploy/operator.yaml) and ``install``, no cluster.
 
-``deploy/`` is regenerated with ``python -m t9k_jobs.cluster.rbac --write deploy``.
+``deploy/`` is regenerated with ``python -m t9k_jobs.deploy.rbac --write deploy``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import yaml
 from t9k_jobs.api import KINDS
 from t9k_jobs.cluster import client as kube
 from t9k_jobs.cluster.client import ApiError, Resource
-from t9k_jobs.cluster.install import KIND_RESOURCES, InstallError, install, resource_for
-from t9k_jobs.cluster.rbac import (
+from t9k_jobs.deploy.install import KIND_RESOURCES, InstallError, install, resource_for
+from t9k_jobs.deploy.rbac import (
     DEFAULT_IMAGE,
     GENERATE_COMMAND,
     LEASE_NAME,

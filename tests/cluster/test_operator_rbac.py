@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from t9k_jobs.api import parse_job
-from t9k_jobs.cluster.rbac import NAME, NAMESPACE
+from t9k_jobs.deploy.rbac import NAME, NAMESPACE
 from t9k_jobs.render import render
 
 from .kube import Kube, KubeError

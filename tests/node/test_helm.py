@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from t9k_jobs.cluster.rbac import NAME, NAMESPACE
+from t9k_jobs.deploy.rbac import NAME, NAMESPACE
 
 from ..cluster import helm as helm_build
 from ..cluster.kube import Kube, KubeError, job_path, pod_path

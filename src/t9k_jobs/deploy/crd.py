@@ -10,7 +10,7 @@ A few cross-field checks of the models are added as CEL rules (``x-kubernetes-va
 
 Regenerate the committed files with::
 
-    python -m t9k_jobs.api.crd --write deploy/crds
+    python -m t9k_jobs.deploy.crd --write deploy/crds
 
 and check them with ``--check deploy/crds`` (exit status 1 when they are out of date).
 """
@@ -27,8 +27,8 @@ from typing import Any
 
 import yaml
 
-from .common import GROUP, VERSION, JobStatus
-from .kinds import KINDS, JobBase
+from ..api.common import GROUP, VERSION, JobStatus
+from ..api.kinds import KINDS, JobBase
 
 __all__ = [
     "CATEGORIES",
@@ -41,7 +41,7 @@ __all__ = [
     "structural_schema",
 ]
 
-GENERATE_COMMAND = "python -m t9k_jobs.api.crd --write deploy/crds"
+GENERATE_COMMAND = "python -m t9k_jobs.deploy.crd --write deploy/crds"
 HEADER = f"# Generated from the API models by: {GENERATE_COMMAND}. Do not edit.\n"
 CATEGORIES = ["all", "t9k", "t9k-jobs"]
 
@@ -538,12 +538,12 @@ def check_crds(directory: str | Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m t9k_jobs.api.crd [--write DIR | --check DIR]``; returns the exit status.
+    """``python -m t9k_jobs.deploy.crd [--write DIR | --check DIR]``; returns the exit status.
 
     With neither option the CRDs are printed to stdout as one multi-document YAML stream.
     ``--check`` prints what is out of date and returns 1; otherwise 0.
     """
-    parser = argparse.ArgumentParser(prog="python -m t9k_jobs.api.crd", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m t9k_jobs.deploy.crd", description=__doc__.splitlines()[0])
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--write", metavar="DIR", help="write one <group>_<plural>.yaml file per kind to DIR")
     group.add_argument("--check", metavar="DIR", help="exit 1 if the files in DIR are not up to date")

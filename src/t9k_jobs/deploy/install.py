@@ -1,6 +1,6 @@
 """``t9k-jobs install``: server-side apply the CRDs, namespace and RBAC (and the operator).
 
-The objects are those of :mod:`t9k_jobs.cluster.rbac` (the same ones written to ``deploy/``),
+The objects are those of :mod:`t9k_jobs.deploy.rbac` (the same ones written to ``deploy/``),
 applied in order with one field manager, so running it again converges and shows no conflicts
 with an earlier ``kubectl apply --server-side`` under the same manager.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
-from .client import CRDS, NAMESPACES, ApiError, Resource
+from ..cluster.client import CRDS, NAMESPACES, ApiError, Resource
 from .rbac import DEFAULT_IMAGE, REPLICAS, deployment_objects, install_objects
 
 __all__ = ["FIELD_MANAGER", "KIND_RESOURCES", "InstallError", "install", "resource_for", "wait_established"]
@@ -83,7 +83,7 @@ async def install(
     """Server-side apply the CRDs, namespace and RBAC, then (``with_operator``) the Deployment.
 
     ``client`` is a :class:`~t9k_jobs.cluster.client.KubeClient` (anything with its ``apply``
-    and ``get``). Objects are applied in the order of :func:`~t9k_jobs.cluster.rbac.install_objects`
+    and ``get``). Objects are applied in the order of :func:`~t9k_jobs.deploy.rbac.install_objects`
     with ``force`` (this field manager takes over fields that another manager set). When
     ``wait > 0`` the call then waits up to ``wait`` seconds (polling every ``poll`` seconds)
     until every CRD is Established, before the Deployment is applied, so the operator starts
