@@ -260,8 +260,8 @@ def install(
     import asyncio
 
     from .cluster.client import KubeClient
-    from .cluster.install import InstallError
-    from .cluster.install import install as install_objects
+    from .deploy.install import InstallError
+    from .deploy.install import install as install_objects
 
     if kubeconfig is not None and not Path(kubeconfig).is_file():
         _fail([f"--kubeconfig: {kubeconfig} is not a file"])
