@@ -17,7 +17,15 @@ from dataclasses import replace
 from typing import Any
 
 from t9k_jobs.api import parse_job
-from t9k_jobs.engine import ContainerState, Observed, ObservedPod, Plan, restart_attempt_label, reconcile, stamp_of
+from t9k_jobs.engine import (
+    ContainerState,
+    Observed,
+    ObservedPod,
+    Plan,
+    desired_hash_of,
+    reconcile,
+    restart_attempt_label,
+)
 
 LABEL_TYPE = "batch.tensorstack.dev/replica-type"
 LABEL_INDEX = "batch.tensorstack.dev/replica-index"
@@ -54,7 +62,7 @@ class Sim:
         return Observed(
             pods=dict(self.pods),
             others=frozenset(self.others),
-            hashes={key: stamp_of(obj) for key, obj in self.others.items() if key[0] != "Secret"},
+            desired_hashes={key: desired_hash_of(obj) for key, obj in self.others.items() if key[0] != "Secret"},
             gang=self.gang,
         )
 
@@ -100,7 +108,7 @@ class Sim:
                 phase="Pending",
                 containers=containers,
                 scheduled=False,
-                desired_hash=stamp_of(obj),
+                desired_hash=desired_hash_of(obj),
                 restart_attempt=restart_attempt_label(labels),
             )
             self.specs[name] = obj

@@ -1415,9 +1415,9 @@ def test_deepspeed_elastic_scale_down_prunes_services_and_relaunches():
     assert sorted(sim.live()) == ["ds-worker-0", "ds-worker-1"]
 
 
-def test_a_child_that_drifted_is_updated_and_an_unstamped_one_too():
-    """Children whose stamp differs from the desired one (edited by hand, or made by an older
-    operator without a stamp) are brought back; Secrets (unreadable) are never updated."""
+def test_a_child_that_drifted_is_updated_and_one_without_a_desired_hash_too():
+    """Children whose desired hash differs from the wanted one (edited by hand, or made by an
+    older operator without one) are brought back; Secrets (unreadable) are never updated."""
     sim = started(deepspeed(2, name="ds"))
     sim.others[("ConfigMap", "ds-launch")] = {**sim.others[("ConfigMap", "ds-launch")], "metadata": {"name": "ds-launch"}}
     plan = sim.step()

@@ -32,10 +32,10 @@ from ..engine import (
     Observed,
     ObservedPod,
     Plan,
-    restart_attempt_label,
+    desired_hash_of,
     reconcile,
+    restart_attempt_label,
     rfc3339,
-    stamp_of,
 )
 from ..frameworks import parse_job
 from ..frameworks.base import (
@@ -85,7 +85,7 @@ class Child:
     pod: ObservedPod | None = None
     ready: bool = False  # a TensorBoard that reports itself ready
     resource_version: str = ""  # the precondition of an update
-    stamp: str = ""  # its desired-hash annotation (engine.desired)
+    desired_hash: str = ""  # its desired-hash annotation (engine.desired)
 
 
     @property
@@ -128,7 +128,7 @@ def project_child(obj: dict[str, Any]) -> Child:
         # Kept for children that may be updated; a pod's would make every status write of the
         # kubelet look like a change of what the engine reads.
         resource_version="" if pod is not None else str(meta.get("resourceVersion") or ""),
-        stamp=stamp_of(obj),
+        desired_hash=desired_hash_of(obj),
     )
 
 
@@ -171,7 +171,7 @@ def _project_pod(obj: dict[str, Any], labels: dict[str, str], deleting: bool) ->
         scheduling_reason=(unscheduled.get("reason") or None) if unscheduled and not scheduled else None,
         scheduling_message=(unscheduled.get("message") or None) if unscheduled and not scheduled else None,
         init_containers=_project_containers(status.get("initContainerStatuses")),
-        desired_hash=stamp_of(obj) or None,
+        desired_hash=desired_hash_of(obj) or None,
         restart_attempt=restart_attempt_label(labels),
     )
 
@@ -441,7 +441,7 @@ class Controller:
         pods: dict[str, ObservedPod] = {}
         others: set[tuple[str, str]] = set()
         ready: set[tuple[str, str]] = set()
-        hashes: dict[tuple[str, str], str] = {}
+        desired_hashes: dict[tuple[str, str], str] = {}
         state = self.jobs.get(key) or JobState()
         for ref, c in state.children.items():
             if uid and c.owner_uid != uid:
@@ -450,7 +450,7 @@ class Controller:
                 pods[ref.name] = c.pod
             else:
                 others.add((ref.kind, ref.name))
-                hashes[(ref.kind, ref.name)] = c.stamp
+                desired_hashes[(ref.kind, ref.name)] = c.desired_hash
                 if c.ready:
                     ready.add((ref.kind, ref.name))
         others |= {("Secret", name) for name in state.secrets}
@@ -458,7 +458,7 @@ class Controller:
             pods=pods,
             others=frozenset(others),
             conflicts={(ref.kind, ref.name): holder for ref, holder in state.conflicts.items()},
-            hashes=hashes,
+            desired_hashes=desired_hashes,
             ready=frozenset(ready),
             unserved=frozenset(k for k in OPTIONAL_CHILDREN if k not in self.served_optional_kinds),
             gang=self.gang_mode,
@@ -745,7 +745,7 @@ class Controller:
 
     async def _update(self, key: JobKey, job: Job, raw: dict[str, Any], obj: dict[str, Any]) -> None:
         """Bring a child to ``obj`` (its desired state): a merge patch of its content, labels and
-        stamp, with the cached resourceVersion as the precondition (a 409 means the cache was
+        desired hash, with the cached resourceVersion as the precondition (a 409 means the cache was
         behind: the pass is retried with what the informer brings)."""
         kind, name = obj["kind"], obj["metadata"]["name"]
         res = self.resource(kind)

@@ -5,7 +5,7 @@ pair) is left to the runtimes (:func:`t9k_jobs.sshkeys.materialize`)."""
 
 from __future__ import annotations
 
-from .desired import build_pod, children, desired_hash, stamp_of
+from .desired import build_pod, children, compute_desired_hash, desired_hash_of
 from .reconcile import parse_time, reconcile, rfc3339
 from .types import (
     Addressing,
@@ -16,8 +16,8 @@ from .types import (
     Observed,
     ObservedPod,
     Plan,
-    restart_attempt_label,
     replica_name,
+    restart_attempt_label,
 )
 
 __all__ = [
@@ -31,11 +31,11 @@ __all__ = [
     "Plan",
     "build_pod",
     "children",
-    "desired_hash",
-    "restart_attempt_label",
+    "compute_desired_hash",
+    "desired_hash_of",
     "parse_time",
     "reconcile",
     "replica_name",
+    "restart_attempt_label",
     "rfc3339",
-    "stamp_of",
 ]

@@ -1,12 +1,13 @@
 """The desired state of a job's children, and how a child that drifted from it is found.
 
-:func:`children` and :func:`build_pod` build what the job wants to exist. Every object built is
-stamped with :data:`~t9k_jobs.api.common.ANNOTATION_DESIRED_HASH`, a hash of its content; the
-runtimes report the stamp of what exists (:attr:`Observed.hashes`, :attr:`ObservedPod.desired_hash`),
+:func:`children` and :func:`build_pod` build what the job wants to exist. Every object built
+carries its desired hash, a hash of its content, in the
+:data:`~t9k_jobs.api.common.ANNOTATION_DESIRED_HASH` annotation; the runtimes report the desired
+hash of what exists (:attr:`Observed.desired_hashes`, :attr:`ObservedPod.desired_hash`),
 so a child whose content must change (the DeepSpeed hostfile when ``expectedReplicas`` changes,
 a PodGroup's ``minMember``) is found by comparing two strings, and updated (:attr:`Plan.update`).
 A pod is never updated in place: a replica whose framework asks for it
-(:meth:`Framework.relaunch_on_change`) is relaunched when its pod's stamp differs.
+(:meth:`Framework.relaunch_on_change`) is relaunched when its pod's desired hash differs.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ CLUSTER = ClusterAddressing()
 PRUNED_KINDS = frozenset({"Service"})
 
 
-def desired_hash(obj: dict[str, Any]) -> str:
+def compute_desired_hash(obj: dict[str, Any]) -> str:
     """16 hex digits of SHA-256 over ``obj``'s content: everything but its metadata, plus its
     labels and annotations (the hash annotation itself left out). Stable across processes."""
     meta = obj.get("metadata") or {}
@@ -45,19 +46,20 @@ def desired_hash(obj: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _stamped(obj: dict[str, Any]) -> dict[str, Any]:
-    digest = desired_hash(obj)
+def _with_desired_hash(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with its desired hash set in its annotation (``obj`` itself, changed)."""
+    digest = compute_desired_hash(obj)
     obj.setdefault("metadata", {}).setdefault("annotations", {})[ANNOTATION_DESIRED_HASH] = digest
     return obj
 
 
-def stamp_of(obj: dict[str, Any]) -> str:
-    """The hash an object was stamped with ("" when it has none)."""
+def desired_hash_of(obj: dict[str, Any]) -> str:
+    """The desired hash ``obj`` carries in its annotation ("" when it has none)."""
     return str(((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_DESIRED_HASH, ""))
 
 
 def children(job: JobBase, addressing: Addressing = CLUSTER, gang: GangMode = "t9k") -> list[dict[str, Any]]:
-    """Every object other than pods that ``job`` owns, in creation order, each stamped;
+    """Every object other than pods that ``job`` owns, in creation order, each with its desired hash;
     ``gang`` picks which PodGroup, if any (:func:`~t9k_jobs.frameworks.base.pod_group`)."""
     fw = framework_for(job)
     groups = fw.groups(job)
@@ -77,7 +79,7 @@ def children(job: JobBase, addressing: Addressing = CLUSTER, gang: GangMode = "t
     tb = tensorboard(job, fw.tensorboard_spec(job))
     if tb is not None:
         out.append(tb)
-    return [_stamped(o) for o in out]
+    return [_with_desired_hash(o) for o in out]
 
 
 def _user_priority_class(groups: list[ReplicaGroup]) -> str | None:
@@ -91,7 +93,7 @@ def _user_priority_class(groups: list[ReplicaGroup]) -> str | None:
 
 
 def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext, restart_attempt: int = 0) -> dict[str, Any]:
-    """The pod of replica ``index`` of ``group``, with run-mode overrides applied [§1.5], stamped.
+    """The pod of replica ``index`` of ``group``, with run-mode overrides applied [§1.5] and its desired hash.
 
     ``restart_attempt`` is the replica's restart count, set as the pod's
     :data:`~t9k_jobs.frameworks.base.LABEL_RESTART_GENERATION` label.
@@ -121,7 +123,7 @@ def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext, 
                 c["args"] = list(resume.args)
             if resume.skip_init_container:
                 pod["spec"].pop("initContainers", None)
-    return _stamped(pod)
+    return _with_desired_hash(pod)
 
 
 def plan_children(
@@ -130,7 +132,7 @@ def plan_children(
     """``(create, update, delete)`` that bring the children other than pods to ``owned``.
 
     Missing children are created (not those whose name another object holds, nor kinds the
-    runtime does not serve); children whose reported stamp differs are updated; Services no
+    runtime does not serve); children whose reported desired hash differs are updated; Services no
     longer desired (replicas scaled away) are deleted.
     """
     create: list[dict[str, Any]] = []
@@ -143,7 +145,7 @@ def plan_children(
             continue
         if key not in observed.others:
             create.append(obj)
-        elif key in observed.hashes and observed.hashes[key] != stamp_of(obj):
+        elif key in observed.desired_hashes and observed.desired_hashes[key] != desired_hash_of(obj):
             update.append(obj)
     delete = [
         Delete(kind, name, None, "ScaledDown")
@@ -157,7 +159,7 @@ def relaunches(
     job: JobBase, fw: Framework, groups: list[ReplicaGroup], observed: Observed, ctx: BuildContext
 ) -> dict[str, str]:
     """Replicas whose running pod was built from another launch than the one wanted now, by pod
-    name, with the new stamp; only replicas the framework relaunches on change are looked at."""
+    name, with the new desired hash; only replicas the framework relaunches on change are looked at."""
     out: dict[str, str] = {}
     for g in groups:
         for i in range(g.replicas):
@@ -166,7 +168,7 @@ def relaunches(
             pod = observed.pods.get(g.pod_name(job.name, i))
             if pod is None or pod.deleting or pod.terminal or pod.desired_hash is None:
                 continue
-            wanted = stamp_of(build_pod(job, g, i, ctx, pod.restart_attempt or 0))
+            wanted = desired_hash_of(build_pod(job, g, i, ctx, pod.restart_attempt or 0))
             if pod.desired_hash != wanted:
                 out[pod.name] = wanted
     return out

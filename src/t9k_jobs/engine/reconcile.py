@@ -24,7 +24,7 @@ On the first pass (no status yet) the spec's warnings (fields accepted without e
 defaults: :func:`t9k_jobs.frameworks.spec_warnings`) are emitted as ``SpecWarning`` events.
 
 Each step lives in the module named after it: :mod:`.desired` (children and pods, their
-stamps), :mod:`.deadline`, :mod:`.run_mode`, :mod:`.replicas` (with :mod:`.replica_status`),
+desired hashes), :mod:`.deadline`, :mod:`.run_mode`, :mod:`.replicas` (with :mod:`.replica_status`),
 :mod:`.restart`, :mod:`.outcome`, :mod:`.clean_up`, :mod:`.waiting` and :mod:`.status`; a pass's
 working state is :class:`.context.Pass`.
 

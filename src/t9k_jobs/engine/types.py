@@ -167,7 +167,7 @@ class Observed:
     conflicts: dict[tuple[str, str], str] = field(default_factory=dict)
     #: ``(kind, name)`` -> the ``desired-hash`` annotation of the child ("" when it has none);
     #: a child left out (a Secret, which the operator cannot read) is never updated.
-    hashes: dict[tuple[str, str], str] = field(default_factory=dict)
+    desired_hashes: dict[tuple[str, str], str] = field(default_factory=dict)
     #: ``(kind, name)`` of children that report themselves ready (a TensorBoard serving).
     ready: frozenset[tuple[str, str]] = frozenset()
     #: Kinds of optional children this runtime does not serve (no TensorBoard CRD, a local run).

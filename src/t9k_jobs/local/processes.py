@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engine import ContainerState, ObservedPod, restart_attempt_label, stamp_of
+from ..engine import ContainerState, ObservedPod, desired_hash_of, restart_attempt_label
 from ..frameworks.base import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 
 #: Grace period when a pod does not set ``terminationGracePeriodSeconds`` (Kubernetes uses 30 s;
@@ -153,7 +153,7 @@ class LocalPod:
             deleting=self.deleting,
             reason="ContainerCannotRun" if any(c.error for c in self.init + self.main) else None,
             init_containers=tuple(_container_state(c, False) for c in self.init),
-            desired_hash=stamp_of(self.manifest) or None,
+            desired_hash=desired_hash_of(self.manifest) or None,
             restart_attempt=restart_attempt_label(labels),
         )
 

@@ -31,7 +31,7 @@ import yaml
 from ..api import Job, ManifestError, fixed_field_changes
 from ..api.common import TERMINAL_PHASES
 from ..api.kinds import ColossalAIJob, DeepSpeedJob
-from ..engine import Observed, Plan, reconcile, stamp_of
+from ..engine import Observed, Plan, desired_hash_of, reconcile
 from ..frameworks import framework_for, load_manifest
 from ..render import to_yaml
 from ..sshkeys import materialize
@@ -626,7 +626,7 @@ class LocalRunner:
         return Observed(
             pods={name: pod.observe() for name, pod in self.pods.items()},
             others=frozenset(self.others),
-            hashes={(o["kind"], o["metadata"]["name"]): stamp_of(o) for o in self.objects},
+            desired_hashes={(o["kind"], o["metadata"]["name"]): desired_hash_of(o) for o in self.objects},
             unserved=frozenset({"TensorBoard"}),  # no TensorBoard server runs locally; status says so
         )
 
