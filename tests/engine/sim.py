@@ -236,3 +236,32 @@ class Sim:
 
     def live(self) -> list[str]:
         return sorted(n for n, p in self.pods.items() if not p.deleting)
+
+
+# ---------------------------------------------------------------------- shared by the tests
+
+
+def created_pods(plan: Plan) -> list[str]:
+    """Names of the pods ``plan`` creates, in order."""
+    return [o["metadata"]["name"] for o in plan.create if o["kind"] == "Pod"]
+
+
+def deleted_pods(plan: Plan) -> list[str]:
+    """Names of the pods ``plan`` deletes, in order."""
+    return [d.name for d in plan.delete if d.kind == "Pod"]
+
+
+def started(manifest: dict[str, Any], **kw: Any) -> Sim:
+    """A job whose pods all exist and run (``kw``: :class:`Sim`'s options)."""
+    sim = Sim(manifest, **kw)
+    sim.settle(start="Running")
+    sim.step()
+    return sim
+
+
+def pause(sim: Sim, enabled: bool, resume_specs: list[dict[str, Any]] | None = None) -> None:
+    """Set ``runMode.pause`` (with ``resumeSpecs`` when given), as a user's edit would."""
+    p: dict[str, Any] = {"enabled": enabled}
+    if resume_specs is not None:
+        p["resumeSpecs"] = resume_specs
+    sim.edit(runMode={"pause": p})

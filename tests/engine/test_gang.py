@@ -1,6 +1,6 @@
 """``spec.scheduler.t9kScheduler`` in each gang mode a runtime reports (``Observed.gang``).
 
-``t9k``: T9k's PodGroup (test_reconcile.py covers it); ``native``: a ``scheduling.k8s.io/v1beta1``
+``t9k``: T9k's PodGroup (test_desired.py covers it); ``native``: a ``scheduling.k8s.io/v1beta1``
 PodGroup and ``schedulingGroup`` on the pods (Kubernetes 1.37 with ``GenericWorkload``; the real
 API server and node tests are in tests/cluster and tests/node); ``none``: the default scheduler,
 a ``GangScheduling`` condition and one Warning.

@@ -17,17 +17,10 @@ from t9k_jobs.engine import ContainerState, ObservedPod
 from t9k_jobs.engine.reconcile import UNFINISHED_GRACE
 
 from .jobs import pytorch
-from .sim import Sim
+from .sim import Sim, started
 
 NEVER_PULL = 'Container image "nope:1" is not present with pull policy of Never'
 NO_CPU = "0/1 nodes are available: 1 Insufficient cpu."
-
-
-def started(manifest) -> Sim:
-    sim = Sim(manifest)
-    sim.settle(start="Running")
-    sim.step()
-    return sim
 
 
 def set_pod(sim: Sim, name: str, phase: str, *containers: ContainerState, **kw) -> None:

@@ -14,14 +14,10 @@ from dataclasses import replace
 import pytest
 
 from .jobs import deepspeed, generic, pytorch
-from .sim import Sim
+from .sim import Sim, created_pods
 
 SCHED = {"t9kScheduler": {"queue": "gpu", "priority": 40}}
 GANG = ["j-master-0", "j-worker-0", "j-worker-1"]
-
-
-def created_pods(plan) -> list[str]:
-    return [o["metadata"]["name"] for o in plan.create if o["kind"] == "Pod"]
 
 
 def events(sim: Sim, reason: str) -> list[str]:
