@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from ..frameworks import Outcome
 from .context import Pass, parse_time, rfc3339
-from .outcome import end
 from .replicas import refresh_replicas
 
 
@@ -14,22 +13,23 @@ def _deadline(p: Pass) -> int | None:
     return p.fw.active_deadline_seconds(p.job)
 
 
-def deadline_passed(p: Pass) -> bool:
-    """End the job if its deadline has passed (True); else ask to look again when it will."""
+def deadline_passed(p: Pass) -> Outcome | None:
+    """The job's ``DeadlineExceeded`` outcome if its deadline has passed (its running replicas
+    are then being stopped, and the pass ends the job with it: :func:`~.outcome.end`); else
+    ``None``, asking to look again when it will pass."""
     deadline = _deadline(p)
     if not deadline or not p.status.start_time:
-        return False
+        return None
     ends = parse_time(p.status.start_time) + deadline
     if p.now < ends:
         p.plan.requeue_after = min(ends - p.now, p.plan.requeue_after or ends - p.now)
-        return False
+        return None
     message = f"{p.job.kind} {p.job.name} has failed: it was active longer than activeDeadlineSeconds ({deadline}s)"
     for pod in p.observed.pods.values():
         if not pod.terminal:
             p.delete_pod(pod, "DeadlineExceeded")
     refresh_replicas(p)
-    end(p, Outcome(False, message, reason="DeadlineExceeded"))
-    return True
+    return Outcome(False, message, reason="DeadlineExceeded")
 
 
 def start_clock(p: Pass) -> None:

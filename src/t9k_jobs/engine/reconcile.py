@@ -18,7 +18,8 @@ The pass, in order (reference sections in brackets):
    counting anything (:mod:`.preemption`);
 6. the framework decides success or failure from the final replicas [§2.3, §3.2, §4.4, §5.3];
 7. replicas that wait for a reason (no image, no ConfigMap, no node) are reported, once;
-8. phase, conditions, tasks and aggregate are derived [§1.8].
+8. phase, conditions, tasks and aggregate are derived, once, from what the steps decided
+   (:func:`decide` returns the phase and the outcome; :func:`~.status.finish_status`) [§1.8].
 
 On the first pass (no status yet) the spec's warnings (fields accepted without effect, silent
 defaults: :func:`t9k_jobs.frameworks.spec_warnings`) are emitted as ``SpecWarning`` events.
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 from ..api.common import TERMINAL_PHASES, JobStatus
 from ..api.kinds import JobBase
-from ..frameworks import BuildContext, framework_for, spec_warnings
+from ..frameworks import BuildContext, Outcome, framework_for, spec_warnings
 from .clean_up import clean_up
 from .context import CONFLICT_RECHECK, UNFINISHED_GRACE, Pass, parse_time, rfc3339
 from .deadline import deadline_passed, start_clock
@@ -81,32 +82,42 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
         # Names held by objects this job does not control: look again later, they may go away.
         p.plan.requeue_after = CONFLICT_RECHECK
 
-    if old.phase in TERMINAL_PHASES:
+    phase, outcome = decide(p)
+    finish_status(p, phase, outcome)  # the status, derived once, at the end of the pass
+    return p.plan
+
+
+def decide(p: Pass) -> tuple[str, Outcome | None]:
+    """Ask each policy in turn (steps 2 to 7 of the module docstring); returns the job's phase
+    and, on the pass that ends the job, its outcome. The policies add to ``p`` (replica statuses,
+    pods to create and delete, events); none writes phase or conditions."""
+    job, observed = p.job, p.observed
+    if p.old.phase in TERMINAL_PHASES:
         clean_up(p)
         refresh_replicas(p)
-        finish_status(p, old.phase, None)
-        return p.plan
-    if deadline_passed(p) or paused(p):
-        return p.plan
+        return p.old.phase, None
+    outcome = deadline_passed(p)
+    if outcome is not None:
+        return end(p, outcome), outcome
+    if paused(p):
+        return "Paused", None
     start_clock(p)
 
     walk_replicas(p)
     apply_preemptions(p)
-    outcome = None if job.run_mode.debug_enabled else fw.outcome(job, p.groups, p.finals)
+    outcome = None if job.run_mode.debug_enabled else p.fw.outcome(job, p.groups, p.finals)
     if outcome is not None:
         # Replicas that were about to be (re)created never will be: report every replica as
         # the finished job's later passes will, so the status is final on this pass.
         p.replicas.clear()
         refresh_replicas(p)
-        end(p, outcome)
-        return p.plan
+        return end(p, outcome), outcome
 
     apply_restarts(p)
     for g, i in p.creates:
         name = g.pod_name(job.name, i)
         if ("Pod", name) not in observed.conflicts:
             attempt = p.replicas[name].restart_count if name in p.replicas else 0
-            p.plan.create.append(build_pod(job, g, i, ctx, attempt))
+            p.plan.create.append(build_pod(job, g, i, p.ctx, attempt))
     report_waiting(p)
-    finish_status(p, active_phase(p), None)
-    return p.plan
+    return active_phase(p), None

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from .context import Pass
 from .replicas import refresh_replicas
-from .status import finish_status
 
 
 def paused(p: Pass) -> bool:
     """If the job is paused: delete every replica pod, report them Deleted, clear ``startTime``
-    (as a suspended Kubernetes Job; resuming starts the clock again) and return True."""
+    (as a suspended Kubernetes Job; resuming starts the clock again) and return True (the pass
+    then derives the status with phase ``Paused``)."""
     if not p.job.run_mode.pause_enabled:
         return False
     for pod in p.observed.pods.values():
         p.delete_pod(pod, "Paused")
     refresh_replicas(p, paused=True)
     p.status.start_time = None
-    finish_status(p, "Paused", None)
     return True
