@@ -256,6 +256,25 @@ def test_restart_of_an_unscheduled_pod_being_deleted_is_a_fixed_point():
     assert sorted(created_pods(sim.step())) == ["ds-worker-0", "ds-worker-1"]
 
 
+def test_a_rank_that_ended_for_good_beside_a_restart_of_all_is_not_named_failed():
+    """DeepSpeed under ExitCode: worker-1 exits 1 (not retryable) in the pass where worker-0 exits
+    137 (retryable): every worker restarts, so worker-1 is not final; ReplicaFailure does not name
+    it on this pass only to forget it on the next (a fixed point, as the property test checks)."""
+    sim = Sim(deepspeed(2, name="ds", policy="ExitCode", backoff=1), graceful=True)
+    sim.step()
+    for name in ("ds-worker-0", "ds-worker-1"):
+        sim.schedule(name)
+        sim.pods[name] = replace(sim.pods[name], deleting=True)  # deleted by someone, still terminating
+    sim.fail("ds-worker-1", 1)
+    sim.step()
+    sim.fail("ds-worker-0", 137)
+    sim.step()
+    assert sim.condition("ReplicaFailure").status == "False"
+    again = sim.plan()
+    assert again.create == [] and again.delete == []
+    assert again.status == sim.status
+
+
 def test_each_pod_carries_its_restart_attempt():
     """A replica's pod is labelled with the replica's restart count when it was made (the label
     keeps its on-cluster name, ``restart-generation``); a restart makes the next attempt, and a
