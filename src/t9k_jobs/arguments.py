@@ -29,7 +29,7 @@ from .errors import UsageError
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The verbs that act on one job: their ``name`` is required.
-ONE_JOB_VERBS = frozenset({"get", "describe", "wait", "logs", "delete", "pause", "resume", "scale"})
+ONE_JOB_VERBS = frozenset({"get", "wait", "logs", "delete", "pause", "resume", "scale"})
 
 
 def _type_name(value: Any) -> str:

@@ -285,7 +285,6 @@ def install(
 
 # ------------------------------------------------------------------ day-two verbs: a cluster or local runs
 
-_SHORT_KIND = {"GenericJob": "gj", "PyTorchTrainingJob": "pj", "DeepSpeedJob": "dj", "ColossalAIJob": "caij"}
 _KIND_HELP = (
     "The kind: GenericJob (gj), PyTorchTrainingJob (pj), DeepSpeedJob (dj), ColossalAIJob (caij), "
     "any case, plural too."
@@ -412,7 +411,9 @@ def _target(
         raise UsageError(f"--cluster: {local_opts[0]} is for local runs; drop one of them")
     if cluster_opts and local_opts:
         raise UsageError(f"{cluster_opts[0]} (a cluster) and {local_opts[0]} (local runs) cannot be combined")
-    use_cluster = cluster or bool(cluster_opts) or (not local and not local_opts and bool(os.environ.get("KUBECONFIG")))
+    from .client import default_target
+
+    use_cluster = cluster or bool(cluster_opts) or (not local and not local_opts and default_target() == "cluster")
     if use_cluster:
         from .client import DEFAULT_REQUEST_TIMEOUT
 
@@ -449,7 +450,9 @@ def _print_detached(job) -> None:  # noqa: ANN001 - a job model returned by Clie
     from .client import LOCAL_PID, LOCAL_RUN_DIR
 
     notes = job.metadata.annotations or {}
-    short = _SHORT_KIND.get(job.kind, job.kind.lower())
+    from .show import short_name
+
+    short = short_name(job.kind)
     typer.echo(
         f"{job.kind}/{job.name}: running in the background (runtime pid {notes.get(LOCAL_PID, '-')}); "
         f"run dir {notes.get(LOCAL_RUN_DIR, '-')}"
@@ -571,7 +574,7 @@ def get(
 @app.command()
 def describe(
     kind: Annotated[str, typer.Argument(help=_KIND_HELP)],
-    name: Annotated[str, typer.Argument(help="The job's name.")],
+    name: Annotated[Optional[str], typer.Argument(help="The job's name (default: every job of KIND).")] = None,
     kubeconfig: _Kubeconfig = None,
     context: _Context = None,
     namespace: _Namespace = None,
@@ -582,14 +585,18 @@ def describe(
     run_dir: _RunDir = None,
 ) -> None:
     """Show a job: spec summary, why it is not Running, conditions, replicas (phase, restarts, exit
-    codes; node on a cluster), recent events (of its pods too, on a cluster)."""
+    codes; node on a cluster), recent events (of its pods too, on a cluster). Without NAME, every
+    job of KIND, as kubectl describe does."""
     with _verb():
         with _target(
             local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace, request_timeout=request_timeout,
             runs_dir=runs_dir, run_dir=run_dir,
         ) as client:
             text = client.describe(kind, name)
-    typer.echo(text)
+    if text:
+        typer.echo(text)
+    else:
+        typer.echo(f"No jobs of kind {kind} found.", err=True)
 
 
 @app.command()
@@ -679,8 +686,7 @@ def wait(
     run_dir: _RunDir = None,
 ) -> None:
     """Wait until a job is in a phase: exit 0 when it is, 1 when it ends otherwise (with why) or time runs out."""
-    from .client import seconds
-    from .local.runs import wait_phase
+    from .client import seconds, wait_phase
 
     target = for_.split("=", 1)[1] if for_.lower().startswith("condition=") else for_
     with _verb():

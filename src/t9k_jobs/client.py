@@ -33,30 +33,21 @@ The cluster client is synchronous for its callers; underneath, it runs the async
 
 from __future__ import annotations
 
-import asyncio
+import math
 import os
-import queue
-import threading
-import weakref
-from collections.abc import Callable, Coroutine, Iterator
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, Union
+from typing import Any, Protocol, Union
 
-from .api import Job, JobBase, ManifestError
-from .frameworks import parse_job
+from .api import GROUP, KINDS, Job, JobBase, ManifestError
 from .api.common import TERMINAL_PHASES
-from .errors import (
-    InvalidJob,
-    JobEndedOtherwise,
-    JobsError,
-    NotFound,
-    NotSupported,
-    UsageError,
-    WaitTimeout,
-)
+from .errors import InvalidJob, JobEndedOtherwise, JobsError, NotSupported, UsageError, WaitTimeout
+from .frameworks import parse_job
+from .arguments import checked
+from .view import STOPPED, UNKNOWN, JobView, LogOptions, LogStream
 
-T = TypeVar("T")
 #: What names a kind: ``"pj"``, ``"PyTorchTrainingJob"``, ``"pytorchtrainingjobs"``, or the class.
 KindLike = Union[str, type[JobBase]]
 #: A manifest: a path (``-`` for standard input), a mapping, or a job model.
@@ -71,15 +62,58 @@ LOCAL_RUN_DIR = "t9k-jobs.local/run-dir"
 LOCAL_PID = "t9k-jobs.local/runtime-pid"
 LOCAL_PHASE = "t9k-jobs.local/phase"
 ELASTIC_KINDS = ("PyTorchTrainingJob", "DeepSpeedJob")
+#: The phases ``wait`` waits for.
+WAIT_PHASES = ("Succeeded", "Failed", "Running")
+#: The field ``pause`` and ``resume`` set.
+PAUSE_FIELD = ["spec", "runMode", "pause", "enabled"]
+#: The field ``scale`` sets.
+SCALE_FIELD = ["spec", "elastic", "expectedReplicas"]
+
+
+# ----------------------------------------------------------------------------- arguments
 
 
 def resolve_kind(kind: KindLike) -> str:
-    """The kind ``kind`` names (``"pj"`` -> ``"PyTorchTrainingJob"``); raises :class:`UsageError`."""
+    """The kind ``kind`` names: a model class, a kind (``GenericJob``), its plural, in any case, a
+    ``kind.group`` form (``genericjobs.batch.tensorstack.dev``) or a short name (``gj pj dj caij``,
+    from :mod:`t9k_jobs.api.kinds`). Raises :class:`UsageError` naming the accepted forms."""
     if isinstance(kind, type) and issubclass(kind, JobBase):
         return kind.KIND
-    from .local.runs import resolve_kind as by_name
+    text = str(kind)
+    word = text.strip().lower()
+    if word.endswith("." + GROUP):
+        word = word[: -len(GROUP) - 1]
+    for name, cls in KINDS.items():
+        if word in (name.lower(), name.lower() + "s", cls.PLURAL.lower(), cls.SHORT_NAME):
+            return name
+    accepted = ", ".join(f"{name} ({cls.SHORT_NAME})" for name, cls in KINDS.items())
+    raise UsageError(f"unknown kind {text!r}: use one of {accepted}, or their plurals")
 
-    return by_name(str(kind))
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go-like duration (``30s``, ``5m``, ``1h30m``, ``500ms``) or a plain number of
+    seconds (``90``, ``2.5``). Raises :class:`UsageError` for anything else or a negative value."""
+    value = text.strip()
+    try:
+        result = float(value)
+    except ValueError:
+        pos, result = 0, 0.0
+        for match in _DURATION.finditer(value):
+            if match.start() != pos:
+                break
+            result += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+            pos = match.end()
+        if pos != len(value) or not value:
+            raise UsageError(
+                f"bad duration {text!r}: use seconds or a Go duration such as 30s, 5m, 1h30m"
+            ) from None
+    if result < 0 or math.isnan(result):
+        raise UsageError(f"bad duration {text!r}: it must be zero or more")
+    return result
 
 
 def seconds(value: Duration) -> float | None:
@@ -90,9 +124,24 @@ def seconds(value: Duration) -> float | None:
         if value < 0:
             raise UsageError(f"bad duration {value!r}: it must be zero or more")
         return float(value)
-    from .local.runs import parse_duration
-
     return parse_duration(str(value))
+
+
+def wait_phase(target: str) -> str:
+    """The phase ``target`` names (any case), one of :data:`WAIT_PHASES`; raises
+    :class:`UsageError` for anything else."""
+    wanted = next((p for p in WAIT_PHASES if p.lower() == target.strip().lower()), None)
+    if wanted is None:
+        raise UsageError(f"--for={target!r} is not accepted: use Succeeded, Failed or Running")
+    return wanted
+
+
+def default_target(environ: Any = None) -> str:
+    """The target a client or a verb with no target option acts on: ``"cluster"`` when a
+    kubeconfig is set (``$KUBECONFIG``), ``"local"`` (this machine's runs) otherwise; the CLI's
+    rule (docs/decisions.md, "Day-two verbs: which target")."""
+    env = os.environ if environ is None else environ
+    return "cluster" if env.get("KUBECONFIG") else "local"
 
 
 def job_phase(job: JobBase) -> str:
@@ -187,35 +236,52 @@ class Deleted:
         return "\n".join(self.lines)
 
 
-class LogStream(Iterator[str]):
-    """Log lines (str, without the newline) as they come; iterate over it. :meth:`close` stops a
-    followed stream early (so does leaving a ``with`` block); it ends by itself when the job has
-    finished and every replica's log is read."""
+class Backend(Protocol):
+    """What a client needs of a target (issue 23): :class:`t9k_jobs.local.backend.LocalBackend`
+    and :class:`t9k_jobs.cluster.backend.ClusterBackend` implement it. Kinds come resolved
+    (``"GenericJob"``), durations in seconds; every method returns job views
+    (:class:`t9k_jobs.view.JobView`) or raises :mod:`t9k_jobs.errors`. ``target``: ``"local"`` or
+    ``"cluster"``; ``namespace``: the default namespace (None locally); ``server``: the API
+    server's URL (None locally)."""
 
-    def __init__(self, lines: Iterator[str], close: Callable[[], None] | None = None) -> None:
-        self._lines = lines
-        self._close = close
+    target: str
+    namespace: str | None
+    server: str | None
 
-    def __iter__(self) -> LogStream:
-        return self
+    def get(self, kind: str, name: str, namespace: str | None = None, detail: bool = False) -> JobView:
+        """One job; ``detail``: with what ``describe`` shows (events; a cluster job's pods and PodGroup)."""
 
-    def __next__(self) -> str:
-        return next(self._lines)
+    def list(
+        self,
+        kind: str | None = None,
+        name: str | None = None,
+        namespace: str | None = None,
+        all_namespaces: bool = False,
+        detail: bool = False,
+    ) -> list[JobView]:
+        """Every job of ``kind`` (all when None); with ``name``, that job's (NotFound when none)."""
+
+    def create(self, job: Job, manifest: dict[str, Any], path: Path | None, namespace: str | None = None) -> JobView:
+        """Submit a validated job (its model, its manifest as written, the file it came from)."""
+
+    def delete(
+        self, kind: str, name: str, namespace: str | None = None, purge: bool = False, timeout: float | None = None
+    ) -> list[str]:
+        """Delete the job; the lines ``delete`` prints."""
+
+    def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
+        """The one edit (pause, resume, scale): set the field at ``path`` to ``value``."""
+
+    def logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> LogStream:
+        """The job's log lines."""
+
+    def watch(
+        self, kind: str, name: str, namespace: str | None, done: Callable[[JobView | None], bool], timeout: float | None
+    ) -> tuple[JobView | None, bool]:
+        """Follow the job until ``done(view)`` (None: deleted) or ``timeout`` s: ``(last view, done)``."""
 
     def close(self) -> None:
-        """Stop reading: followed streams are closed, no more lines come."""
-        if self._close is not None:
-            self._close()
-            self._close = None
-        close = getattr(self._lines, "close", None)
-        if close is not None:
-            close()
-
-    def __enter__(self) -> LogStream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        """Release what the backend holds."""
 
 
 class Client:
@@ -224,29 +290,36 @@ class Client:
     Both have the same methods; :meth:`run` is local only, and local runs have no namespaces.
     ``target`` is ``"local"`` or ``"cluster"``; a cluster client's ``namespace`` is the one used
     when a method is given none.
+
+    ``Client()`` chooses its target as the CLI does with no target option
+    (:func:`default_target`): the cluster of ``$KUBECONFIG`` when it is set, this machine's runs
+    otherwise. ``Client(backend)`` uses any :class:`Backend`.
     """
 
-    target: str = ""
-    namespace: str | None = None
-
     #: The methods whose arguments are checked (:func:`t9k_jobs.arguments.check_arguments`) before
-    #: either target acts: a one-job verb without a name, or an argument of the wrong type, is a
+    #: the backend acts: a one-job verb without a name, or an argument of the wrong type, is a
     #: :class:`UsageError` here, whatever the target.
     CHECKED = ("create", "run", "get", "summaries", "describe", "wait", "logs", "delete", "pause", "resume", "scale")
 
-    def __init__(self) -> None:
-        raise TypeError("make a Client with Client.local(...) or Client.cluster(...)")
+    def __init__(self, backend: Backend | None = None) -> None:
+        if backend is None:
+            backend = (Client.cluster() if default_target() == "cluster" else Client.local()).backend
+        self.backend = backend
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        # The one place every verb goes through, on every target: each target's own methods are
-        # wrapped when its class is made, so no path reaches a runtime with an unchecked name.
-        from .arguments import checked
+    @property
+    def target(self) -> str:
+        """``"local"`` or ``"cluster"``."""
+        return self.backend.target
 
-        super().__init_subclass__(**kwargs)
-        for verb in cls.CHECKED:
-            method = cls.__dict__.get(verb)
-            if method is not None and not getattr(method, "__t9k_checked__", False):
-                setattr(cls, verb, checked(method))
+    @property
+    def namespace(self) -> str | None:
+        """A cluster client's default namespace (None locally)."""
+        return self.backend.namespace
+
+    @property
+    def server(self) -> str | None:
+        """A cluster client's API server URL (None locally)."""
+        return self.backend.server
 
     # -- construction -----------------------------------------------------------------------------
 
@@ -261,7 +334,9 @@ class Client:
         from .arguments import check_arguments
 
         check_arguments("local", {"runs_dir": runs_dir, "run_dir": run_dir})
-        return _LocalClient(Path(runs_dir) if runs_dir else None, Path(run_dir) if run_dir else None)
+        from .local.backend import LocalBackend
+
+        return cls(LocalBackend(Path(runs_dir) if runs_dir else None, Path(run_dir) if run_dir else None))
 
     @classmethod
     def cluster(
@@ -297,7 +372,9 @@ class Client:
             {"kubeconfig": kubeconfig, "context": context, "namespace": namespace, "request_timeout": request_timeout},
         )
         limit = seconds(request_timeout)
-        return _ClusterClient(kubeconfig, context, namespace, limit or None)
+        from .cluster.backend import ClusterBackend
+
+        return cls(ClusterBackend(kubeconfig, context, namespace, limit or None))
 
     def __enter__(self) -> Client:
         return self
@@ -307,8 +384,9 @@ class Client:
 
     def close(self) -> None:
         """Release the connection (a cluster client); the client cannot be used afterwards."""
+        self.backend.close()
 
-    # -- the verbs (documented here, done by the two targets) ----------------------------------
+    # -- the verbs --------------------------------------------------------------------------------
 
     def create(self, job: JobLike, namespace: str | None = None) -> Job:
         """Submit ``job`` (a path, ``-``, a mapping or a model), validated first: on a cluster,
@@ -322,7 +400,8 @@ class Client:
         >>> Client.cluster().create("examples/pytorch-ddp/job.yaml").name   # doctest: +SKIP
         'digits-ddp'
         """
-        raise NotImplementedError
+        model, manifest, path = load_job(job)
+        return self._job(self.backend.create(model, manifest, path, namespace))
 
     def run(
         self,
@@ -349,7 +428,11 @@ class Client:
         >>> Client.local().run("examples/generic-exchange/job.yaml").name   # doctest: +SKIP
         'exchange'
         """
-        raise NotSupported("run starts a job on this machine; on a cluster use create")
+        run = getattr(self.backend, "run", None)
+        if run is None:
+            raise NotSupported("run starts a job on this machine; on a cluster use create")
+        model, _manifest, path = load_job(job)
+        return self._job(run(model, path, run_dir, gpus, watch, allow_duplicate))
 
     def get(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
         """The job with its status. Raises :class:`NotFound`, :class:`InvalidJob` (a stored job
@@ -358,7 +441,7 @@ class Client:
         >>> Client.local().get("gj", "exchange").status.phase   # doctest: +SKIP
         'Succeeded'
         """
-        raise NotImplementedError
+        return self._job(self.backend.get(resolve_kind(kind), name, namespace))
 
     def list(
         self, kind: KindLike | None = None, namespace: str | None = None, all_namespaces: bool = False
@@ -377,12 +460,37 @@ class Client:
     ) -> list[JobSummary]:
         """The rows ``t9k-jobs get`` prints (:class:`JobSummary`): one job when ``name`` is given
         (raises :class:`NotFound`), else every job of ``kind`` (default: all kinds)."""
-        raise NotImplementedError
+        import time
 
-    def describe(self, kind: KindLike, name: str, namespace: str | None = None) -> str:
-        """What ``t9k-jobs describe`` prints (lines joined by newlines): spec summary, why it is
-        not Running, conditions, replicas, recent events. Raises :class:`NotFound`."""
-        raise NotImplementedError
+        from .show import row
+
+        kind_name = resolve_kind(kind) if kind is not None else None
+        if name is not None:
+            if kind_name is None:
+                raise UsageError("a NAME needs a KIND: get KIND NAME")
+            if all_namespaces:
+                raise UsageError("-A/--all-namespaces lists jobs; it cannot be combined with a NAME")
+        views = self.backend.list(kind_name, name, namespace, all_namespaces)
+        now = time.time()
+        return [_summary(v, row(v, now)) for v in views]
+
+    def describe(self, kind: KindLike, name: str | None = None, namespace: str | None = None) -> str:
+        """What ``t9k-jobs describe`` prints (lines joined by newlines): identity, created (RFC
+        3339, UTC), phase, why it is not Running, spec summary, conditions, replicas, recent
+        events. Without ``name``, every job of ``kind`` (locally, the newest run of each name and
+        every live one), one after another with a blank line between, as ``kubectl describe
+        KIND`` does; ``""`` when there is none. Raises :class:`NotFound`."""
+        import time
+
+        from .show import describe
+
+        kind_name = resolve_kind(kind)
+        if name is None:
+            views = self.backend.list(kind_name, None, namespace, detail=True)
+        else:
+            views = [self.backend.get(kind_name, name, namespace, detail=True)]
+        now = time.time()
+        return "\n\n".join("\n".join(describe(v, now)) for v in views)
 
     def wait(
         self,
@@ -404,7 +512,24 @@ class Client:
         >>> Client.local().wait("gj", "exchange", timeout="5m").status.phase   # doctest: +SKIP
         'Succeeded'
         """
-        raise NotImplementedError
+        from . import show
+
+        kind_name, wanted, limit = resolve_kind(kind), wait_phase(phase), seconds(timeout)
+
+        def done(view: JobView | None) -> bool:
+            return view is None or view.phase in (wanted, UNKNOWN, STOPPED, *TERMINAL_PHASES)
+
+        view, reached = self.backend.watch(kind_name, name, namespace, done, limit)
+        if not reached:
+            where = view.phase if view is not None else None
+            raise WaitTimeout(show.wait_timed_out(kind_name, name, wanted, limit, view, self.server), where)
+        if view is None:
+            raise JobEndedOtherwise(show.wait_deleted(kind_name, name, wanted), None)
+        if view.phase == wanted:
+            return self._job(view)
+        if view.phase == UNKNOWN and view.unknown_reason is not None:
+            raise JobsError(show.wait_unknown(view, wanted))
+        raise JobEndedOtherwise(show.wait_ended(view, wanted), view.phase)
 
     def logs(
         self,
@@ -435,7 +560,8 @@ class Client:
         ...     print(line)
         [worker-0] rank 0 received from [1, 2]
         """
-        raise NotImplementedError
+        options = LogOptions(replica_type, index, container, follow, tail, timestamps, previous)
+        return self.backend.logs(resolve_kind(kind), name, options, namespace)
 
     def delete(
         self,
@@ -452,7 +578,23 @@ class Client:
         (:mod:`t9k_jobs.local.ownership`). Raises :class:`NotFound`, :class:`NotSupported`
         (``purge``/``timeout`` on a cluster), :class:`JobsError` when a local run's runtime cannot
         be told (nothing is signalled or removed)."""
-        raise NotImplementedError
+        return Deleted(self.backend.delete(resolve_kind(kind), name, namespace, purge, seconds(timeout)))
+
+    def _edit(
+        self, kind: KindLike, name: str, namespace: str | None, verb: str, change: Callable[[Job], Any]
+    ) -> Job:
+        """The one edit behind :meth:`pause`, :meth:`resume` and :meth:`scale`: ``change(job)``
+        gives ``(field path, value)``, or None when the job already is so."""
+        view = self.backend.get(resolve_kind(kind), name, namespace)
+        if view.phase in TERMINAL_PHASES:
+            raise JobsError(f"{view.kind} {view.name} has finished ({view.phase}): there is nothing to {verb}")
+        if view.job is None:
+            raise JobsError(f"{view.kind} {view.name}: its spec does not validate; cannot {verb} it")
+        edit = change(view.job)
+        if edit is None:
+            return self._job(view)
+        path, value = edit
+        return self._job(self.backend.set_field(view, path, value, verb))
 
     def pause(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
         """Pause the job (``spec.runMode.pause.enabled: true``): its replicas are stopped and not
@@ -461,23 +603,67 @@ class Client:
         within a second. A paused job stays so (no change). Raises :class:`NotFound`,
         :class:`JobsError` (a finished job; a local run not running), :class:`NotSupported` (a
         local run that watches no manifest)."""
-        raise NotImplementedError
+        return self._edit(
+            kind, name, namespace, "pause", lambda j: None if j.run_mode.pause_enabled else (PAUSE_FIELD, True)
+        )
 
     def resume(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
         """Resume a paused job (``spec.runMode.pause.enabled: false``); a job not paused is left
         as it is. As :meth:`pause` otherwise."""
-        raise NotImplementedError
+        return self._edit(
+            kind, name, namespace, "resume", lambda j: (PAUSE_FIELD, False) if j.run_mode.pause_enabled else None
+        )
 
     def scale(self, kind: KindLike, name: str, replicas: int, namespace: str | None = None) -> Job:
         """Set an elastic PyTorchTrainingJob's or DeepSpeedJob's ``spec.elastic.expectedReplicas``
         to ``replicas``. Raises :class:`UsageError` when the job is not elastic or ``replicas`` is
         outside ``[minReplicas, maxReplicas]``; otherwise as :meth:`pause`."""
-        raise NotImplementedError
+
+        def change(job: Job) -> Any:
+            problem = _elastic_problem(job, replicas)
+            if problem:
+                raise UsageError(problem)
+            if job.spec.elastic.expected_replicas == replicas:  # type: ignore[union-attr]
+                return None
+            return (SCALE_FIELD, replicas)
+
+        return self._edit(kind, name, namespace, "scale", change)
+
+    @staticmethod
+    def _job(view: JobView) -> Job:
+        """The typed job of a view (its status included). Raises :class:`InvalidJob`."""
+        where = str(view.run_dir / "job.yaml") if view.run_dir is not None else f"{view.kind}/{view.name}"
+        try:
+            return parse_job(view.object, where)  # type: ignore[return-value]
+        except ManifestError as exc:
+            raise InvalidJob(exc.lines()) from None
+
+
+for _verb in Client.CHECKED:  # every verb goes through the checks, whatever the backend
+    setattr(Client, _verb, checked(getattr(Client, _verb)))
+del _verb
+
+
+def _summary(view: JobView, cells: dict[str, Any]) -> JobSummary:
+    return JobSummary(
+        kind=view.kind,
+        name=view.name,
+        namespace=view.namespace,
+        phase=cells["phase"],
+        ready=cells["ready"],
+        restarts=cells["restarts"],
+        age=cells["age"],
+        backoff=cells["backoff"],
+        wide=cells["wide"],
+        loader=view.load_object,
+    )
+
+
 
 
 def _job_of(summary: JobSummary) -> Job | None:
     try:
-        return parse_job(summary.object, f"{summary.kind}/{summary.name}")
+        return parse_job(summary.object, f"{summary.kind}/{summary.name}")  # type: ignore[return-value]
     except (ManifestError, ValueError):
         return None
 
@@ -501,530 +687,17 @@ def _elastic_problem(job: Job, replicas: int) -> str | None:
     return None
 
 
-def _wanted_phase(phase: str) -> str:
-    from .local.runs import wait_phase
-
-    return wait_phase(phase)
-
-
-# ================================================================================ this machine
-
-
-class _LocalClient(Client):
-    """The local target: run dirs read and written by :mod:`t9k_jobs.local.runs`."""
-
-    target = "local"
-
-    def __init__(self, runs_dir: Path | None, run_dir: Path | None) -> None:  # noqa: D107
-        self.runs_dir = runs_dir
-        self.run_dir = run_dir
-
-    def _find(self, kind: KindLike | None, name: str | None) -> Any:
-        from .local.runs import find_run
-
-        return find_run(resolve_kind(kind) if kind is not None else None, name, self.runs_dir, self.run_dir)
-
-    def _no_namespace(self, namespace: str | None) -> None:
-        if namespace is not None:
-            raise NotSupported("-n/--namespace: local runs have no namespaces")
-
-    @staticmethod
-    def _job(run: Any) -> Job:
-        try:
-            return parse_job(run.to_object(), str(run.run_dir / "job.yaml"))
-        except ManifestError as exc:
-            raise InvalidJob(exc.lines()) from None
-
-    @staticmethod
-    def _summary(run: Any) -> JobSummary:
-        row = run.summary()
-        return JobSummary(
-            kind=run.kind,
-            name=run.name,
-            namespace=None,
-            phase=row["phase"],
-            ready=row["ready"],
-            restarts=row["restarts"],
-            age=row["age"],
-            backoff=row["backoff"],
-            wide={"pid": row["pid"], "run_dir": row["run_dir"]},
-            loader=run.to_object,
-        )
-
-    def create(self, job: JobLike, namespace: str | None = None) -> Job:
-        self._no_namespace(namespace)
-        return self.run(job)
-
-    def run(
-        self,
-        job: JobLike,
-        run_dir: str | os.PathLike | None = None,
-        gpus: str | None = None,
-        watch: bool = True,
-        allow_duplicate: bool = False,
-    ) -> Job:
-        from .local.gpus import GpuInventory
-        from .local.runner import RunDirError, cannot_run_reason, make_run_dir, new_default_run_dir
-        from .local.runs import start_detached
-        from .render import to_yaml
-
-        inventory = None
-        if gpus is not None:
-            try:
-                inventory = GpuInventory.declared(gpus)
-            except ValueError as exc:
-                raise UsageError(f"--gpus: {exc}") from None
-        model, _manifest, path = load_job(job)
-        reason = cannot_run_reason(model, inventory if inventory is not None else GpuInventory.discovered())
-        if reason is not None:
-            raise UsageError(reason)
-        try:
-            target = make_run_dir(Path(run_dir)) if run_dir is not None else new_default_run_dir(model)
-        except RunDirError as exc:
-            raise UsageError(str(exc)) from None
-        extra = ([] if watch else ["--no-watch"]) + ([] if gpus is None else ["--gpus", gpus])
-        extra += ["--allow-duplicate"] if allow_duplicate else []
-        started = start_detached(
-            path.resolve() if path is not None else None,
-            to_yaml([model.dump()]) if path is None else None,
-            target,
-            extra,
-        )
-        return self._job(started)
-
-    def get(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
-        self._no_namespace(namespace)
-        return self._job(self._find(kind, name))
-
-    def summaries(
-        self,
-        kind: KindLike | None = None,
-        name: str | None = None,
-        namespace: str | None = None,
-        all_namespaces: bool = False,
-    ) -> list[JobSummary]:
-        from .local.runs import list_runs
-
-        self._no_namespace(namespace)
-        if all_namespaces:
-            raise NotSupported("-A/--all-namespaces: local runs have no namespaces")
-        kind_name = resolve_kind(kind) if kind is not None else None
-        if self.run_dir is not None:
-            runs = [self._find(kind_name, name)]
-        elif name is not None:
-            if kind_name is None:
-                raise UsageError("a NAME needs a KIND: get KIND NAME")
-            runs = list_runs(self.runs_dir, kind_name, name)  # the newest and every live one
-            if not runs:
-                runs = [self._find(kind_name, name)]  # raises NotFound
-        else:
-            runs = list_runs(self.runs_dir, kind_name)
-        return [self._summary(r) for r in runs]
-
-    def describe(self, kind: KindLike, name: str, namespace: str | None = None) -> str:
-        from .local.runs import describe
-
-        self._no_namespace(namespace)
-        return "\n".join(describe(self._find(kind, name)))
-
-    def wait(
-        self,
-        kind: KindLike,
-        name: str,
-        phase: str = "Succeeded",
-        timeout: Duration = None,
-        namespace: str | None = None,
-    ) -> Job:
-        from .local.runs import STOPPED, UNKNOWN, wait_for
-
-        self._no_namespace(namespace)
-        wanted = _wanted_phase(phase)
-        limit = seconds(timeout)
-        run = self._find(kind, name)
-        result = wait_for(run, wanted, limit)
-        if result.reached:
-            return self._job(run)
-        if result.phase == UNKNOWN:
-            raise JobsError(result.message)
-        if result.phase in TERMINAL_PHASES or result.phase == STOPPED:
-            raise JobEndedOtherwise(result.message, result.phase)
-        raise WaitTimeout(result.message, result.phase)
-
-    def logs(
-        self,
-        kind: KindLike,
-        name: str,
-        replica_type: str | None = None,
-        index: int | None = None,
-        container: str | None = None,
-        follow: bool = False,
-        tail: int | None = None,
-        timestamps: bool = False,
-        previous: bool = False,
-        namespace: str | None = None,
-    ) -> LogStream:
-        from .local.runs import follow_logs, log_source
-
-        self._no_namespace(namespace)
-        if timestamps:
-            raise NotSupported("--timestamps: local logs carry no timestamps (lines are kept as printed)")
-        if previous:
-            raise NotSupported(
-                "--previous: a restarted local replica writes on in the same log, which logs shows whole"
-            )
-        run = self._find(kind, name)
-        log_source(run, replica_type, index, container)  # raises for a replica type or container not in the job
-        lines = follow_logs(run, replica_type, index, container, follow=follow, tail=tail)
-        return LogStream(lines, lines.close)
-
-    def delete(
-        self,
-        kind: KindLike,
-        name: str,
-        namespace: str | None = None,
-        purge: bool = False,
-        timeout: Duration = None,
-    ) -> Deleted:
-        from .local.runs import purge as purge_run
-        from .local.runs import stop_run
-
-        self._no_namespace(namespace)
-        limit = seconds(timeout)
-        run = self._find(kind, name)
-        state = run.runtime()
-        out = []
-        if state.pid is not None:
-            out.append(f"stopping {run.kind} {run.name} (runtime pid {state.pid})...")
-        result = stop_run(run, limit)  # raises, signalling nothing, when the runtime cannot be told
-        if not result.was_running:
-            out.append(f"{run.kind} {run.name} is not running ({run.phase()}); nothing to stop")
-        elif result.exited:
-            out.append(f"{run.ref()} stopped in {result.seconds:.1f}s")
-        else:
-            out.append(f"{run.ref()} did not stop in time: killed after {result.seconds:.1f}s")
-        if result.swept:
-            out.append(f"killed {result.swept} leftover process(es) of the run")
-        if purge:
-            purge_run(run)
-            out.append(f"removed {run.run_dir}")
-        else:
-            out.append(f"logs and status kept in {run.run_dir}")
-        return Deleted(out)
-
-    def _edit(self, kind: KindLike, name: str, namespace: str | None, verb: str, change: Callable[[Job], Any]) -> Job:
-        from .local.runs import edit_spec
-
-        self._no_namespace(namespace)
-        run = self._find(kind, name)
-        job = run.job
-        if job is None:
-            raise JobsError(f"{run.kind} {run.name}: its job.yaml does not validate; cannot {verb} it")
-        phase = run.phase()
-        if phase in TERMINAL_PHASES:
-            raise JobsError(f"{run.kind} {run.name} has finished ({phase}): there is nothing to {verb}")
-        edit = change(job)
-        if edit is None:
-            return self._job(run)
-        path, value = edit
-        return self._job(edit_spec(run, path, value, verb))
-
-    def pause(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
-        return self._edit(kind, name, namespace, "pause", lambda j: None if j.run_mode.pause_enabled else (_PAUSE, True))
-
-    def resume(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
-        return self._edit(
-            kind, name, namespace, "resume", lambda j: (_PAUSE, False) if j.run_mode.pause_enabled else None
-        )
-
-    def scale(self, kind: KindLike, name: str, replicas: int, namespace: str | None = None) -> Job:
-        def change(job: Job) -> Any:
-            problem = _elastic_problem(job, replicas)
-            if problem:
-                raise UsageError(problem)
-            if job.spec.elastic.expected_replicas == replicas:  # type: ignore[union-attr]
-                return None
-            return (["spec", "elastic", "expectedReplicas"], replicas)
-
-        return self._edit(kind, name, namespace, "scale", change)
-
-
-_PAUSE = ["spec", "runMode", "pause", "enabled"]
-
-
-# ================================================================================ a cluster
-
-
-class _Loop:
-    """An event loop in a daemon thread; :meth:`call` runs a coroutine there and waits for it."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="t9k-jobs-client", daemon=True)
-        self.thread.start()
-
-    def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return future.result()
-        except BaseException:
-            future.cancel()  # interrupted (Ctrl-C): stop the request too
-            raise
-
-    def stop(self) -> None:
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=5)
-        if not self.thread.is_alive():
-            self.loop.close()
-
-
-def _shutdown(loop: _Loop, holder: dict[str, Any]) -> None:
-    """Close the connection and stop the loop (at :meth:`Client.close`, collection or exit)."""
-    cluster = holder.pop("cluster", None)
-    if cluster is not None and loop.thread.is_alive():
-        try:
-            asyncio.run_coroutine_threadsafe(cluster.close(), loop.loop).result(timeout=5)
-        except Exception:  # noqa: BLE001 - closing is best effort
-            pass
-    loop.stop()
-
-
-_END = object()
-
-
-class _ClusterClient(Client):
-    """The cluster target: :mod:`t9k_jobs.cluster.verbs` on a private event loop."""
-
-    target = "cluster"
-
-    def __init__(  # noqa: D107
-        self, kubeconfig: Any, context: str | None, namespace: str | None, request_timeout: float | None
-    ) -> None:
-        from .cluster.verbs import connect
-
-        self._loop = _Loop()
-        self._holder: dict[str, Any] = {}
-        self._finalizer = weakref.finalize(self, _shutdown, self._loop, self._holder)
-        try:
-            self._holder["cluster"] = self._loop.call(connect(kubeconfig, context, namespace, request_timeout))
-        except BaseException:
-            self._finalizer()
-            raise
-        self.namespace = self._holder["cluster"].namespace
-        self.server = self._holder["cluster"].server
-
-    @property
-    def _cl(self) -> Any:
-        cluster = self._holder.get("cluster")
-        if cluster is None:
-            raise JobsError("this client is closed")
-        return cluster
-
-    def close(self) -> None:
-        self._finalizer()
-
-    def _job(self, raw: dict[str, Any]) -> Job:
-        try:
-            return parse_job(raw, f"{raw.get('kind')}/{raw['metadata'].get('name')}")
-        except ManifestError as exc:
-            raise InvalidJob(exc.lines()) from None
-
-    def create(self, job: JobLike, namespace: str | None = None) -> Job:
-        from .cluster.verbs import create_job
-
-        _model, manifest, _path = load_job(job)
-        manifest = {k: v for k, v in manifest.items() if k != "status"}
-        return self._job(self._loop.call(create_job(self._cl, manifest, namespace)))
-
-    def get(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
-        from .cluster.verbs import get_job
-
-        return self._job(self._loop.call(get_job(self._cl, resolve_kind(kind), name, namespace)))
-
-    def summaries(
-        self,
-        kind: KindLike | None = None,
-        name: str | None = None,
-        namespace: str | None = None,
-        all_namespaces: bool = False,
-    ) -> list[JobSummary]:
-        from .api import KINDS
-        from .cluster.verbs import get_job, list_jobs, summary
-
-        kind_name = resolve_kind(kind) if kind is not None else None
-        if name is not None:
-            if kind_name is None:
-                raise UsageError("a NAME needs a KIND: get KIND NAME")
-            if all_namespaces:
-                raise UsageError("-A/--all-namespaces lists jobs; it cannot be combined with a NAME")
-            raws = [self._loop.call(get_job(self._cl, kind_name, name, namespace))]
-        else:
-            kinds = [kind_name] if kind_name else list(KINDS)
-            raws = self._loop.call(list_jobs(self._cl, kinds, namespace, all_namespaces))
-        out = []
-        for raw in raws:
-            row = summary(raw)
-            out.append(
-                JobSummary(
-                    kind=row["kind"],
-                    name=row["name"],
-                    namespace=row["namespace"],
-                    phase=row["phase"],
-                    ready=row["ready"],
-                    restarts=row["restarts"],
-                    age=row["age"],
-                    backoff=row["backoff"],
-                    wide={"mode": row["mode"]},
-                    object=raw,
-                )
-            )
-        return out
-
-    def describe(self, kind: KindLike, name: str, namespace: str | None = None) -> str:
-        from .cluster.verbs import describe_job
-
-        return "\n".join(self._loop.call(describe_job(self._cl, resolve_kind(kind), name, namespace)))
-
-    def wait(
-        self,
-        kind: KindLike,
-        name: str,
-        phase: str = "Succeeded",
-        timeout: Duration = None,
-        namespace: str | None = None,
-    ) -> Job:
-        from .cluster.verbs import wait_job
-
-        wanted = _wanted_phase(phase)
-        limit = seconds(timeout)
-        return self._job(self._loop.call(wait_job(self._cl, resolve_kind(kind), name, wanted, limit, namespace)))
-
-    def logs(
-        self,
-        kind: KindLike,
-        name: str,
-        replica_type: str | None = None,
-        index: int | None = None,
-        container: str | None = None,
-        follow: bool = False,
-        tail: int | None = None,
-        timestamps: bool = False,
-        previous: bool = False,
-        namespace: str | None = None,
-    ) -> LogStream:
-        from .cluster.verbs import LogOptions, open_logs
-
-        options = LogOptions(replica_type, index, container, follow, tail, timestamps, previous)
-        agen = self._loop.call(open_logs(self._cl, resolve_kind(kind), name, options, namespace))
-        lines: queue.Queue[Any] = queue.Queue(maxsize=1000)
-
-        async def pump() -> None:
-            item: Any = _END
-            try:
-                async for line in agen:
-                    while True:
-                        try:
-                            lines.put_nowait(line)
-                            break
-                        except queue.Full:
-                            await asyncio.sleep(0.02)
-            except BaseException as exc:  # noqa: BLE001 - handed to the reader (cancel included)
-                item = exc
-            finally:
-                await agen.aclose()
-            while True:
-                try:
-                    lines.put_nowait(item)
-                    return
-                except queue.Full:
-                    if isinstance(item, asyncio.CancelledError):
-                        return  # closed by the reader, who reads no more
-                    await asyncio.sleep(0.02)
-
-        future = asyncio.run_coroutine_threadsafe(pump(), self._loop.loop)
-
-        def read() -> Iterator[str]:
-            try:
-                while True:
-                    try:
-                        item = lines.get(timeout=0.5)
-                    except queue.Empty:
-                        if future.done() and lines.empty():
-                            return
-                        continue
-                    if item is _END or isinstance(item, asyncio.CancelledError):
-                        return
-                    if isinstance(item, BaseException):
-                        raise item
-                    yield item
-            finally:
-                future.cancel()
-
-        return LogStream(read(), future.cancel)
-
-    def delete(
-        self,
-        kind: KindLike,
-        name: str,
-        namespace: str | None = None,
-        purge: bool = False,
-        timeout: Duration = None,
-    ) -> Deleted:
-        from .cluster.verbs import delete_job
-        from .show import ref
-
-        if purge:
-            raise NotSupported("--purge is for local runs; a cluster job's logs go with its pods")
-        if timeout is not None:
-            raise NotSupported("--timeout is for local runs; on a cluster, wait for the pods to go with kubectl wait")
-        kind_name = resolve_kind(kind)
-        self._loop.call(delete_job(self._cl, kind_name, name, namespace))
-        return Deleted([f"{ref(kind_name, name)} deleted"])
-
-    def _patch(
-        self, kind: KindLike, name: str, namespace: str | None, verb: str, change: Callable[[Job], Any]
-    ) -> Job:
-        from .cluster.verbs import get_job, patch_job
-
-        kind_name = resolve_kind(kind)
-        job = self._job(self._loop.call(get_job(self._cl, kind_name, name, namespace)))
-        phase = job.status.phase if job.status is not None else "Pending"
-        if phase in TERMINAL_PHASES:
-            raise JobsError(f"{kind_name} {name} has finished ({phase}): there is nothing to {verb}")
-        body = change(job)
-        if body is None:
-            return job
-        return self._job(self._loop.call(patch_job(self._cl, kind_name, name, body, namespace)))
-
-    def pause(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
-        return self._patch(
-            kind,
-            name,
-            namespace,
-            "pause",
-            lambda j: None if j.run_mode.pause_enabled else {"spec": {"runMode": {"pause": {"enabled": True}}}},
-        )
-
-    def resume(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
-        return self._patch(
-            kind,
-            name,
-            namespace,
-            "resume",
-            lambda j: {"spec": {"runMode": {"pause": {"enabled": False}}}} if j.run_mode.pause_enabled else None,
-        )
-
-    def scale(self, kind: KindLike, name: str, replicas: int, namespace: str | None = None) -> Job:
-        def change(job: Job) -> Any:
-            problem = _elastic_problem(job, replicas)
-            if problem:
-                raise UsageError(problem)
-            if job.spec.elastic.expected_replicas == replicas:  # type: ignore[union-attr]
-                return None
-            return {"spec": {"elastic": {"expectedReplicas": replicas}}}
-
-        return self._patch(kind, name, namespace, "scale", change)
-
-
-__all__ = ["Client", "Deleted", "JobSummary", "LogStream", "job_phase", "load_job", "resolve_kind"]
+__all__ = [
+    "Backend",
+    "Client",
+    "Deleted",
+    "JobSummary",
+    "LogStream",
+    "default_target",
+    "job_phase",
+    "load_job",
+    "parse_duration",
+    "resolve_kind",
+    "seconds",
+    "wait_phase",
+]

@@ -1,7 +1,11 @@
-"""What the day-two verbs print about a job, for local runs and cluster jobs alike: ages, tables,
-the spec summary and conditions of ``describe``, and why replicas wait.
+"""What the day-two verbs print about a job, written once for local runs and cluster jobs alike:
+the ``get`` row, ``why`` (the waiting explanation), ``describe`` and the wait messages, over the
+one job view both backends return (:class:`t9k_jobs.view.JobView`); and the pieces they are made
+of (ages, tables, the spec summary, conditions, why replicas wait).
 
-Pure functions of the API models (:mod:`t9k_jobs.api`) and plain values; no I/O.
+Pure functions of the view, the API models (:mod:`t9k_jobs.api`) and plain values; no I/O.
+Times are printed as RFC 3339 in UTC (``2024-05-01T10:00:00Z``), as the API server writes
+``creationTimestamp`` and ``-o yaml`` prints it (docs/decisions.md, issue 23).
 """
 
 from __future__ import annotations
@@ -11,8 +15,9 @@ from typing import Any
 
 import yaml
 
-from .api import GROUP, Job, JobStatus
-from .api.common import ReplicaStatus
+from .api import GROUP, KINDS, Job, JobStatus
+from .api.common import TERMINAL_PHASES, ReplicaStatus
+from .view import STOPPED, UNKNOWN, JobView
 
 
 def human_age(seconds: float) -> str:
@@ -200,8 +205,277 @@ def waiting_summary(replicas: list[ReplicaStatus]) -> str:
     return "; ".join(parts)
 
 
+# ----------------------------------------------------------------------------- names and times
+
+
+def short_name(kind: str) -> str:
+    """The kind's short name (``gj``), from :mod:`t9k_jobs.api.kinds`; the kind itself when unknown."""
+    cls = KINDS.get(kind)
+    return cls.SHORT_NAME if cls is not None and cls.SHORT_NAME else kind
+
+
+def rfc3339(when: float | None) -> str:
+    """Epoch seconds as RFC 3339 in UTC (``2024-05-01T10:00:00Z``), ``-`` for None."""
+    if when is None:
+        return "-"
+    return dt.datetime.fromtimestamp(when, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ----------------------------------------------------------------------------- the get row
+
+
+def row(view: JobView, now: float) -> dict[str, Any]:
+    """One row of ``get``: ``phase``, ``ready`` (``"running/replicas"``), ``restarts``, ``age``,
+    ``backoff``; ``wide``: the columns of ``-o wide`` (local: ``pid``, ``run_dir``; cluster:
+    ``mode``). ``now``: epoch seconds."""
+    status = view.status
+    if view.target == "local":
+        wide: dict[str, Any] = {"pid": view.pid, "run_dir": str(view.run_dir)}
+    else:
+        wide = {"mode": run_mode(view.job)}
+    return {
+        "phase": view.phase,
+        "ready": f"{view.running}/{view.replicas}",
+        "restarts": restarts(status),
+        "age": human_age(now - view.created) if view.created is not None else "-",
+        "backoff": status.backoff_count if status is not None else 0,
+        "wide": wide,
+    }
+
+
+# ----------------------------------------------------------------------------- why
+
+
+def why(view: JobView) -> str | None:
+    """One line saying why the job is not (or no longer) Running, None when it runs well.
+
+    In order: a local run whose state cannot be told or whose runtime is gone; no status yet;
+    how a finished job ended; pause; resuming; a native gang the scheduler could not place
+    (``gang of 3 waiting: 2 of 3 fit (1 of 1 nodes: Insufficient cpu)``: the view's ``gang``);
+    replicas that wait for a reason
+    (unschedulable with the scheduler's message, an image that cannot be pulled, a missing
+    ConfigMap: from the live pods, then from the status); pods no scheduler has looked at (a queue
+    of the T9k scheduler, a native gang waiting for all its pods, or no scheduler running, with the
+    ``GangScheduling`` condition's message where the gang is not enforced); replicas recreated
+    after a preemption; replicas being restarted (with the backoff count); replicas not running
+    well (their reason and message); the ``ReplicaFailure`` condition. A job waiting after a
+    preemption says so first: ``preempted by higher priority at <time>; <the rest>`` (the view's
+    ``preempted``)."""
+    line = _why(view)
+    status = view.status
+    if status is None or status.phase in TERMINAL_PHASES or status.phase == "Paused" or view.preempted is None:
+        return line
+    return view.preempted + (f"; {line}" if line else "")
+
+
+def _why(view: JobView) -> str | None:
+    from .engine.types import PREEMPTION_BY_SCHEDULER
+
+    status, phase = view.status, view.phase
+    if phase == UNKNOWN and view.unknown_reason is not None:
+        return f"its state cannot be told: {view.unknown_reason}"
+    if phase == STOPPED:
+        return "its runtime is not running (stopped by delete, Ctrl-C or a kill) before the job finished"
+    if status is None:
+        if view.target == "local":
+            return "the runtime has not written a status yet"
+        if view.job is None:
+            return "its spec does not validate, so the operator leaves it alone (see its InvalidSpec event)"
+        return (
+            "no status yet: the operator has not reconciled it (is it running? t9k-jobs install "
+            "--with-operator, or the Helm chart)"
+        )
+    if phase in TERMINAL_PHASES:
+        return ended_why(status)
+    if phase == "Paused":
+        return f"paused (spec.runMode.pause): t9k-jobs resume {short_name(view.kind)} {view.name}"
+    live = [p for p in view.pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
+    waits = waiting_summary(view.live_replicas) or waiting_summary([rs for t in status.tasks for rs in t.replicas])
+    if phase == "Resuming":
+        return "resuming from pause" + (f": {waits}" if waits else "")
+    if view.gang:
+        return view.gang
+    if waits:
+        return waits
+    unseen = _unseen(view, live)
+    if unseen:
+        return unseen
+    replacing = [rs for t in status.tasks for rs in t.replicas if rs.phase == "Creating" and rs.uid]
+    preempted = [rs for rs in replacing if rs.reason == PREEMPTION_BY_SCHEDULER]
+    if preempted:
+        names = ", ".join(rs.name for rs in preempted)
+        return f"{names} preempted: recreated once the scheduler's deletion ends (no restart counted)"
+    if replacing:
+        job = view.job
+        limit = job.spec.run_policy.backoff_limit if job is not None and hasattr(job.spec, "run_policy") else None
+        of = f" of {limit}" if isinstance(limit, int) else ""
+        names = ", ".join(rs.name for rs in replacing)
+        return f"restarting {names} (backoff count {status.backoff_count}{of})"
+    problems = replica_problems(status)
+    if problems:
+        return problems
+    failure = status.condition("ReplicaFailure")
+    if failure is not None and failure.status == "True":
+        return failure.message
+    if phase != "Running":
+        if view.target == "cluster" and not live:
+            return f"{phase}: no pods yet"
+        return f"{phase}: no replica reports a reason"
+    return None
+
+
+def _unseen(view: JobView, live: list[dict[str, Any]]) -> str | None:
+    """Why pods that no scheduler has looked at yet wait (a cluster job's; None locally)."""
+    from .frameworks.base import T9K_SCHEDULER_NAME
+
+    unseen = [
+        p["metadata"]["name"]
+        for p in live
+        if not (p.get("spec") or {}).get("nodeName")
+        and not any(c.get("type") == "PodScheduled" for c in (p.get("status") or {}).get("conditions") or [])
+    ]
+    if not unseen:
+        return None
+    who = ", ".join(unseen[:3]) + (f" and {len(unseen) - 3} more" if len(unseen) > 3 else "")
+    job = view.job
+    sched = job.scheduler.t9k_scheduler if job is not None and job.scheduler else None
+    specs = [p.get("spec") or {} for p in live if p["metadata"]["name"] in unseen]
+    if sched is not None and any(sp.get("schedulerName") == T9K_SCHEDULER_NAME for sp in specs):
+        return f"{who} wait for the T9k scheduler to admit the job's PodGroup (queue {sched.queue or 'default'})"
+    pod_groups = [sp["schedulingGroup"].get("podGroupName") for sp in specs if sp.get("schedulingGroup")]
+    if pod_groups:
+        return (
+            f"{who} wait for the gang (PodGroup {pod_groups[0]}): the scheduler binds the job's pods "
+            "together or not at all"
+        )
+    gang = view.status.condition("GangScheduling") if view.status is not None else None
+    not_enforced = f" ({gang.message})" if gang is not None and gang.reason == "NotEnforced" else ""
+    them = "it" if len(unseen) == 1 else "them"
+    return f"{who} not scheduled yet: no scheduler has looked at {them}{not_enforced}"
+
+
+# ----------------------------------------------------------------------------- describe
+
+
+def describe(view: JobView, now: float) -> list[str]:
+    """``describe``'s lines: identity (and a local run's dir and runtime), created (RFC 3339 UTC
+    and age), phase, run mode, backoff, start and completion, the native PodGroup when there is
+    one, why it is not Running, the spec summary, conditions, replicas (phase, restarts, exit
+    codes, reason; on a cluster the node, and pods the status does not name yet) and the recent
+    Events. ``view`` is a detailed view (a backend's ``get(..., detail=True)``); ``now``: epoch
+    seconds."""
+    status, phase = view.status, view.phase
+    out = [f"Name:        {view.name}"]
+    if view.namespace is not None:
+        out.append(f"Namespace:   {view.namespace}")
+    out.append(f"Kind:        {view.kind}")
+    if view.target == "local":
+        if view.pid is not None:
+            runtime = f"running, pid {view.pid}"
+        elif view.runtime_reason is not None:
+            runtime = f"unknown: {view.runtime_reason}"
+        else:
+            runtime = "not running"
+        out += [f"Run dir:     {view.run_dir}", f"Runtime:     {runtime}"]
+    age = human_age(now - view.created) if view.created is not None else "-"
+    out += [
+        f"Created:     {rfc3339(view.created)} ({age} ago)",
+        f"Phase:       {phase}",
+        f"Run mode:    {run_mode(view.job)}",
+    ]
+    if status is not None:
+        out.append(f"Backoff:     {status.backoff_count}")
+        for label, value in (("Started:", status.start_time), ("Completed:", status.completion_time)):
+            if value:
+                out.append(f"{label:<12} {value}")
+    if view.pod_group is not None:
+        out.append(f"PodGroup:    {view.pod_group}")
+    reason = why(view)
+    if reason and phase != "Succeeded":
+        out.append(f"Why:         {reason}")
+    out.append("Spec:")
+    out += spec_lines(view.job, view.spec)
+    out.append("Conditions:")
+    out += condition_lines(status)
+    out.append("Replicas:")
+    out += _replica_lines(view)
+    out.append("Events:")
+    out += _event_lines(view, now)
+    return out
+
+
+def _replica_lines(view: JobView) -> list[str]:
+    on_cluster = view.target == "cluster"
+    nodes = {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName") or "-" for p in view.pods}
+    rows: list[list[Any]] = []
+    named = set()
+    status = view.status
+    for task in status.tasks if status is not None else []:
+        for rs in task.replicas:
+            named.add(rs.name)
+            rows.append([rs.name, rs.phase, rs.restart_count, exit_codes(rs), nodes.get(rs.name, "-"), replica_reason(rs)])
+    for rs in view.live_replicas:  # pods the status does not name yet
+        if rs.name not in named:
+            rows.append([rs.name, rs.phase, 0, exit_codes(rs), nodes.get(rs.name, "-"), replica_reason(rs)])
+    if not rows:
+        return ["  <none>"]
+    headers = ["NAME", "PHASE", "RESTARTS", "EXIT CODE", "NODE", "REASON"]
+    if not on_cluster:
+        headers.remove("NODE")
+        rows = [r[:4] + r[5:] for r in rows]
+    return ["  " + line for line in format_table(headers, rows)]
+
+
+def _event_lines(view: JobView, now: float) -> list[str]:
+    if view.event_lines:
+        return [f"  {line}" for line in view.event_lines]
+    if not view.events:
+        return ["  <none>"]
+    rows = [
+        [human_age(now - ev.when) if ev.when else "-", ev.type, ev.reason, ev.object, short(ev.message, 100)]
+        for ev in view.events
+    ]
+    return ["  " + line for line in format_table(["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], rows)]
+
+
+# ----------------------------------------------------------------------------- wait
+
+
+def wait_ended(view: JobView, wanted: str) -> str:
+    """``<Kind> <name> ended <phase>, not <wanted>: <why>``: a wait that cannot be met."""
+    reason = why(view)
+    return f"{view.kind} {view.name} ended {view.phase}, not {wanted}" + (f": {reason}" if reason else "")
+
+
+def wait_unknown(view: JobView, wanted: str) -> str:
+    """A wait on a local run whose state cannot be told (waiting would never end)."""
+    return f"cannot wait for {view.kind} {view.name} to be {wanted}: {why(view)}"
+
+
+def wait_deleted(kind: str, name: str, wanted: str) -> str:
+    """A wait whose job was deleted."""
+    return f"{kind} {name} was deleted while waiting for it to be {wanted}"
+
+
+def wait_timed_out(kind: str, name: str, wanted: str, timeout: float | None, last: JobView | None, server: str | None) -> str:
+    """A wait that ran out of time: where the job was (``last``), or that the API server at
+    ``server`` never answered."""
+    where = f"it is {last.phase}" if last is not None else f"the API server at {server} has not answered"
+    limit = f"{timeout:g}s" if timeout is not None else "-"
+    return f"timed out after {limit} waiting for {kind} {name} to be {wanted}; {where}"
+
+
 __all__ = [
     "age_of",
+    "describe",
+    "row",
+    "rfc3339",
+    "short_name",
+    "wait_deleted",
+    "wait_ended",
+    "wait_timed_out",
+    "wait_unknown",
+    "why",
     "condition_lines",
     "ended_why",
     "exit_codes",

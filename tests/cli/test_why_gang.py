@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_jobs.cluster.verbs import why
+from t9k_jobs import show
+from t9k_jobs.cluster.verbs import raw_view
+
+
+def why(raw: dict[str, Any], pods: list[dict[str, Any]], pod_group: dict[str, Any] | None = None) -> str | None:
+    return show.why(raw_view(raw, pods, pod_group, detail=True))
 
 CONTAINER = {"name": "c", "image": "x"}
 NOT_ENFORCED = "spec.scheduler.t9kScheduler (queue gpu, priority 40) is not enforced: ..."

@@ -13,7 +13,12 @@ from typing import Any
 
 from t9k_jobs.cluster.client import ApiError
 from t9k_jobs.cluster.gang_why import gang_waiting, node_reasons, preempted_since
-from t9k_jobs.cluster.verbs import Cluster, describe_job, pod_replica, status_of, why
+from t9k_jobs import show
+from t9k_jobs.cluster.verbs import Cluster, pod_replica, raw_view, read_view, status_of
+
+
+def why(raw: dict[str, Any], pods: list[dict[str, Any]], pod_group: dict[str, Any] | None = None) -> str | None:
+    return show.why(raw_view(raw, pods, pod_group, detail=True))
 
 CONTAINER = {"name": "c", "image": "x"}
 FIT_ERROR = (
@@ -205,7 +210,8 @@ class FakeKube:
 def describe(pg: dict[str, Any] | None) -> tuple[list[str], FakeKube]:
     kube = FakeKube(job(), stuck_gang(), pg)
     cl = Cluster(kube, "ns", "https://example")  # type: ignore[arg-type]
-    return asyncio.run(describe_job(cl, "GenericJob", "g", "ns")), kube
+    view = asyncio.run(read_view(cl, "GenericJob", "g", "ns", detail=True))
+    return show.describe(view, 0.0), kube
 
 
 def test_describe_reads_the_pod_group_and_says_why() -> None:

@@ -50,7 +50,7 @@ def test_verbs_with_an_empty_name_delete_nothing_on_the_api_server(kc: Path, kub
         for name in (None, "", " "):
             for call in (
                 lambda: client.delete("gj", name),
-                lambda: client.describe("gj", name),
+                lambda: client.describe("gj", name) if name is not None else client.get("gj", name),
                 lambda: client.get("gj", name),
                 lambda: client.pause("gj", name),
                 lambda: client.wait("gj", name, timeout=1),
@@ -63,6 +63,12 @@ def test_verbs_with_an_empty_name_delete_nothing_on_the_api_server(kc: Path, kub
         with pytest.raises(UsageError, match="namespace: '..' is not a name"):
             client.delete("gj", "keep-a", namespace="..")
         assert [j.name for j in client.list("gj")] == ["keep-a", "keep-b"]
+        # describe KIND without a name describes every job of the kind, as kubectl does.
+        every = client.describe("gj")
+        assert [line for line in every.splitlines() if line.startswith("Name:")] == [
+            "Name:        keep-a",
+            "Name:        keep-b",
+        ]
     assert _names(kube, namespace) == ["keep-a", "keep-b"]
     # The name given is the one deleted, and only it.
     done = cli(kc, "delete", "gj", "keep-a", "-n", namespace)

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,47 +25,20 @@ import aiohttp
 from ..api import GROUP, KINDS, VERSION, Job, JobStatus, ManifestError
 from ..frameworks import parse_job
 from ..api.common import TERMINAL_PHASES, ReplicaStatus
-from ..errors import (
-    AlreadyExists,
-    ClusterError,
-    InvalidJob,
-    JobEndedOtherwise,
-    JobsError,
-    NotFound,
-    UsageError,
-    WaitTimeout,
-)
+from ..errors import AlreadyExists, ClusterError, InvalidJob, JobsError, NotFound, UsageError
 from ..frameworks.base import (
     LABEL_OWNER_KIND,
     LABEL_OWNER_NAME,
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
-    T9K_SCHEDULER_NAME,
 )
-from ..show import (
-    age_of,
-    condition_lines,
-    ended_why,
-    exit_codes,
-    format_table,
-    groups,
-    human_age,
-    parse_time,
-    replica_reason,
-    replicas_wanted,
-    restarts,
-    run_mode,
-    short,
-    spec_lines,
-    waiting_summary,
-)
-from ..engine.types import PREEMPTION_BY_SCHEDULER
+from ..show import groups, parse_time, replicas_wanted, short
+from ..view import Event, JobView, LogOptions
 from .client import EVENTS, NATIVE_PODGROUPS, PODS, ApiError, KubeClient, Resource
 from .gang_why import gang_waiting, pod_group_line, preempted_since
 
 #: The REST resource of each kind.
 JOB_RESOURCES = {kind: Resource(GROUP, VERSION, cls.PLURAL, kind) for kind, cls in KINDS.items()}
-SHORT_NAMES = {"GenericJob": "gj", "PyTorchTrainingJob": "pj", "DeepSpeedJob": "dj", "ColossalAIJob": "caij"}
 #: Seconds between two looks at a job and its pods while following logs.
 POLL = 1.0
 #: Seconds the log streams of pods still running get once their job has finished.
@@ -347,26 +319,6 @@ async def list_jobs(
     return out
 
 
-def summary(raw: dict[str, Any], now: float | None = None) -> dict[str, Any]:
-    """One row of ``get``: ``kind namespace name phase ready ("1/2": running/replicas) restarts
-    age backoff mode``."""
-    now = now if now is not None else time.time()
-    job, status = parse(raw), status_of(raw)
-    meta = raw.get("metadata") or {}
-    running = status.aggregate.running if status is not None else 0
-    return {
-        "kind": raw.get("kind"),
-        "namespace": meta.get("namespace"),
-        "name": meta.get("name"),
-        "phase": phase_of(raw),
-        "ready": f"{running}/{replicas_wanted(job, status)}",
-        "restarts": restarts(status),
-        "age": age_of(meta.get("creationTimestamp"), now),
-        "backoff": status.backoff_count if status is not None else 0,
-        "mode": run_mode(job),
-    }
-
-
 # ----------------------------------------------------------------------------- writing jobs
 
 
@@ -477,101 +429,6 @@ def pod_replica(pod: dict[str, Any]) -> ReplicaStatus:
 # ----------------------------------------------------------------------------- describe
 
 
-def why(raw: dict[str, Any], pods: list[dict[str, Any]], pod_group: dict[str, Any] | None = None) -> str | None:
-    """One line saying why the job is not (or no longer) Running, None when it runs well.
-
-    In order: no status yet (the operator has not seen it), how a finished job ended, pause,
-    a native gang the scheduler could not place (``gang of 3 waiting: 2 of 3 fit (1 of 1 nodes:
-    Insufficient cpu)``, :func:`~t9k_jobs.cluster.gang_why.gang_waiting`, from the pods'
-    ``PodScheduled`` conditions and ``pod_group``, the job's ``scheduling.k8s.io/v1beta1``
-    PodGroup as the API server returns it, or None), replicas that wait for a reason
-    (unschedulable with the scheduler's message, an image that cannot be pulled, a missing
-    ConfigMap, from the live pods and then from the status), pods no scheduler has looked at
-    (from the pods' spec: a queue of the T9k scheduler, a native gang waiting for all its pods, or
-    no scheduler running, with the ``GangScheduling`` condition's message where the cluster does
-    not enforce the gang), replicas being recreated after a preemption, replicas being restarted
-    (with the backoff count), the ``ReplicaFailure`` condition. A job waiting after a preemption
-    says so first: ``preempted by higher priority at <time>; <the rest>``
-    (:func:`~t9k_jobs.cluster.gang_why.preempted_since`)."""
-    line = _why(raw, pods, pod_group)
-    status = status_of(raw)
-    if status is None or status.phase in TERMINAL_PHASES or status.phase == "Paused":
-        return line
-    preempted = preempted_since(status, pod_group)
-    if preempted is None:
-        return line
-    return preempted + (f"; {line}" if line else "")
-
-
-def _why(raw: dict[str, Any], pods: list[dict[str, Any]], pod_group: dict[str, Any] | None) -> str | None:
-    job, status = parse(raw), status_of(raw)
-    kind, name = raw.get("kind", ""), raw["metadata"]["name"]
-    if status is None:
-        if job is None:
-            return "its spec does not validate, so the operator leaves it alone (see its InvalidSpec event)"
-        return (
-            "no status yet: the operator has not reconciled it (is it running? t9k-jobs install "
-            "--with-operator, or the Helm chart)"
-        )
-    phase = status.phase
-    if phase in TERMINAL_PHASES:
-        return ended_why(status)
-    if phase == "Paused":
-        return f"paused (spec.runMode.pause): t9k-jobs resume {SHORT_NAMES.get(kind, kind)} {name}"
-    live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
-    waits = waiting_summary([pod_replica(p) for p in live]) or waiting_summary(
-        [rs for t in status.tasks for rs in t.replicas]
-    )
-    if phase == "Resuming":
-        return "resuming from pause" + (f": {waits}" if waits else "")
-    gang = gang_waiting(live, pod_group)
-    if gang:
-        return gang
-    if waits:
-        return waits
-    unseen = [
-        p["metadata"]["name"]
-        for p in live
-        if not (p.get("spec") or {}).get("nodeName")
-        and not any(c.get("type") == "PodScheduled" for c in (p.get("status") or {}).get("conditions") or [])
-    ]
-    if unseen:
-        who = ", ".join(unseen[:3]) + (f" and {len(unseen) - 3} more" if len(unseen) > 3 else "")
-        sched = job.scheduler.t9k_scheduler if job is not None and job.scheduler else None
-        specs = [p.get("spec") or {} for p in live if p["metadata"]["name"] in unseen]
-        if sched is not None and any(sp.get("schedulerName") == T9K_SCHEDULER_NAME for sp in specs):
-            return f"{who} wait for the T9k scheduler to admit the job's PodGroup (queue {sched.queue or 'default'})"
-        groups = [sp["schedulingGroup"].get("podGroupName") for sp in specs if sp.get("schedulingGroup")]
-        if groups:
-            return (
-                f"{who} wait for the gang (PodGroup {groups[0]}): the scheduler binds the job's pods "
-                "together or not at all"
-            )
-        gang = status.condition("GangScheduling")
-        not_enforced = f" ({gang.message})" if gang is not None and gang.reason == "NotEnforced" else ""
-        them = "it" if len(unseen) == 1 else "them"
-        return f"{who} not scheduled yet: no scheduler has looked at {them}{not_enforced}"
-    replacing = [rs for t in status.tasks for rs in t.replicas if rs.phase == "Creating" and rs.uid]
-    preempted = [rs for rs in replacing if rs.reason == PREEMPTION_BY_SCHEDULER]
-    if preempted:
-        names = ", ".join(rs.name for rs in preempted)
-        return f"{names} preempted: recreated once the scheduler's deletion ends (no restart counted)"
-    restarting = replacing
-    if restarting:
-        limit = job.spec.run_policy.backoff_limit if job is not None and hasattr(job.spec, "run_policy") else None
-        of = f" of {limit}" if isinstance(limit, int) else ""
-        names = ", ".join(rs.name for rs in restarting)
-        return f"restarting {names} (backoff count {status.backoff_count}{of})"
-    failure = status.condition("ReplicaFailure")
-    if failure is not None and failure.status == "True":
-        return failure.message
-    if phase != "Running":
-        if not live:
-            return f"{phase}: no pods yet"
-        return f"{phase}: no replica reports a reason"
-    return None
-
-
 async def job_pod_group(
     cl: Cluster, raw: dict[str, Any], pods: list[dict[str, Any]], namespace: str
 ) -> dict[str, Any] | None:
@@ -598,182 +455,144 @@ async def job_pod_group(
         raise cl.unreachable(exc) from None
 
 
-async def describe_job(cl: Cluster, kind: str, name: str, namespace: str | None = None) -> list[str]:
-    """``describe``'s lines: identity, phase, the native PodGroup when there is one (its
-    ``minCount`` and conditions), why it is not Running, spec summary, conditions, replicas
-    (phase, restarts, exit codes, node, reason) and the recent Events of the job and its pods.
-    Raises :class:`NotFound`."""
-    ns = namespace or cl.namespace
-    raw = await get_job(cl, kind, name, ns)
-    pods = await job_pods(cl, kind, name, ns)
+def raw_view(
+    raw: dict[str, Any],
+    pods: list[dict[str, Any]] | None = None,
+    pod_group: dict[str, Any] | None = None,
+    events: list[dict[str, Any]] | None = None,
+    detail: bool = False,
+) -> JobView:
+    """The view of a job as the server has it (``raw``), with, for ``describe`` (``detail``), its
+    pods, its native PodGroup (what :mod:`~t9k_jobs.cluster.gang_why` reads from it and the pods)
+    and the Events of both as the server returns them."""
     job, status = parse(raw), status_of(raw)
-    meta = raw["metadata"]
-    now = time.time()
-    out = [
-        f"Name:        {name}",
-        f"Namespace:   {ns}",
-        f"Kind:        {kind}",
-        f"Created:     {meta.get('creationTimestamp', '-')} ({age_of(meta.get('creationTimestamp'), now)} ago)",
-        f"Phase:       {phase_of(raw)}",
-        f"Run mode:    {run_mode(job)}",
-    ]
-    if status is not None:
-        out.append(f"Backoff:     {status.backoff_count}")
-        for label, value in (("Started:", status.start_time), ("Completed:", status.completion_time)):
-            if value:
-                out.append(f"{label:<12} {value}")
+    meta = raw.get("metadata") or {}
+    pods = pods or []
+    live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
+    return JobView(
+        target="cluster",
+        kind=str(raw.get("kind")),
+        name=str(meta.get("name")),
+        namespace=meta.get("namespace"),
+        phase=phase_of(raw),
+        status=status,
+        created=parse_time(meta.get("creationTimestamp")),
+        replicas=replicas_wanted(job, status),
+        running=status.aggregate.running if status is not None else 0,
+        load_job=lambda: job,
+        load_spec=lambda: raw.get("spec") or {},
+        load_object=lambda: raw,
+        source=raw,
+        detailed=detail,
+        pods=pods,
+        live_replicas=[pod_replica(p) for p in live],
+        pod_group=pod_group_line(pod_group) if pod_group is not None else None,
+        gang=gang_waiting(live, pod_group),
+        preempted=preempted_since(status, pod_group),
+        events=[_event(ev) for ev in events or []],
+    )
+
+
+def _event(ev: dict[str, Any]) -> Event:
+    obj = ev.get("involvedObject") or {}
+    return Event(
+        when=_event_time(ev) or None,
+        type=str(ev.get("type", "")),
+        reason=str(ev.get("reason", "")),
+        object=f"{str(obj.get('kind', '')).lower()}/{obj.get('name', '')}",
+        message=str(ev.get("message") or ""),
+    )
+
+
+async def read_view(cl: Cluster, kind: str, name: str, namespace: str | None = None, detail: bool = False) -> JobView:
+    """The job's view; ``detail``: with what ``describe`` shows (:func:`detail_view`). Raises
+    :class:`NotFound`."""
+    raw = await get_job(cl, kind, name, namespace)
+    return await detail_view(cl, raw) if detail else raw_view(raw)
+
+
+async def detail_view(cl: Cluster, raw: dict[str, Any]) -> JobView:
+    """The view of ``raw`` with its pods, its native PodGroup (when there is one: its
+    ``minCount`` and conditions) and the recent Events of the job and its pods."""
+    kind, meta = str(raw.get("kind")), raw.get("metadata") or {}
+    name, ns = meta["name"], meta.get("namespace") or cl.namespace
+    pods = await job_pods(cl, kind, name, ns)
     pod_group = await job_pod_group(cl, raw, pods, ns)
-    if pod_group is not None:
-        out.append(f"PodGroup:    {pod_group_line(pod_group)}")
-    reason = why(raw, pods, pod_group)
-    if reason and phase_of(raw) != "Succeeded":
-        out.append(f"Why:         {reason}")
-    out.append("Spec:")
-    out += spec_lines(job, raw.get("spec") or {})
-    out.append("Conditions:")
-    out += condition_lines(status)
-    out.append("Replicas:")
-    nodes = {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName") or "-" for p in pods}
-    rows = []
-    seen = set()
-    for task in status.tasks if status is not None else []:
-        for rs in task.replicas:
-            seen.add(rs.name)
-            rows.append([rs.name, rs.phase, rs.restart_count, exit_codes(rs), nodes.get(rs.name, "-"), replica_reason(rs)])
-    for pod in pods:
-        pname = pod["metadata"]["name"]
-        if pname not in seen:
-            rs = pod_replica(pod)
-            rows.append([rs.name, rs.phase, 0, exit_codes(rs), nodes.get(pname, "-"), replica_reason(rs)])
-    if rows:
-        out += [
-            "  " + line
-            for line in format_table(["NAME", "PHASE", "RESTARTS", "EXIT CODE", "NODE", "REASON"], rows)
-        ]
-    else:
-        out.append("  <none>")
-    out.append("Events:")
-    names = set(nodes) | seen
+    status = status_of(raw)
+    names = {p["metadata"]["name"] for p in pods} | {
+        rs.name for t in (status.tasks if status is not None else []) for rs in t.replicas
+    }
     events = await job_events(cl, kind, name, names, ns)
-    if events:
-        rows = []
-        for ev in events:
-            obj = ev.get("involvedObject") or {}
-            when = _event_time(ev)
-            rows.append(
-                [
-                    human_age(now - when) if when else "-",
-                    ev.get("type", ""),
-                    ev.get("reason", ""),
-                    f"{str(obj.get('kind', '')).lower()}/{obj.get('name', '')}",
-                    short(ev.get("message"), 100),
-                ]
-            )
-        out += ["  " + line for line in format_table(["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], rows)]
-    else:
-        out.append("  <none>")
-    return out
+    return raw_view(raw, pods, pod_group, events, detail=True)
 
 
-# ----------------------------------------------------------------------------- wait
+# ----------------------------------------------------------------------------- wait# ----------------------------------------------------------------------------- wait
 
 
 async def wait_job(
-    cl: Cluster, kind: str, name: str, wanted: str, timeout: float | None = None, namespace: str | None = None
-) -> dict[str, Any]:
-    """Wait until the job's phase is ``wanted`` (``Succeeded``, ``Failed`` or ``Running``) and
-    return it; watches the job (reconnecting as needed) rather than polling.
-
-    Raises :class:`JobEndedOtherwise` when it ends in another terminal phase (the message says
-    how: its Failed condition, the replicas that failed) or is deleted, :class:`WaitTimeout` after
-    ``timeout`` seconds (None: no limit) however the server behaves (one that never answers
-    included: every request of the wait is inside that time), :class:`NotFound` when there is no
-    such job."""
-    if timeout is None:
-        return await _wait_job(cl, kind, name, wanted, None, namespace, {})
+    cl: Cluster,
+    kind: str,
+    name: str,
+    done: Callable[[dict[str, Any] | None], bool],
+    timeout: float | None = None,
+    namespace: str | None = None,
+) -> tuple[dict[str, Any] | None, bool]:
+    """Watch the job (reconnecting as needed; no polling) until ``done(raw)`` says yes (``raw``
+    None: the job was deleted) or ``timeout`` seconds pass (None: no limit) however the server
+    behaves (one that never answers included: every request is inside that time). Returns
+    ``(the job as last read, whether done said yes)``; the job is None when it was deleted, or
+    when time ran out before the server answered. Raises :class:`NotFound` when there is no such
+    job at the start."""
     seen: dict[str, Any] = {}
+    if timeout is None:
+        return await _wait_job(cl, kind, name, done, namespace, seen), True
     try:
         async with asyncio.timeout(timeout):
-            return await _wait_job(cl, kind, name, wanted, timeout, namespace, seen)
+            return await _wait_job(cl, kind, name, done, namespace, seen), True
     except TimeoutError:
-        phase = phase_of(seen["raw"]) if "raw" in seen else None
-        where = f"it is {phase}" if phase else f"the API server at {cl.server} has not answered"
-        raise WaitTimeout(
-            f"timed out after {timeout:g}s waiting for {kind} {name} to be {wanted}; {where}", phase
-        ) from None
+        return seen.get("raw"), False
 
 
 async def _wait_job(
     cl: Cluster,
     kind: str,
     name: str,
-    wanted: str,
-    timeout: float | None,
+    done: Callable[[dict[str, Any] | None], bool],
     namespace: str | None,
     seen: dict[str, Any],
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
     """:func:`wait_job` without its overall limit; ``seen["raw"]`` is the job as last read."""
     ns = namespace or cl.namespace
     res = JOB_RESOURCES[kind]
-    what = f"{kind} {name}"
-    raw = await get_job(cl, kind, name, ns)
-    seen["raw"] = raw
-    loop = asyncio.get_running_loop()
-    end = None if timeout is None else loop.time() + timeout
-
-    def check(obj: dict[str, Any]) -> bool:
-        phase = phase_of(obj)
-        if phase == wanted:
-            return True
-        if phase in TERMINAL_PHASES:
-            status = status_of(obj)
-            reason = ended_why(status) if status is not None else ""
-            raise JobEndedOtherwise(
-                f"{what} ended {phase}, not {wanted}" + (f": {reason}" if reason else ""), phase
-            )
-        return False
-
-    def timed_out() -> WaitTimeout:
-        return WaitTimeout(
-            f"timed out after {timeout:g}s waiting for {what} to be {wanted}; it is {phase_of(raw)}",
-            phase_of(raw),
-        )
-
+    raw = seen["raw"] = await get_job(cl, kind, name, ns)
     while True:
-        if check(raw):
+        if done(raw):
             return raw
-        left = None if end is None else end - loop.time()
-        if left is not None and left <= 0:
-            raise timed_out()
         rv = (raw.get("metadata") or {}).get("resourceVersion")
         params = {"fieldSelector": f"metadata.name={name}", "resourceVersion": rv, "timeoutSeconds": 300}
         try:
-            async with asyncio.timeout(left):
-                try:
-                    async for event in cl.kube.watch(res, ns, params, idle_timeout=330):
-                        kind_of = event.get("type")
-                        if kind_of == "ERROR":
-                            break  # e.g. 410 Gone: read it again and watch from there
-                        if kind_of == "DELETED":
-                            raise JobEndedOtherwise(f"{what} was deleted while waiting for it to be {wanted}", None)
-                        if kind_of in ("ADDED", "MODIFIED"):
-                            raw = seen["raw"] = event["object"]
-                            if check(raw):
-                                return raw
-                except ApiError as exc:
-                    if exc.status != 410:  # 410 Gone: the version is too old; read it again below
-                        raise _api_error(cl, exc, res, ns, name) from None
-                except _NETWORK_ERRORS:
-                    await asyncio.sleep(1.0)  # the server restarts, a connection broke: look again
-        except TimeoutError:  # the wait's own limit (a stalled stream is handled inside)
-            raise timed_out() from None
+            async for event in cl.kube.watch(res, ns, params, idle_timeout=330):
+                kind_of = event.get("type")
+                if kind_of == "ERROR":
+                    break  # e.g. 410 Gone: read it again and watch from there
+                if kind_of == "DELETED" and done(None):
+                    return None
+                if kind_of in ("ADDED", "MODIFIED"):
+                    raw = seen["raw"] = event["object"]
+                    if done(raw):
+                        return raw
+        except ApiError as exc:
+            if exc.status != 410:  # 410 Gone: the version is too old; read it again below
+                raise _api_error(cl, exc, res, ns, name) from None
+        except _NETWORK_ERRORS:
+            await asyncio.sleep(1.0)  # the server restarts, a connection broke: look again
         try:
             raw = seen["raw"] = await get_job(cl, kind, name, ns)
         except NotFound:
-            raise JobEndedOtherwise(f"{what} was deleted while waiting for it to be {wanted}", None) from None
+            if done(None):
+                return None
+            raise
         except Unreachable:  # the server restarts: keep looking until the time is up
-            if end is not None and loop.time() >= end:
-                raise timed_out() from None
             await asyncio.sleep(1.0)
 
 
@@ -814,25 +633,6 @@ def _started(pod: dict[str, Any], container: str) -> bool:
             state = cs.get("state") or {}
             return "running" in state or "terminated" in state or bool((cs.get("lastState") or {}).get("terminated"))
     return False
-
-
-@dataclass
-class LogOptions:
-    """What ``logs`` reads. ``replica_type``/``index``: one type, or one replica (then lines carry
-    no prefix); ``container``: with ``index``, that container (default: the first); ``follow``:
-    go on until the job has finished and every stream is drained, following new and replaced
-    pods; ``tail``: the last N lines (of the merged log; when following, of each replica);
-    ``timestamps``: keep each line's RFC 3339 timestamp (after the prefix); ``previous``: the
-    previous container of each pod (a restarted replica is a new pod, so this finds one only
-    where the kubelet restarted a container in place)."""
-
-    replica_type: str | None = None
-    index: int | None = None
-    container: str | None = None
-    follow: bool = False
-    tail: int | None = None
-    timestamps: bool = False
-    previous: bool = False
 
 
 async def open_logs(
@@ -1101,17 +901,17 @@ __all__ = [
     "connect",
     "create_job",
     "delete_job",
-    "describe_job",
+    "detail_view",
     "get_job",
     "job_events",
-    "open_logs",
     "job_pods",
     "list_jobs",
+    "open_logs",
     "parse",
     "patch_job",
     "phase_of",
+    "raw_view",
+    "read_view",
     "status_of",
-    "summary",
     "wait_job",
-    "why",
 ]

@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import math
 import os
 import re
 import shutil
@@ -46,84 +45,22 @@ from typing import Any
 
 import yaml
 
-from ..api import GROUP, KINDS, JobStatus
+from ..api import JobStatus
 from ..frameworks import parse_job
 from ..api.common import TERMINAL_PHASES
 from ..errors import AlreadyExists, JobsError, NotFound, NotSupported, UsageError
-from ..show import (
-    condition_lines,
-    ended_why,
-    exit_codes,
-    format_table,
-    human_age,
-    replica_problems,
-    replica_reason,
-    spec_lines,
-)
+from ..view import STOPPED, UNKNOWN
 from .ownership import GONE, RuntimeState, runtime_state
 
 #: Where ``t9k-jobs run`` puts run directories by default, relative to the working directory.
 DEFAULT_RUNS_DIR = Path("t9k-runs")
-#: The phase shown for a run whose runtime is gone while its status was not terminal.
-STOPPED = "Stopped"
-#: The phase shown when a run's state cannot be told (its runtime.pid or status.yaml missing or
-#: unreadable, its runtime not provably the process runtime.pid names); the reason goes with it.
-UNKNOWN = "Unknown"
 #: Seconds between two looks at a run's files while following or waiting.
 POLL = 0.2
 #: Seconds ``delete`` waits beyond the longest replica grace period for the runtime to exit.
 STOP_MARGIN = 15.0
 
-_SHORT_NAMES = {"gj": "GenericJob", "pj": "PyTorchTrainingJob", "dj": "DeepSpeedJob", "caij": "ColossalAIJob"}
-
-
 #: Every verb's error (``str()`` one line, ``exit_code`` the CLI's code): the SDK's base error.
 RunsError = JobsError
-
-# ----------------------------------------------------------------------------- names, durations
-
-
-def resolve_kind(text: str) -> str:
-    """The kind named by ``text``: a kind (``GenericJob``), its plural, lower case or not, or a
-    short name (``gj pj dj caij``); ``kind.group`` forms (``genericjobs.batch.tensorstack.dev``)
-    too. Raises :class:`UsageError` naming the accepted forms."""
-    word = text.strip().lower()
-    if word.endswith("." + GROUP):
-        word = word[: -len(GROUP) - 1]
-    if word in _SHORT_NAMES:
-        return _SHORT_NAMES[word]
-    for kind in KINDS:
-        if word in (kind.lower(), kind.lower() + "s"):
-            return kind
-    accepted = ", ".join(f"{k} ({short})" for short, k in _SHORT_NAMES.items())
-    raise UsageError(f"unknown kind {text!r}: use one of {accepted}, or their plurals")
-
-
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a Go-like duration (``30s``, ``5m``, ``1h30m``, ``500ms``) or a plain number of
-    seconds (``90``, ``2.5``). Raises :class:`UsageError` for anything else or a negative value."""
-    value = text.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        pos, seconds = 0, 0.0
-        for match in _DURATION.finditer(value):
-            if match.start() != pos:
-                break
-            seconds += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-            pos = match.end()
-        if pos != len(value) or not value:
-            raise UsageError(
-                f"bad duration {text!r}: use seconds or a Go duration such as 30s, 5m, 1h30m"
-            ) from None
-    if seconds < 0 or math.isnan(seconds):
-        raise UsageError(f"bad duration {text!r}: it must be zero or more")
-    return seconds
-
 
 # ----------------------------------------------------------------------------- the runtime's process
 
@@ -313,24 +250,6 @@ class LocalRun:
             return sum(g.replicas for g in groups)
         return sum(len(t.replicas) for t in status.tasks) if status is not None else 0
 
-    def summary(self, now: float | None = None) -> dict[str, Any]:
-        """One row of ``get``: ``name kind phase ready ("1/2") restarts age pid run_dir``."""
-        seen = self.observe()
-        status = seen.status
-        running = status.aggregate.running if status is not None and seen.alive else 0
-        restarts = sum(t.restart_count for t in status.tasks) if status is not None else 0
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "phase": seen.phase,
-            "ready": f"{running}/{self.replicas_wanted(status)}",
-            "restarts": restarts,
-            "age": human_age((now or time.time()) - self.created),
-            "backoff": status.backoff_count if status is not None else 0,
-            "pid": seen.pid,
-            "run_dir": str(self.run_dir),
-        }
-
     def to_object(self) -> dict[str, Any]:
         """The job as an API object (``-o yaml|json``): the manifest it runs, its status, and
         annotations ``t9k-jobs.local/run-dir``, ``.../runtime-pid`` (while it runs),
@@ -355,10 +274,6 @@ class LocalRun:
             obj["status"] = seen.status.dump()
         return obj
 
-    def ref(self) -> str:
-        """``genericjob.batch.tensorstack.dev/NAME`` (``-o name``)."""
-        return f"{self.kind.lower()}.{GROUP}/{self.name}"
-
     def events(self, last: int = 20) -> list[str]:
         """The last ``last`` lines of ``events.log`` (``HH:MM:SS Type Reason: message``)."""
         try:
@@ -369,37 +284,6 @@ class LocalRun:
             )
         except OSError:
             return []
-
-    def why(self, seen: Observation | None = None) -> str | None:
-        """One line saying why the job is not (or no longer) Running, or None when it runs well.
-
-        From, in order: a state that cannot be told, a runtime gone before the end, the
-        Failed/Completed condition, pause mode, and each replica that is not running with its
-        reason and message (a container that cannot start, init containers, GPUs held by
-        others, a restart backoff)."""
-        seen = seen if seen is not None else self.observe()
-        status, phase = seen.status, seen.phase
-        if phase == UNKNOWN:
-            return f"its state cannot be told: {seen.reason}"
-        if phase == STOPPED:
-            return "its runtime is not running (stopped by delete, Ctrl-C or a kill) before the job finished"
-        replicas = replica_problems(status)
-        if phase in TERMINAL_PHASES and status is not None:
-            return ended_why(status)
-        if phase == "Paused":
-            short = {v: k for k, v in _SHORT_NAMES.items()}.get(self.kind, self.kind)
-            return f"paused (spec.runMode.pause): t9k-jobs resume {short} {self.name}"
-        if status is None:
-            return "the runtime has not written a status yet"
-        failure = status.condition("ReplicaFailure")
-        if replicas:
-            return replicas
-        if failure is not None and failure.status == "True":
-            return failure.message
-        if phase != "Running":
-            return f"{phase}: no replica reports a reason"
-        return None
-
 
 # ----------------------------------------------------------------------------- finding runs
 
@@ -682,66 +566,6 @@ def follow_logs(
         time.sleep(POLL)
 
 
-# ----------------------------------------------------------------------------- wait
-
-
-WAIT_PHASES = ("Succeeded", "Failed", "Running")
-
-
-def wait_phase(target: str) -> str:
-    """The phase ``target`` names (any case), one of :data:`WAIT_PHASES`; raises
-    :class:`UsageError` for anything else."""
-    wanted = next((p for p in WAIT_PHASES if p.lower() == target.strip().lower()), None)
-    if wanted is None:
-        raise UsageError(f"--for={target!r} is not accepted: use Succeeded, Failed or Running")
-    return wanted
-
-
-@dataclass
-class WaitResult:
-    """How a wait ended: ``reached`` the phase asked for, and a one-line ``message``."""
-
-    reached: bool
-    phase: str
-    message: str
-
-
-def wait_for(
-    run: LocalRun, target: str, timeout: float | None = None, clock: Callable[[], float] = time.monotonic
-) -> WaitResult:
-    """Wait until ``run``'s job is in phase ``target`` (``Succeeded``, ``Failed`` or ``Running``,
-    any case), it ends in another terminal phase or is stopped (not reached), its state cannot be
-    told (:data:`UNKNOWN`, not reached: waiting on would never end), or ``timeout`` seconds pass
-    (None: no limit; not reached). Polls the run's files every :data:`POLL` s. Raises
-    :class:`UsageError` for another target."""
-    wanted = wait_phase(target)
-    end = None if timeout is None else clock() + timeout
-    what = f"{run.kind} {run.name}"
-    while True:
-        seen = run.observe()
-        phase = seen.phase
-        if phase == wanted:
-            return WaitResult(True, phase, f"{what} is {phase}")
-        if phase == UNKNOWN:
-            return WaitResult(False, phase, f"cannot wait for {what} to be {wanted}: {run.why(seen)}")
-        if phase in TERMINAL_PHASES or phase == STOPPED:
-            why = run.why(seen)
-            return WaitResult(
-                False, phase, f"{what} ended {phase}, not {wanted}" + (f": {why}" if why else "")
-            )
-        if end is not None and clock() >= end:
-            return WaitResult(
-                False,
-                phase,
-                f"timed out after {_seconds(timeout)} waiting for {what} to be {wanted}; it is {phase}",
-            )
-        time.sleep(POLL if end is None else max(0.0, min(POLL, end - clock())))
-
-
-def _seconds(value: float | None) -> str:
-    return f"{value:g}s" if value is not None else "-"
-
-
 # ----------------------------------------------------------------------------- stop
 
 
@@ -837,64 +661,6 @@ def purge(run: LocalRun) -> None:
     if state.unknown:
         raise RunsError(f"{run.kind} {run.name}: cannot tell whether its runtime runs ({state.reason}); not removed")
     shutil.rmtree(run.run_dir)
-
-
-# ----------------------------------------------------------------------------- text output
-
-
-def describe(run: LocalRun, events: int = 15) -> list[str]:
-    """``describe``'s lines for ``run``: identity and runtime, a spec summary per replica type,
-    why it is not Running (when it is not), conditions, a per-replica table (phase, restarts,
-    exit codes, reason) and the last ``events`` lines of ``events.log``."""
-    seen = run.observe()
-    status, pid, phase = seen.status, seen.pid, seen.phase
-    if pid is not None:
-        runtime = f"running, pid {pid}"
-    elif seen.runtime.unknown:
-        runtime = f"unknown: {seen.runtime.reason}"
-    else:
-        runtime = "not running"
-    out = [
-        f"Name:        {run.name}",
-        f"Kind:        {run.kind}",
-        f"Run dir:     {run.run_dir}",
-        f"Runtime:     {runtime}",
-        (
-            f"Created:     {dt.datetime.fromtimestamp(run.created).strftime('%Y-%m-%d %H:%M:%S')} "
-            f"({human_age(time.time() - run.created)} ago)"
-        ),
-        f"Phase:       {phase}",
-    ]
-    if status is not None:
-        out.append(f"Backoff:     {status.backoff_count}")
-        for label, value in (("Started:", status.start_time), ("Completed:", status.completion_time)):
-            if value:
-                out.append(f"{label:<12} {value}")
-    why = run.why(seen)
-    if why and phase != "Succeeded":
-        out.append(f"Why:         {why}")
-    out.append("Spec:")
-    if run.job is not None:
-        out += spec_lines(run.job, run.manifest.get("spec") or {})
-    else:
-        out.append("  (job.yaml no longer validates; see it in the run dir)")
-    out.append("Conditions:")
-    out += condition_lines(status)
-    out.append("Replicas:")
-    rows = []
-    for task in status.tasks if status is not None else []:
-        for rs in task.replicas:
-            rows.append([rs.name, rs.phase, rs.restart_count, exit_codes(rs), replica_reason(rs)])
-    if rows:
-        out += [
-            "  " + line for line in format_table(["NAME", "PHASE", "RESTARTS", "EXIT CODE", "REASON"], rows)
-        ]
-    else:
-        out.append("  <none>")
-    out.append("Events:")
-    lines = run.events(events)
-    out += [f"  {line}" for line in lines] if lines else ["  <none>"]
-    return out
 
 
 # ----------------------------------------------------------------------------- pause, resume, scale
@@ -1073,7 +839,9 @@ def already_running(runs_dir: Path, kind: str, name: str) -> str | None:
     if not live:
         return None
     other = live[-1]
-    short = {v: k for k, v in _SHORT_NAMES.items()}.get(kind, kind)
+    from ..show import short_name
+
+    short = short_name(kind)
     return (
         f"{kind} {name} {ALREADY_RUNNING} {other.run_dir} (runtime pid {other.pid()}); stop it first "
         f"(t9k-jobs delete {short} {name}), or start another beside it with --allow-duplicate"
@@ -1094,7 +862,6 @@ __all__ = [
     "RunsError",
     "StopResult",
     "UsageError",
-    "WaitResult",
     "already_running",
     "edit_spec",
     "find_run",
@@ -1102,14 +869,10 @@ __all__ = [
     "list_runs",
     "live_runs",
     "log_source",
-    "parse_duration",
     "purge",
-    "resolve_kind",
     "runtime_pid",
     "start_detached",
     "stop_run",
     "tail_offset",
-    "wait_for",
-    "wait_phase",
     "watched_manifest",
 ]

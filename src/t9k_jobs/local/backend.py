@@ -1,0 +1,223 @@
+"""The local backend of :class:`t9k_jobs.Client`: this machine's runs as job views.
+
+It reads and writes run directories through :mod:`t9k_jobs.local.runs` and returns
+:class:`t9k_jobs.view.JobView`; what is printed about a job is written once, in
+:mod:`t9k_jobs.show`. Local runs have no namespaces: a namespace is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..api import Job
+from ..errors import NotSupported, UsageError
+from ..view import JobView, LogOptions, LogStream
+from .runs import POLL, LocalRun, Observation
+
+
+def run_view(run: LocalRun, detail: bool = False, seen: Observation | None = None) -> JobView:
+    """The view of ``run`` now (its manifest is parsed only when the view's spec is read);
+    ``detail``: with the last lines of ``events.log``."""
+    seen = seen if seen is not None else run.observe()
+    status = seen.status
+    running = status.aggregate.running if status is not None and seen.alive else 0
+    return JobView(
+        target="local",
+        kind=run.kind,
+        name=run.name,
+        namespace=None,
+        phase=seen.phase,
+        status=status,
+        created=run.created,
+        replicas=run.replicas_wanted(status),
+        running=running,
+        load_job=lambda: run.job,
+        load_spec=lambda: run.manifest.get("spec") or {},
+        load_object=run.to_object,
+        source=run,
+        run_dir=run.run_dir,
+        pid=seen.pid,
+        runtime_reason=seen.runtime.reason if seen.runtime.unknown else None,
+        unknown_reason=seen.reason,
+        event_lines=run.events(15) if detail else [],
+        detailed=detail,
+    )
+
+
+class LocalBackend:
+    """Runs under ``runs_dir`` (default ``./t9k-runs``); with ``run_dir``, only the run there."""
+
+    target = "local"
+    namespace: str | None = None
+    server: str | None = None
+
+    def __init__(self, runs_dir: Path | None = None, run_dir: Path | None = None) -> None:
+        self.runs_dir = runs_dir
+        self.run_dir = run_dir
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def _no_namespace(self, namespace: str | None, all_namespaces: bool = False) -> None:
+        if namespace is not None:
+            raise NotSupported("-n/--namespace: local runs have no namespaces")
+        if all_namespaces:
+            raise NotSupported("-A/--all-namespaces: local runs have no namespaces")
+
+    def _find(self, kind: str | None, name: str | None) -> LocalRun:
+        from .runs import find_run
+
+        return find_run(kind, name, self.runs_dir, self.run_dir)
+
+    # -- reading
+
+    def get(self, kind: str, name: str, namespace: str | None = None, detail: bool = False) -> JobView:
+        self._no_namespace(namespace)
+        return run_view(self._find(kind, name), detail)
+
+    def list(
+        self,
+        kind: str | None = None,
+        name: str | None = None,
+        namespace: str | None = None,
+        all_namespaces: bool = False,
+        detail: bool = False,
+    ) -> list[JobView]:
+        """The newest run of each name and every live one (of ``kind``, and ``name`` when given:
+        NotFound when it has none); with ``run_dir``, that run."""
+        from .runs import list_runs
+
+        self._no_namespace(namespace, all_namespaces)
+        if self.run_dir is not None:
+            runs = [self._find(kind, name)]
+        elif name is not None:
+            runs = list_runs(self.runs_dir, kind, name) or [self._find(kind, name)]  # raises NotFound
+        else:
+            runs = list_runs(self.runs_dir, kind)
+        return [run_view(r, detail) for r in runs]
+
+    def watch(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        done: Callable[[JobView | None], bool],
+        timeout: float | None,
+    ) -> tuple[JobView | None, bool]:
+        """Look at the run every :data:`~t9k_jobs.local.runs.POLL` s until ``done(view)`` or
+        ``timeout`` seconds pass: ``(the last view, whether done said yes)``."""
+        self._no_namespace(namespace)
+        run = self._find(kind, name)
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            view = run_view(run)
+            if done(view):
+                return view, True
+            if end is not None and time.monotonic() >= end:
+                return view, False
+            time.sleep(POLL if end is None else max(0.0, min(POLL, end - time.monotonic())))
+
+    def logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> LogStream:
+        from .runs import follow_logs, log_source
+
+        self._no_namespace(namespace)
+        o = options
+        if o.timestamps:
+            raise NotSupported("--timestamps: local logs carry no timestamps (lines are kept as printed)")
+        if o.previous:
+            raise NotSupported("--previous: a restarted local replica writes on in the same log, which logs shows whole")
+        run = self._find(kind, name)
+        log_source(run, o.replica_type, o.index, o.container)  # raises for a replica type or container not in the job
+        lines = follow_logs(run, o.replica_type, o.index, o.container, follow=o.follow, tail=o.tail)
+        return LogStream(lines, lines.close)
+
+    # -- writing
+
+    def create(self, job: Job, manifest: dict[str, Any], path: Path | None, namespace: str | None = None) -> JobView:
+        """Locally, creating a job is running it (:meth:`run`)."""
+        self._no_namespace(namespace)
+        return self.run(job, path)
+
+    def run(
+        self,
+        job: Job,
+        path: Path | None,
+        run_dir: str | os.PathLike | None = None,
+        gpus: str | None = None,
+        watch: bool = True,
+        allow_duplicate: bool = False,
+    ) -> JobView:
+        """Start ``job`` (from the file ``path``, watched for edits, or from its dump) in the
+        background; the view once its runtime has started."""
+        from ..render import to_yaml
+        from .gpus import GpuInventory
+        from .runner import RunDirError, cannot_run_reason, make_run_dir, new_default_run_dir
+        from .runs import start_detached
+
+        inventory = None
+        if gpus is not None:
+            try:
+                inventory = GpuInventory.declared(gpus)
+            except ValueError as exc:
+                raise UsageError(f"--gpus: {exc}") from None
+        reason = cannot_run_reason(job, inventory if inventory is not None else GpuInventory.discovered())
+        if reason is not None:
+            raise UsageError(reason)
+        try:
+            target = make_run_dir(Path(run_dir)) if run_dir is not None else new_default_run_dir(job)
+        except RunDirError as exc:
+            raise UsageError(str(exc)) from None
+        extra = ([] if watch else ["--no-watch"]) + ([] if gpus is None else ["--gpus", gpus])
+        extra += ["--allow-duplicate"] if allow_duplicate else []
+        started = start_detached(
+            path.resolve() if path is not None else None,
+            to_yaml([job.dump()]) if path is None else None,
+            target,
+            extra,
+        )
+        return run_view(started)
+
+    def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
+        """Set ``path`` to ``value`` in the run's own copy of its manifest and wait for the run to
+        apply it (:func:`t9k_jobs.local.runs.edit_spec`)."""
+        from .runs import edit_spec
+
+        return run_view(edit_spec(view.source, path, value, verb))
+
+    def delete(
+        self, kind: str, name: str, namespace: str | None = None, purge: bool = False, timeout: float | None = None
+    ) -> list[str]:
+        """Stop the run gracefully (only a runtime proven to be its own is signalled); keep its run
+        dir unless ``purge``. The lines ``delete`` prints."""
+        from ..show import ref
+        from .runs import purge as purge_run
+        from .runs import stop_run
+
+        self._no_namespace(namespace)
+        run = self._find(kind, name)
+        state = run.runtime()
+        out = []
+        if state.pid is not None:
+            out.append(f"stopping {run.kind} {run.name} (runtime pid {state.pid})...")
+        result = stop_run(run, timeout)  # raises, signalling nothing, when the runtime cannot be told
+        if not result.was_running:
+            out.append(f"{run.kind} {run.name} is not running ({run.phase()}); nothing to stop")
+        elif result.exited:
+            out.append(f"{ref(run.kind, run.name)} stopped in {result.seconds:.1f}s")
+        else:
+            out.append(f"{ref(run.kind, run.name)} did not stop in time: killed after {result.seconds:.1f}s")
+        if result.swept:
+            out.append(f"killed {result.swept} leftover process(es) of the run")
+        if purge:
+            purge_run(run)
+            out.append(f"removed {run.run_dir}")
+        else:
+            out.append(f"logs and status kept in {run.run_dir}")
+        return out
+
+
+__all__ = ["LocalBackend", "run_view"]

@@ -1,0 +1,157 @@
+"""The one job view both backends return, and the other shapes they share (issue 23).
+
+A backend (:mod:`t9k_jobs.local.backend` for this machine's runs, :mod:`t9k_jobs.cluster.backend`
+for a cluster) reads a job and returns a :class:`JobView`: what every verb shows about it, with
+nothing said yet. The presenting (the ``get`` row, ``why``, ``describe``, the wait messages) is
+written once over this view, in :mod:`t9k_jobs.show`. Facts only one target has are fields the
+other leaves empty: a local run's directory and runtime, a cluster job's pods, PodGroup and Events.
+
+No I/O here beyond what a backend hands in as a loader (a local run's manifest is parsed only
+when its spec is first read, so ``get`` over many runs parses none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from .api import Job, JobStatus
+from .api.common import ReplicaStatus
+
+#: The phase shown for a local run whose runtime is gone while its status was not terminal.
+STOPPED = "Stopped"
+#: The phase shown when a local run's state cannot be told; ``unknown_reason`` says why.
+UNKNOWN = "Unknown"
+
+
+@dataclass
+class Event:
+    """One Event of a cluster job or of its pods: ``when`` (epoch seconds, None when unknown),
+    ``type`` (Normal, Warning), ``reason``, ``object`` (``pod/NAME``) and ``message``."""
+
+    when: float | None
+    type: str
+    reason: str
+    object: str
+    message: str
+
+
+@dataclass(eq=False)
+class JobView:
+    """A job as one backend sees it now.
+
+    Both targets: ``target`` (``"local"`` or ``"cluster"``), ``kind``, ``name``, ``namespace``
+    (None for a local run), ``phase`` (the phase shown: a local run adds :data:`STOPPED` and
+    :data:`UNKNOWN`; ``Pending`` before the first status), ``status`` (None before the first, or
+    unreadable), ``created`` (epoch seconds, None when unknown), ``replicas`` (how many the job
+    has), ``running`` (how many run now), the typed ``job`` and its raw ``spec`` (read through
+    ``load_job`` and ``load_spec`` when first asked for; ``job`` is None when the spec does not
+    validate) and ``object`` (the job as ``-o yaml`` prints it, through ``load_object``).
+
+    A local run: ``run_dir``, ``pid`` (its runtime's while it provably runs), ``runtime_reason``
+    (why its runtime's state cannot be told), ``unknown_reason`` (why its phase is
+    :data:`UNKNOWN`), ``event_lines`` (the last lines of ``events.log``).
+
+    A cluster job: ``pods`` (its pods as the API server returns them, being deleted included),
+    ``live_replicas`` (the pods not being deleted, as replica statuses), what its native gang's
+    ``scheduling.k8s.io/v1beta1`` PodGroup and pods say (``pod_group``: the PodGroup's line,
+    ``gang``: why the gang waits, ``preempted``: ``preempted by higher priority at <time>``; each
+    None when there is nothing to say: :mod:`t9k_jobs.cluster.gang_why`) and ``events`` (of the
+    job and its pods, oldest first). These are read only for ``describe`` (``detailed``); the
+    preemption also without.
+
+    ``source``: what the backend needs to act on this job again (a local run, a server object).
+    """
+
+    target: str
+    kind: str
+    name: str
+    namespace: str | None
+    phase: str
+    status: JobStatus | None
+    created: float | None
+    replicas: int
+    running: int
+    load_job: Callable[[], Job | None] = field(repr=False)
+    load_spec: Callable[[], dict[str, Any]] = field(repr=False)
+    load_object: Callable[[], dict[str, Any]] = field(repr=False)
+    source: Any = field(default=None, repr=False)
+    run_dir: Path | None = None
+    pid: int | None = None
+    runtime_reason: str | None = None
+    unknown_reason: str | None = None
+    event_lines: list[str] = field(default_factory=list, repr=False)
+    detailed: bool = False
+    pods: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    live_replicas: list[ReplicaStatus] = field(default_factory=list, repr=False)
+    pod_group: str | None = None
+    gang: str | None = None
+    preempted: str | None = None
+    events: list[Event] = field(default_factory=list, repr=False)
+
+    @cached_property
+    def job(self) -> Job | None:
+        return self.load_job()
+
+    @cached_property
+    def spec(self) -> dict[str, Any]:
+        return self.load_spec()
+
+    @cached_property
+    def object(self) -> dict[str, Any]:
+        return self.load_object()
+
+
+@dataclass
+class LogOptions:
+    """What ``logs`` reads. ``replica_type``/``index``: one type, or one replica (then lines carry
+    no prefix); ``container``: with ``index``, that container (default: the first); ``follow``:
+    go on until the job has finished and every stream is drained, following new and replaced
+    replicas; ``tail``: the last N lines (of the merged log; on a cluster when following, of each
+    replica); ``timestamps``: keep each line's RFC 3339 timestamp (cluster only); ``previous``:
+    the previous container of each pod (cluster only)."""
+
+    replica_type: str | None = None
+    index: int | None = None
+    container: str | None = None
+    follow: bool = False
+    tail: int | None = None
+    timestamps: bool = False
+    previous: bool = False
+
+
+class LogStream(Iterator[str]):
+    """Log lines (str, without the newline) as they come; iterate over it. :meth:`close` stops a
+    followed stream early (so does leaving a ``with`` block); it ends by itself when the job has
+    finished and every replica's log is read."""
+
+    def __init__(self, lines: Iterator[str], close: Callable[[], None] | None = None) -> None:
+        self._lines = lines
+        self._close = close
+
+    def __iter__(self) -> LogStream:
+        return self
+
+    def __next__(self) -> str:
+        return next(self._lines)
+
+    def close(self) -> None:
+        """Stop reading: followed streams are closed, no more lines come."""
+        if self._close is not None:
+            self._close()
+            self._close = None
+        close = getattr(self._lines, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> LogStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["STOPPED", "UNKNOWN", "Event", "JobView", "LogOptions", "LogStream"]
