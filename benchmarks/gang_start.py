@@ -29,16 +29,15 @@ import shutil
 import signal
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks.node_faults import build, machine, new_namespace, on_sigterm  # noqa: E402
+from benchmarks.node_faults import machine, new_namespace, on_sigterm, prepare_node  # noqa: E402
 from tests.cluster.kube import Kube, KubeError  # noqa: E402
-from tests.node.conftest import IMAGES, TRAINING_IMAGE, Node, NodeError, install_operator, preflight  # noqa: E402
+from tests.node.conftest import IMAGES, TRAINING_IMAGE, NodeError, install_operator  # noqa: E402
 
 MODES = ("gang", "plain")
 
@@ -118,17 +117,7 @@ def table(runs: list[dict[str, Any]]) -> str:
 
 
 def bench(args: argparse.Namespace) -> int:
-    if os.geteuid() != 0:
-        raise NodeError("a real node needs root (containerd, cgroups, network namespaces); run as root")
-    progress("building (or finding cached) the control plane, the node and the images")
-    build("bash", str(ROOT / "tools/node/packages.sh"))
-    preflight()
-    cp_bin = Path(build("bash", str(ROOT / "tools/controlplane/build.sh")).split()[-1])
-    node_bin = Path(build("bash", str(ROOT / "tools/node/build.sh")).split()[-1])
-    lines = build("bash", str(ROOT / "tools/images/build.sh"), *IMAGES).splitlines()
-    archives = dict(line.split(None, 1) for line in lines if line.strip())
-    work = Path(tempfile.mkdtemp(prefix="bench-gang-", dir="/tmp"))  # short: containerd's socket path
-    node = Node(work, cp_bin, node_bin, [ROOT / "deploy" / "crds"])
+    node, work, archives = prepare_node("bench-gang-", progress)
     data: dict[str, Any] = {
         "command": shlex.join(["python", *sys.argv]),
         "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

@@ -115,18 +115,25 @@ def on_sigterm(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def bench(args: argparse.Namespace) -> int:
+def prepare_node(prefix: str, say: Any = progress) -> tuple[Node, Path, dict[str, str]]:
+    """Build (or find cached) the control plane, the node and the images; returns the Node (not
+    started) in a new directory ``/tmp/<prefix>*``, that directory, and image name -> archive.
+    Raises NodeError when not root or a build fails."""
     if os.geteuid() != 0:
         raise NodeError("a real node needs root (containerd, cgroups, network namespaces); run as root")
-    progress("building (or finding cached) the control plane, the node and the images")
+    say("building (or finding cached) the control plane, the node and the images")
     build("bash", str(ROOT / "tools/node/packages.sh"))
     preflight()
     cp_bin = Path(build("bash", str(ROOT / "tools/controlplane/build.sh")).split()[-1])
     node_bin = Path(build("bash", str(ROOT / "tools/node/build.sh")).split()[-1])
     lines = build("bash", str(ROOT / "tools/images/build.sh"), *IMAGES).splitlines()
     archives = dict(line.split(None, 1) for line in lines if line.strip())
-    work = Path(tempfile.mkdtemp(prefix="bench-faults-", dir="/tmp"))  # short: containerd's socket path
-    node = Node(work, cp_bin, node_bin, [ROOT / "deploy" / "crds"])
+    work = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))  # short: containerd's socket path
+    return Node(work, cp_bin, node_bin, [ROOT / "deploy" / "crds"]), work, archives
+
+
+def bench(args: argparse.Namespace) -> int:
+    node, work, archives = prepare_node("bench-faults-")
     data: dict[str, Any] = {
         "command": shlex.join(["python", *sys.argv]),
         "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

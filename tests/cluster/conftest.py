@@ -81,10 +81,10 @@ def build_bin_dir() -> Path:
     return _build["bin"]  # type: ignore[return-value]
 
 
-@pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    bin_dir = build_bin_dir()
-    plane = ControlPlane(tmp_path_factory.mktemp("controlplane"), bin_dir, crds=[CRD_DIR])
+def started_plane(directory: Path, **options: object) -> Iterator[ControlPlane]:
+    """A control plane with the CRDs in ``directory`` (``options``: ControlPlane's), started, and
+    stopped when the generator is closed; fails (never skips) the test when it cannot start."""
+    plane = ControlPlane(directory, build_bin_dir(), crds=[CRD_DIR], **options)  # type: ignore[arg-type]
     try:
         plane.start()
         error = ""
@@ -94,6 +94,11 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
         pytest.fail(f"the control plane did not start: {error}", pytrace=False)
     yield plane
     plane.stop()
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    yield from started_plane(tmp_path_factory.mktemp("controlplane"))
 
 
 @pytest.fixture(scope="session")

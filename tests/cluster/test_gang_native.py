@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import CRD_DIR, ControlPlane, ControlPlaneError, build_bin_dir
+from .conftest import ControlPlane, started_plane
 from .kube import Kube, KubeError, job_path
 from .operator_proc import OperatorProcess
 from .test_operator import condition, create, events, pytorch, reasons, run_all, status, wait_phase, wait_pods
@@ -106,18 +106,7 @@ def test_the_pod_group_goes_with_its_job(kube: Kube, namespace: str, operator: O
 
 @pytest.fixture(scope="module")
 def plane_without_workload_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    plane = ControlPlane(
-        tmp_path_factory.mktemp("controlplane-no-workload"), build_bin_dir(), crds=[CRD_DIR], workload_api=False
-    )
-    try:
-        plane.start()
-        error = ""
-    except ControlPlaneError as exc:
-        error = str(exc)
-    if error:
-        pytest.fail(f"the control plane did not start: {error}", pytrace=False)
-    yield plane
-    plane.stop()
+    yield from started_plane(tmp_path_factory.mktemp("controlplane-no-workload"), workload_api=False)
 
 
 @pytest.fixture(scope="module")
