@@ -179,10 +179,13 @@ def test_verbs_without_a_name_act_on_nothing_locally(tmp_path: Path) -> None:
     runs = tmp_path / "t9k-runs"
     make_run(runs, "somebody", SUCCEEDED_STATUS, None)
     client = Client.local(runs)
+    # describe without a name describes every job of the kind, as kubectl describe KIND does
+    # (issue 23); it changes nothing.
+    assert "somebody" in client.describe("gj", None)
     for name in (None, "", "  "):
         for call in (
             lambda name=name: client.get("gj", name),
-            lambda name=name: client.describe("gj", name),
+            lambda name=name: client.describe("gj", name) if name is not None else client.get("gj", name),
             lambda name=name: client.delete("gj", name, purge=True),
             lambda name=name: client.pause("gj", name),
             lambda name=name: client.resume("gj", name),
