@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import difflib
 import json
 import re
 import sys
@@ -35,6 +34,7 @@ from .. import __version__
 from ..api.kinds import KINDS
 from ..render import to_yaml
 from . import rbac
+from . import stale_files
 from .crd import crd_for
 
 __all__ = [
@@ -758,26 +758,7 @@ def check_chart(directory: str | Path) -> list[str]:
     """
     directory = Path(directory)
     wanted = generate_chart()
-    problems: list[str] = []
-    for name, text in wanted.items():
-        path = directory / name
-        if not path.is_file():
-            problems.append(f"{path}: missing")
-            continue
-        have = path.read_text(encoding="utf-8")
-        if have != text:
-            lines = list(
-                difflib.unified_diff(
-                    have.splitlines(keepends=True),
-                    text.splitlines(keepends=True),
-                    fromfile=f"{path} (committed)",
-                    tofile=f"{path} (generated)",
-                    n=2,
-                )
-            )
-            more = f"... ({len(lines) - 60} more diff lines)\n" if len(lines) > 60 else ""
-            shown = "".join(lines[:60]) + more
-            problems.append(f"{path}: out of date\n{shown}")
+    problems = stale_files(directory, wanted)
     templates = directory / "templates"
     if templates.is_dir():
         for path in sorted(p for p in templates.rglob("*") if p.is_file()):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import difflib
 import math
 import sys
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 import yaml
 
 from ..api.common import GROUP, VERSION, JobStatus
+from . import stale_files
 from ..api.kinds import KINDS, JobBase
 
 __all__ = [
@@ -511,25 +511,8 @@ def check_crds(directory: str | Path) -> list[str]:
     (a different file with a short unified diff). An empty list means up to date.
     """
     directory = Path(directory)
-    problems: list[str] = []
     wanted = generate_crds()
-    for name, text in wanted.items():
-        path = directory / name
-        if not path.is_file():
-            problems.append(f"{path}: missing")
-            continue
-        have = path.read_text(encoding="utf-8")
-        if have != text:
-            diff = difflib.unified_diff(
-                have.splitlines(keepends=True),
-                text.splitlines(keepends=True),
-                fromfile=f"{path} (committed)",
-                tofile=f"{path} (generated)",
-                n=2,
-            )
-            lines = list(diff)
-            shown = "".join(lines[:60]) + (f"... ({len(lines) - 60} more diff lines)\n" if len(lines) > 60 else "")
-            problems.append(f"{path}: out of date\n{shown}")
+    problems = stale_files(directory, wanted)
     if directory.is_dir():
         for path in sorted(directory.glob(f"{GROUP}_*.yaml")):
             if path.name not in wanted:

@@ -17,7 +17,6 @@ and check them with ``--check deploy`` (exit status 1 when they are out of date)
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from ..cluster.client import (
     TENSORBOARDS,
 )
 from ..render import to_yaml
+from . import stale_files
 from .crd import crd_for
 
 __all__ = [
@@ -407,29 +407,7 @@ def generate_deploy(image: str = DEFAULT_IMAGE) -> dict[str, str]:
 
 def check_deploy(directory: str | Path) -> list[str]:
     """Compare ``directory`` with :func:`generate_deploy`; one message per missing or stale file."""
-    directory = Path(directory)
-    problems: list[str] = []
-    for name, text in generate_deploy().items():
-        path = directory / name
-        if not path.is_file():
-            problems.append(f"{path}: missing")
-            continue
-        have = path.read_text(encoding="utf-8")
-        if have != text:
-            lines = list(
-                difflib.unified_diff(
-                    have.splitlines(keepends=True),
-                    text.splitlines(keepends=True),
-                    fromfile=f"{path} (committed)",
-                    tofile=f"{path} (generated)",
-                    n=2,
-                )
-            )
-            shown = "".join(lines[:60]) + (
-                f"... ({len(lines) - 60} more diff lines)\n" if len(lines) > 60 else ""
-            )
-            problems.append(f"{path}: out of date\n{shown}")
-    return problems
+    return stale_files(Path(directory), generate_deploy())
 
 
 def main(argv: list[str] | None = None) -> int:
