@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,7 +31,27 @@ class Run:
             text=True,
             start_new_session=True,
         )
-        self.output = ""
+        self._chunks: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._chunks.append(line)
+
+    @property
+    def output(self) -> str:
+        """What the runtime printed so far (stdout and stderr), read as it comes."""
+        return "".join(self._chunks)
+
+    def wait_output(self, text: str, timeout: float = 60) -> None:
+        """Wait until the runtime has printed ``text``; fail with its output on timeout."""
+        end = time.monotonic() + timeout
+        while text not in self.output:
+            if time.monotonic() > end:
+                pytest.fail(f"timed out after {timeout} s waiting for {text!r} in the output:\n{self.output}")
+            time.sleep(0.05)
 
     def status(self) -> dict[str, Any]:
         path = self.run_dir / "status.yaml"
@@ -63,11 +84,11 @@ class Run:
 
     def finish(self, timeout: float = 120) -> int:
         try:
-            out, _ = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
-            out, _ = self.proc.communicate()
-        self.output += out or ""
+            self.proc.wait()
+        self._reader.join(10)
         return self.proc.returncode
 
 
@@ -92,7 +113,7 @@ def start(tmp_path: Path) -> Iterator[Callable[..., Run]]:
                 os.killpg(run.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            run.proc.communicate()
+            run.finish(10)
 
 
 def alive(pid: int) -> bool:

@@ -28,6 +28,14 @@ def generic(name: str, command: list[str], replicas: int = 2, **container) -> di
         {"type": "worker", "replicas": replicas, "restartPolicy": {"policy": "Never"}, "template": template(command, **container)}]})
 
 
+def replica_log(run, name: str) -> str:
+    """What worker 0 of job ``name`` has printed so far (its container log in the run dir)."""
+    try:
+        return (run.run_dir / f"{name}-worker-0.pytorch.log").read_text()
+    except OSError:
+        return ""
+
+
 def marker_of(run) -> bytes:
     return f"T9K_JOBS_RUN_DIR={run.run_dir.resolve()}".encode()
 
@@ -64,9 +72,9 @@ def test_a_second_ctrl_c_does_not_wait_for_the_grace_period(start) -> None:
     manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["terminationGracePeriodSeconds"] = 600
     run = start(manifest)
     run.wait_for(lambda s: s.get("aggregate", {}).get("running") == 1, timeout=60)
-    wait_until(lambda: carrying(marker_of(run), b"signal.SIG_IGN"), 30, "the replica to run")
+    wait_until(lambda: "ready" in replica_log(run, "stubborn"), 30, "the replica to ignore SIGTERM")
     run.signal(signal.SIGINT)
-    time.sleep(1)  # the graceful stop is under way (the replica ignores it)
+    run.wait_output("again to kill them at once", 30)  # the graceful stop is under way (the replica ignores it)
     assert run.proc.poll() is None and carrying(marker_of(run))
     started = time.monotonic()
     run.signal(signal.SIGINT)
@@ -105,7 +113,7 @@ def test_the_grace_period_is_counted_down(start) -> None:
     manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["terminationGracePeriodSeconds"] = 3
     run = start(manifest)
     run.wait_for(lambda s: s.get("aggregate", {}).get("running") == 1, timeout=60)
-    wait_until(lambda: carrying(marker_of(run), b"signal.SIG_IGN"), 30, "the replica to run")
+    wait_until(lambda: "ready" in replica_log(run, "slow-stop"), 30, "the replica to ignore SIGTERM")
     run.signal(signal.SIGINT)
     assert run.finish(60) == 130, run.output
     assert "SIGTERM sent, SIGKILL in 3s if they have not ended" in run.output, run.output
