@@ -145,7 +145,7 @@ def run(
 ) -> None:
     """Run the job in FILE on this machine; exit 0 only when it Succeeded (with -d: once it started)."""
     from .local.gpus import GpuInventory
-    from .local.runner import run_job
+    from .local.runtime import run_job
 
     inventory = None
     if gpus is not None:
@@ -546,7 +546,7 @@ def get(
     if not rows:
         what = f" of {kind_name}" if kind_name else ""
         if client.target == "local":
-            from .local.runs import runs_dir_default
+            from .local.rundirs import runs_dir_default
 
             typer.echo(f"No local runs{what} found in {runs_dir or runs_dir_default()}.", err=True)
         elif all_namespaces:

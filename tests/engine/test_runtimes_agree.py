@@ -58,7 +58,7 @@ def local_world(tmp_path: Path) -> Callable[[Any], World]:
     from t9k_jobs.local.display import Display
     from t9k_jobs.local.gpus import GpuInventory
     from t9k_jobs.local.processes import LocalPod
-    from t9k_jobs.local.runner import LocalRunner
+    from t9k_jobs.local.runtime import LocalRunner
     from t9k_jobs.sshkeys import materialize
 
     def make(job: Any) -> World:

@@ -479,7 +479,7 @@ def test_a_pod_waits_for_gpus_still_held_and_starts_when_they_are_given_back(tmp
     import asyncio
 
     from t9k_jobs.local.display import Display
-    from t9k_jobs.local.runner import LocalRunner
+    from t9k_jobs.local.runtime import LocalRunner
 
     gate = tmp_path / "gate"
     code = (
@@ -692,7 +692,7 @@ def test_rank_gpus_script_sets_the_devices_then_becomes_the_rank(tmp_path: Path,
 def _local_pods(manifest: dict[str, Any], run_dir: Path) -> dict[str, dict[str, Any]]:
     """The pods a local run's first reconcile of ``manifest`` starts, by name."""
     from t9k_jobs.engine import Observed, reconcile
-    from t9k_jobs.local.runner import LocalAddressing
+    from t9k_jobs.local.runtime import LocalAddressing
 
     plan = reconcile(parse_job(manifest), Observed(), 0.0, LocalAddressing(run_dir))
     return {o["metadata"]["name"]: o for o in plan.create if o["kind"] == "Pod"}

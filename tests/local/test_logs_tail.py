@@ -17,7 +17,7 @@ import yaml
 
 from t9k_jobs import Client
 from t9k_jobs.errors import NotFound, UsageError
-from t9k_jobs.local.runs import LocalRun, follow_logs, tail_offset
+from t9k_jobs.local.rundirs import LocalRun, follow_logs, tail_offset
 
 from .conftest import job, py, template
 

@@ -1,6 +1,6 @@
 """The local backend of :class:`t9k_jobs.Client`: this machine's runs as job views.
 
-It reads and writes run directories through :mod:`t9k_jobs.local.runs` and returns
+It reads and writes run directories through :mod:`t9k_jobs.local.rundirs` and returns
 :class:`t9k_jobs.view.JobView`; what is printed about a job is written once, in
 :mod:`t9k_jobs.show`. Local runs have no namespaces: a namespace is refused.
 """
@@ -16,7 +16,7 @@ from typing import Any
 from ..api import Job
 from ..errors import NotSupported, UsageError
 from ..view import JobView, LogOptions, LogStream
-from .runs import POLL, LocalRun, Observation
+from .rundirs import POLL, LocalRun, Observation
 
 
 def run_view(run: LocalRun, detail: bool = False, seen: Observation | None = None) -> JobView:
@@ -69,7 +69,7 @@ class LocalBackend:
             raise NotSupported("-A/--all-namespaces: local runs have no namespaces")
 
     def _find(self, kind: str | None, name: str | None) -> LocalRun:
-        from .runs import find_run
+        from .rundirs import find_run
 
         return find_run(kind, name, self.runs_dir, self.run_dir)
 
@@ -89,7 +89,7 @@ class LocalBackend:
     ) -> list[JobView]:
         """The newest run of each name and every live one (of ``kind``, and ``name`` when given:
         NotFound when it has none); with ``run_dir``, that run."""
-        from .runs import list_runs
+        from .rundirs import list_runs
 
         self._no_namespace(namespace, all_namespaces)
         if self.run_dir is not None:
@@ -108,7 +108,7 @@ class LocalBackend:
         done: Callable[[JobView | None], bool],
         timeout: float | None,
     ) -> tuple[JobView | None, bool]:
-        """Look at the run every :data:`~t9k_jobs.local.runs.POLL` s until ``done(view)`` or
+        """Look at the run every :data:`~t9k_jobs.local.rundirs.POLL` s until ``done(view)`` or
         ``timeout`` seconds pass: ``(the last view, whether done said yes)``."""
         self._no_namespace(namespace)
         run = self._find(kind, name)
@@ -122,7 +122,7 @@ class LocalBackend:
             time.sleep(POLL if end is None else max(0.0, min(POLL, end - time.monotonic())))
 
     def logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> LogStream:
-        from .runs import follow_logs, log_source
+        from .rundirs import follow_logs, log_source
 
         self._no_namespace(namespace)
         o = options
@@ -155,8 +155,8 @@ class LocalBackend:
         background; the view once its runtime has started."""
         from ..render import to_yaml
         from .gpus import GpuInventory
-        from .runner import RunDirError, cannot_run_reason, make_run_dir, new_default_run_dir
-        from .runs import start_detached
+        from .runtime import RunDirError, cannot_run_reason, make_run_dir, new_default_run_dir
+        from .rundirs import start_detached
 
         inventory = None
         if gpus is not None:
@@ -183,8 +183,8 @@ class LocalBackend:
 
     def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
         """Set ``path`` to ``value`` in the run's own copy of its manifest and wait for the run to
-        apply it (:func:`t9k_jobs.local.runs.edit_spec`)."""
-        from .runs import edit_spec
+        apply it (:func:`t9k_jobs.local.rundirs.edit_spec`)."""
+        from .rundirs import edit_spec
 
         return run_view(edit_spec(view.source, path, value, verb))
 
@@ -194,8 +194,8 @@ class LocalBackend:
         """Stop the run gracefully (only a runtime proven to be its own is signalled); keep its run
         dir unless ``purge``. The lines ``delete`` prints."""
         from ..show import ref
-        from .runs import purge as purge_run
-        from .runs import stop_run
+        from .rundirs import purge as purge_run
+        from .rundirs import stop_run
 
         self._no_namespace(namespace)
         run = self._find(kind, name)

@@ -1,6 +1,6 @@
 """Day-two verbs over local runs: find them, read their status, follow their logs, wait, stop.
 
-A local run is a run directory written by :func:`t9k_jobs.local.runner.run_job`:
+A local run is a run directory written by :func:`t9k_jobs.local.runtime.run_job`:
 ``runtime.pid`` (the process that runs it, locked by it: :mod:`t9k_jobs.local.ownership`),
 ``run.json`` (kind, name, start, replicas: what ``get`` reads), ``job.yaml`` (the job as it runs:
 written at the start and again when an edit is applied), ``manifest.yaml`` (the run's own copy of
@@ -672,7 +672,7 @@ APPLY_TIMEOUT = 15.0
 def watched_manifest(run: LocalRun) -> Path | None:
     """The manifest file ``run``'s runtime applies edits of (``manifest.path`` in the run dir), or
     None when it watches none (started from standard input, or with ``--no-watch``)."""
-    from .runner import WATCHED_MANIFEST
+    from .runtime import WATCHED_MANIFEST
 
     try:
         text = (run.run_dir / WATCHED_MANIFEST).read_text(encoding="utf-8").strip()

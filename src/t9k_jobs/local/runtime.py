@@ -272,7 +272,7 @@ def run_job(
     """
     from .edits import write_copy
     from .ownership import dir_lock, publish_runtime
-    from .runs import already_running
+    from .rundirs import already_running
 
     gpus = gpus if gpus is not None else GpuInventory.discovered()
     reason = cannot_run_reason(job, gpus)
@@ -295,7 +295,7 @@ def run_job(
                             run_dir.rmdir()
                     display.error(taken)
                     return EXIT_FAILED
-            # What the verbs read (t9k_jobs.local.runs): this runtime's pid, locked for as long as
+            # What the verbs read (t9k_jobs.local.rundirs): this runtime's pid, locked for as long as
             # it lives (published first: a run dir with a job is never without it), the job as it
             # started, the run's own copy of the manifest, and last the run's identity (run.json),
             # which makes the run visible to the verbs with everything they read in place.
@@ -340,7 +340,7 @@ def _manifest_doc(path: Path) -> dict[str, Any] | None:
 def write_status(run_dir: Path, status: dict[str, Any]) -> None:
     """Write ``status.yaml`` whole, then ``status.json``: the same status with the identity of that
     ``status.yaml`` (inode, size, modification time in ns), which :meth:`LocalRun.read_status
-    <t9k_jobs.local.runs.LocalRun.read_status>` trusts only while it still names the file there.
+    <t9k_jobs.local.rundirs.LocalRun.read_status>` trusts only while it still names the file there.
     Raises ``OSError``."""
     from .ownership import write_atomic
 
