@@ -17,9 +17,6 @@ class Addressing(Protocol):
     replica its own ports so replicas never collide.
     """
 
-    #: True for the local runtime (replicas are processes on this machine, not pods).
-    local: bool
-
     def host(self, job_name: str, replica_type: str, index: int) -> str: ...
 
     def port(self, job_name: str, replica_type: str, index: int, name: str, declared: int) -> int: ...
@@ -39,8 +36,6 @@ class Addressing(Protocol):
 
 class ClusterAddressing:
     """Addressing inside a Kubernetes cluster: ``<job>-<type>-<index>`` Services, declared ports."""
-
-    local = False
 
     def host(self, job_name: str, replica_type: str, index: int) -> str:
         return replica_name(job_name, replica_type, index)

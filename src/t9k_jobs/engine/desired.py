@@ -28,6 +28,7 @@ from ..frameworks.base import (
     replica_service,
     tensorboard,
 )
+from ..frameworks.launch import Launcher
 from .types import Addressing, ClusterAddressing, Delete, Observed
 
 CLUSTER = ClusterAddressing()
@@ -58,12 +59,15 @@ def desired_hash_of(obj: dict[str, Any]) -> str:
     return str(((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_DESIRED_HASH, ""))
 
 
-def children(job: JobBase, addressing: Addressing = CLUSTER, gang: GangMode = "t9k") -> list[dict[str, Any]]:
+def children(
+    job: JobBase, addressing: Addressing = CLUSTER, gang: GangMode = "t9k", launcher: Launcher | None = None
+) -> list[dict[str, Any]]:
     """Every object other than pods that ``job`` owns, in creation order, each with its desired hash;
-    ``gang`` picks which PodGroup, if any (:func:`~t9k_jobs.frameworks.base.pod_group`)."""
+    ``gang`` picks which PodGroup, if any (:func:`~t9k_jobs.frameworks.base.pod_group`);
+    ``launcher`` as for :func:`~t9k_jobs.engine.reconcile`."""
     fw = framework_for(job)
     groups = fw.groups(job)
-    ctx = BuildContext(addressing, groups=tuple(groups), gang=gang)
+    ctx = BuildContext(addressing, groups=tuple(groups), gang=gang, launcher=launcher)
     out: list[dict[str, Any]] = list(fw.extra_children(job, groups, ctx))
     for g in groups:
         if g.service_ports is None:

@@ -49,17 +49,21 @@ from .restart import apply_restarts
 from .run_mode import paused
 from .status import active_phase, finish_status
 from ..frameworks.base import GANG_MODES, GangMode
+from ..frameworks.launch import Launcher
 from .types import Addressing, Observed, Plan
 from .waiting import report_waiting
 
 __all__ = ["CONFLICT_RECHECK", "UNFINISHED_GRACE", "build_pod", "children", "parse_time", "reconcile", "rfc3339"]
 
 
-def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressing = CLUSTER) -> Plan:
+def reconcile(
+    job: JobBase, observed: Observed, now: float, addressing: Addressing = CLUSTER, launcher: Launcher | None = None
+) -> Plan:
     """Decide what to do about ``job`` given what exists (``observed``) at time ``now``.
 
     ``now`` is seconds since the epoch. ``addressing`` maps replicas to hosts and ports
-    (Kubernetes Services by default; the local runtime passes its own). Returns a
+    (Kubernetes Services by default; the local runtime passes its own); ``launcher`` starts
+    launches over ssh (pods by default; the local runtime passes its own). Returns a
     :class:`Plan`; never raises for any valid job and any observed state.
     """
     fw = framework_for(job)
@@ -68,7 +72,7 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
     groups = fw.groups(job)
     gang: GangMode = observed.gang if observed.gang in GANG_MODES else "t9k"  # type: ignore[assignment]
     resumed = old.condition("Paused") is not None
-    ctx = BuildContext(addressing, resumed=resumed, groups=tuple(groups), gang=gang)
+    ctx = BuildContext(addressing, resumed=resumed, groups=tuple(groups), gang=gang, launcher=launcher)
     p = Pass(job, fw, groups, observed, now, ctx, old, status, Plan(status=status))
     status.observed_generation = job.metadata.generation
     if job.status is None:
@@ -76,7 +80,7 @@ def reconcile(job: JobBase, observed: Observed, now: float, addressing: Addressi
         for line in spec_warnings(job):
             p.event("Warning", "SpecWarning", line)
 
-    p.owned = children(job, addressing, ctx.gang)
+    p.owned = children(job, addressing, ctx.gang, launcher)
     p.plan.create, p.plan.update, p.plan.delete = plan_children(p.owned, observed)
     if observed.conflicts:
         # Names held by objects this job does not control: look again later, they may go away.

@@ -12,11 +12,14 @@ from __future__ import annotations
 import abc
 import copy
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from ..addressing import Addressing, replica_name
 from ..api.common import ANNOTATION_GENERATE, GROUP  # noqa: F401 - re-exported
 from ..api.kinds import JobBase
+
+if TYPE_CHECKING:
+    from .launch import Launcher
 
 #: The job kind a framework handles: its hooks take that kind, never a looser one.
 JobT = TypeVar("JobT", bound=JobBase)
@@ -77,13 +80,15 @@ class ReplicaGroup:
 @dataclass(frozen=True)
 class BuildContext:
     """What one pass builds with, made once per pass: the addressing, whether resume overrides
-    apply, the replica groups wanted now (``()``: ask the framework), and how a
-    ``t9kScheduler`` job is gang-scheduled (:data:`GangMode`)."""
+    apply, the replica groups wanted now (``()``: ask the framework), how a ``t9kScheduler``
+    job is gang-scheduled (:data:`GangMode`), and the runtime's launcher of launches over ssh
+    (:class:`~t9k_jobs.frameworks.launch.Launcher`; ``None``: pods, as on a cluster)."""
 
     addressing: Addressing
     resumed: bool = False
     groups: tuple[ReplicaGroup, ...] = ()
     gang: GangMode = "t9k"
+    launcher: Launcher | None = None
 
 
 @dataclass(frozen=True)

@@ -11,21 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from ..api.kinds import DeepSpeedJob
-from .base import BuildContext, Framework, ReplicaGroup, container, container_gpus, training_container
-from .ssh import (
-    HOSTFILE_PATH,
-    SSH_SERVICE_PORTS,
-    SSHD_PRELUDE,
-    WAIT_SSH_FUNCTION,
-    config_map_name,
-    install_keys,
-    launch_children,
-    launcher_script,
-    mount_hostfile,
-    mount_ssh,
-    sshd_argv,
-    sshd_worker_command,
-)
+from .base import BuildContext, Framework, ReplicaGroup, container_gpus, training_container
+from .launch import SshLaunch, Where, launcher_of, ssh_children
+from .ssh import HOSTFILE_PATH, SSH_SERVICE_PORTS, WAIT_SSH_FUNCTION, sshd_worker_command
 
 DEEPSPEED_SSHD = "/usr/sbin/sshd"
 DEEPSPEED_ENV_PATH = "/root/.deepspeed_env"
@@ -99,9 +87,9 @@ class DeepSpeedFramework(Framework[DeepSpeedJob]):
         return super().pod_group_min_member(job, groups)
 
     def relaunch_on_change(self, job: DeepSpeedJob, group: ReplicaGroup, index: int, ctx: BuildContext) -> bool:
-        """Elastic: a change of ``expectedReplicas`` rewrites the hostfile and relaunches the
-        launcher, worker-0 (reference §4.7); locally every worker runs a launcher of its own."""
-        return job.spec.elastic_enabled and (index == 0 or ctx.addressing.local)
+        """Elastic: a change of ``expectedReplicas`` rewrites the hostfile and relaunches whoever
+        runs ``deepspeed`` (reference §4.7): worker-0 in pods, every worker locally."""
+        return job.spec.elastic_enabled and launcher_of(ctx).runs_tool(self.ssh_launch(job, ctx), group.type, index)
 
     def slots(self, job: DeepSpeedJob) -> int:
         """Slots (ranks) per worker: ``slotsPerWorker`` (or ``slotPerWorker``) when given, else the
@@ -115,15 +103,22 @@ class DeepSpeedFramework(Framework[DeepSpeedJob]):
         c = next(c for c in template["spec"]["containers"] if c.get("name") == name)
         return max(1, container_gpus(c))
 
-    def hostfile(self, job: DeepSpeedJob, ctx: BuildContext) -> str:
-        """DeepSpeed hostfile: ``<worker host> slots=<slots>`` per worker (:meth:`slots`). Locally
-        every host is this machine, so the lines name the workers (``worker-<i>``): with
-        ``--no_ssh`` the names are only the nodes' keys, and deepspeed refuses a host twice."""
-        count = self.groups_in(job, ctx)[0].replicas
-        slots = self.slots(job)
-        if ctx.addressing.local:
-            return "".join(f"worker-{i} slots={slots}\n" for i in range(count))
-        return "".join(f"{ctx.addressing.host(job.name, 'worker', i)} slots={slots}\n" for i in range(count))
+    def ssh_launch(self, job: DeepSpeedJob, ctx: BuildContext) -> SshLaunch:
+        """What DeepSpeed launches: worker-0 runs ``deepspeed`` over pdsh (reference §4.3) with
+        the env file of :meth:`env_names`, or, where the runtime launches per node (a local run),
+        ``deepspeed --no_ssh`` on every worker (:meth:`per_node_command`)."""
+        return SshLaunch(
+            launcher_type="worker",
+            workers=self.groups_in(job, ctx)[0].replicas,
+            sshd=DEEPSPEED_SSHD,
+            auth=DEEPSPEED_SSH_PATH,
+            slots=self.slots(job),
+            master_port=DEEPSPEED_MASTER_PORT,
+            command=lambda where: self.launch_command(job, where.hostfile),
+            per_node=lambda where: self.per_node_command(job, where, self.groups_in(job, ctx)[0].replicas),
+            wait=WAIT_SSH_FUNCTION,
+            prelude=(shlex.join([*ENV_FILE_COMMAND, *self.env_names(job)]),),
+        )
 
     def env_names(self, job: DeepSpeedJob) -> list[str]:
         """Names of the training container's env vars (literal and ``valueFrom``) that the
@@ -136,35 +131,38 @@ class DeepSpeedFramework(Framework[DeepSpeedJob]):
         return [e["name"] for e in c.get("env") or [] if isinstance(e, dict) and e.get("name")]
 
     def extra_children(self, job: DeepSpeedJob, groups: list[ReplicaGroup], ctx: BuildContext) -> list[dict[str, Any]]:
-        return launch_children(job, {"hostfile": self.hostfile(job, ctx)})
+        return ssh_children(job, self.ssh_launch(job, ctx), ctx)
 
-    def launch_command(self, job: DeepSpeedJob) -> list[str]:
-        """The ``deepspeed`` command worker-0 runs (reference §4.3)."""
-        return self._launch(job, [f"--hostfile={HOSTFILE_PATH}", "--launcher=pdsh"])
+    def launch_command(self, job: DeepSpeedJob, hostfile: str = HOSTFILE_PATH) -> list[str]:
+        """The ``deepspeed`` command worker-0 runs over pdsh (reference §4.3); ``customCommand``
+        (``sh -c``) in its place when set."""
+        custom = job.spec.config.custom_command
+        if custom:
+            return ["/bin/sh", "-c", custom]
+        return self._launch(job, [f"--hostfile={hostfile}", "--launcher=pdsh"])
 
-    def local_launch_command(self, job: DeepSpeedJob, index: int, ctx: BuildContext) -> list[str]:
-        """What worker ``index`` runs in a local run: deepspeed's own launcher in its no-ssh mode,
-        once per worker (``--no_ssh --node_rank=<index>``), all with the run's hostfile and worker-0
-        as the master: no sshd, no root, and each worker's ranks stay in its process group. The
-        launcher reads no env file in this mode; each worker has the container's env itself.
+    def per_node_command(self, job: DeepSpeedJob, where: Where, workers: int) -> list[str]:
+        """What worker ``where.node_rank`` runs where the runtime launches per node: deepspeed's own
+        launcher in its no-ssh mode, once per worker (``--no_ssh --node_rank=<index>``), all with
+        the run's hostfile and worker-0 as the master: no sshd, no root, and each worker's ranks
+        stay in its process group. The launcher reads no env file in this mode; each worker has
+        the container's env itself.
 
         GPUs: deepspeed's launch.py sets every rank's ``CUDA_VISIBLE_DEVICES`` to its node's slots
-        (``0,1,...``), indices that in a pod count the container's own devices. Locally the
-        training script is therefore :data:`RANK_GPUS_SCRIPT`, which reads them against the
-        worker's devices (worker-1 given GPUs 2,3 has ranks that see ``2,3``; a worker given none,
-        ranks that see none) and then starts the rank as deepspeed would have (script, ``-m``
-        module or ``--no_python`` program, with ``--local_rank``)."""
-        hostfile = ctx.addressing.child_file("ConfigMap", config_map_name(job), "hostfile")
-        master_port = ctx.addressing.port(job.name, "worker", 0, "deepspeed", DEEPSPEED_MASTER_PORT)
+        (``0,1,...``), indices that in a pod count the container's own devices. The training
+        script is therefore :data:`RANK_GPUS_SCRIPT`, which reads them against the worker's
+        devices where a local run gives them (worker-1 given GPUs 2,3 has ranks that see ``2,3``;
+        a worker given none, ranks that see none) and then starts the rank as deepspeed would
+        have (script, ``-m`` module or ``--no_python`` program, with ``--local_rank``)."""
         return self._launch(
             job,
             [
-                f"--hostfile={hostfile}",
-                f"--num_nodes={self.groups_in(job, ctx)[0].replicas}",
+                f"--hostfile={where.hostfile}",
+                f"--num_nodes={workers}",
                 "--no_ssh",
-                f"--node_rank={index}",
-                f"--master_addr={ctx.addressing.host(job.name, 'worker', 0)}",
-                f"--master_port={master_port}",
+                f"--node_rank={where.node_rank}",
+                f"--master_addr={where.master_addr}",
+                f"--master_port={where.master_port}",
             ],
             rank_script=RANK_GPUS_SCRIPT,
         )
@@ -197,28 +195,7 @@ class DeepSpeedFramework(Framework[DeepSpeedJob]):
     def decorate(
         self, job: DeepSpeedJob, group: ReplicaGroup, index: int, pod: dict[str, Any], ctx: BuildContext
     ) -> None:
-        """Mount keys, hostfile and env file; worker-0 launches ``deepspeed``, the others run sshd.
-
-        worker-0: keys installed, sshd in the background (its log on the container's stderr),
-        wait for every worker's sshd, then ``deepspeed`` (or ``sh -c customCommand``) as a child
-        whose exit code is the container's and which gets the container's SIGTERM.
-        """
-        c = container(pod, group.training_container)
-        if ctx.addressing.local:
-            c["command"], c["args"] = self.local_launch_command(job, index, ctx), []
-            return
-        mount_ssh(job, pod, c)
-        mount_hostfile(job, pod, c)
-        c["args"] = []
-        if index != 0:
-            c["command"] = sshd_worker_command(DEEPSPEED_SSHD, DEEPSPEED_SSH_PATH)
-            return
-        hosts = [ctx.addressing.host(job.name, "worker", i) for i in range(group.replicas)]
-        custom = job.spec.config.custom_command
-        launch = ["/bin/sh", "-c", custom] if custom else self.launch_command(job)
-        prelude = (
-            f"{install_keys(DEEPSPEED_SSH_PATH)} && {SSHD_PRELUDE} && "
-            f"{{ {shlex.join(sshd_argv(DEEPSPEED_SSHD, DEEPSPEED_SSH_PATH))} & }} && "
-            + shlex.join([*ENV_FILE_COMMAND, *self.env_names(job)])
-        )
-        c["command"] = launcher_script(prelude, WAIT_SSH_FUNCTION, hosts, launch)
+        """The runtime's launcher starts the launch (:class:`~.launch.PodLauncher`: worker-0 with
+        keys, sshd in the background, the env file, a wait for every worker's sshd, then
+        ``deepspeed`` as a child whose exit code is the container's; the others run sshd)."""
+        launcher_of(ctx).decorate(job, self.ssh_launch(job, ctx), group, index, pod, ctx)

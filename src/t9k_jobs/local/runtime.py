@@ -37,6 +37,7 @@ from ..render import to_yaml
 from ..sshkeys import materialize
 from .display import Display
 from .gpus import GpuAllocator, GpuInventory, gpu_shortage, set_visible_devices
+from .launch import LocalLauncher
 from .ownership import write_atomic
 from .processes import RUN_ENV, LocalPod, base_environment, marked
 
@@ -61,8 +62,6 @@ class LocalAddressing:
     the job owns are files under ``<run dir>/children/<kind>/<name>/<key>``
     (:func:`write_child_files`).
     """
-
-    local = True
 
     def __init__(self, run_dir: Path | None = None) -> None:
         self._ports: dict[tuple[str, str, int, str], int] = {}
@@ -435,6 +434,7 @@ class LocalRunner:
         self.display = display
         self.watch = watch and self.manifest is not None
         self.addressing = LocalAddressing(run_dir.resolve())
+        self.launcher = LocalLauncher()
         self.pods: dict[str, LocalPod] = {}
         self.others: set[tuple[str, str]] = set()
         self.objects: list[dict[str, Any]] = []
@@ -597,7 +597,7 @@ class LocalRunner:
             if self.fatal is not None:
                 return EXIT_FAILED
             self._reload_manifest()
-            plan = reconcile(self.job, self._observe(), time.time(), self.addressing)
+            plan = reconcile(self.job, self._observe(), time.time(), self.addressing, self.launcher)
             try:
                 self._apply(plan)
             except OSError as exc:  # status, events or objects could not be written
