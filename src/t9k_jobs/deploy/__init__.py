@@ -8,7 +8,9 @@ tables say what the operator's role must allow; nothing below imports it.
 
 from __future__ import annotations
 
+import argparse
 import difflib
+import sys
 from pathlib import Path
 
 
@@ -38,3 +40,31 @@ def stale_files(directory: Path, wanted: dict[str, str]) -> list[str]:
         more = f"... ({len(lines) - 60} more diff lines)\n" if len(lines) > 60 else ""
         problems.append(f"{path}: out of date\n{''.join(lines[:60])}{more}")
     return problems
+
+
+def generator_parser(prog: str, description: str, write_help: str, check_help: str, *, required: bool) -> argparse.ArgumentParser:
+    """The command line every generator shares: ``--write DIR`` or ``--check DIR`` (one of them
+    when ``required``; else neither prints to stdout). A generator adds its own options."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    group = parser.add_mutually_exclusive_group(required=required)
+    group.add_argument("--write", metavar="DIR", help=write_help)
+    group.add_argument("--check", metavar="DIR", help=check_help)
+    return parser
+
+
+def report_check(problems: list[str], stale: str, fresh: str) -> int:
+    """Print ``--check``'s verdict: each problem, then ``stale`` (what is out of date and the
+    command that regenerates it) on stderr, exit status 1; or ``fresh`` on stdout, 0."""
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    print(stale if problems else fresh, file=sys.stderr if problems else sys.stdout)
+    return 1 if problems else 0
+
+
+def write_files(out: Path, files: dict[str, str]) -> None:
+    """Write ``files`` (relative path -> text) under ``out``, making folders, printing each path."""
+    for name, text in files.items():
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(path)

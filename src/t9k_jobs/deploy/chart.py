@@ -19,7 +19,6 @@ not generated). The CRDs are templates (``templates/crds/``), not Helm's ``crds/
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import re
@@ -34,7 +33,7 @@ from .. import __version__
 from ..api.kinds import KINDS
 from ..render import to_yaml
 from . import rbac
-from . import stale_files
+from . import generator_parser, report_check, stale_files, write_files
 from .crd import crd_for
 
 __all__ = [
@@ -773,22 +772,20 @@ def main(argv: list[str] | None = None) -> int:
     ``--write`` writes every file and removes generated-looking files under ``templates/`` that
     are no longer generated; ``--check`` prints what is out of date and returns 1, else 0.
     """
-    parser = argparse.ArgumentParser(
-        prog="python -m t9k_jobs.deploy.chart", description=__doc__.splitlines()[0]
+    parser = generator_parser(
+        "python -m t9k_jobs.deploy.chart",
+        __doc__.splitlines()[0],
+        "write the chart to DIR (e.g. charts/t9k-jobs)",
+        "exit 1 if the chart in DIR is not up to date",
+        required=True,
     )
-    group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--write", metavar="DIR", help="write the chart to DIR (e.g. charts/t9k-jobs)")
-    group.add_argument("--check", metavar="DIR", help="exit 1 if the chart in DIR is not up to date")
     args = parser.parse_args(argv)
     if args.check:
-        problems = check_chart(args.check)
-        if problems:
-            for problem in problems:
-                print(problem, file=sys.stderr)
-            print(f"the chart is out of date; regenerate it with: {GENERATE_COMMAND}", file=sys.stderr)
-            return 1
-        print(f"{args.check}: the chart is up to date")
-        return 0
+        return report_check(
+            check_chart(args.check),
+            f"the chart is out of date; regenerate it with: {GENERATE_COMMAND}",
+            f"{args.check}: the chart is up to date",
+        )
     out = Path(args.write)
     files = generate_chart()
     templates = out / "templates"
@@ -797,13 +794,8 @@ def main(argv: list[str] | None = None) -> int:
             if path.relative_to(out).as_posix() not in files and _NOTICE in path.read_text(encoding="utf-8"):
                 path.unlink()
                 print(f"removed {path}")
-    for name, text in files.items():
-        path = out / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        print(path)
+    write_files(out, files)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -17,7 +17,6 @@ and check them with ``--check deploy/crds`` (exit status 1 when they are out of 
 
 from __future__ import annotations
 
-import argparse
 import copy
 import math
 import sys
@@ -27,7 +26,7 @@ from typing import Any
 import yaml
 
 from ..api.common import GROUP, VERSION, JobStatus
-from . import stale_files
+from . import generator_parser, report_check, stale_files, write_files
 from ..api.kinds import KINDS, JobBase
 
 __all__ = [
@@ -526,32 +525,25 @@ def main(argv: list[str] | None = None) -> int:
     With neither option the CRDs are printed to stdout as one multi-document YAML stream.
     ``--check`` prints what is out of date and returns 1; otherwise 0.
     """
-    parser = argparse.ArgumentParser(prog="python -m t9k_jobs.deploy.crd", description=__doc__.splitlines()[0])
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--write", metavar="DIR", help="write one <group>_<plural>.yaml file per kind to DIR")
-    group.add_argument("--check", metavar="DIR", help="exit 1 if the files in DIR are not up to date")
-    args = parser.parse_args(argv)
-
+    args = generator_parser(
+        "python -m t9k_jobs.deploy.crd",
+        __doc__.splitlines()[0],
+        "write one <group>_<plural>.yaml file per kind to DIR",
+        "exit 1 if the files in DIR are not up to date",
+        required=False,
+    ).parse_args(argv)
     if args.check:
-        problems = check_crds(args.check)
-        if problems:
-            for problem in problems:
-                print(problem, file=sys.stderr)
-            print(f"CRDs are out of date; regenerate them with: {GENERATE_COMMAND}", file=sys.stderr)
-            return 1
-        print(f"{args.check}: CRDs are up to date")
-        return 0
+        return report_check(
+            check_crds(args.check),
+            f"CRDs are out of date; regenerate them with: {GENERATE_COMMAND}",
+            f"{args.check}: CRDs are up to date",
+        )
     crds = generate_crds()
     if args.write:
-        out = Path(args.write)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, text in crds.items():
-            (out / name).write_text(text, encoding="utf-8")
-            print(out / name)
+        write_files(Path(args.write), crds)
         return 0
     sys.stdout.write("---\n".join(crds.values()))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,7 +16,6 @@ and check them with ``--check deploy`` (exit status 1 when they are out of date)
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ from ..cluster.client import (
     TENSORBOARDS,
 )
 from ..render import to_yaml
-from . import stale_files
+from . import generator_parser, report_check, stale_files, write_files
 from .crd import crd_for
 
 __all__ = [
@@ -418,36 +417,28 @@ def main(argv: list[str] | None = None) -> int:
     returns 1; otherwise 0. ``--write`` always uses :data:`DEFAULT_IMAGE`, so the committed
     files stay reproducible.
     """
-    parser = argparse.ArgumentParser(
-        prog="python -m t9k_jobs.deploy.rbac", description=__doc__.splitlines()[0]
+    parser = generator_parser(
+        "python -m t9k_jobs.deploy.rbac",
+        __doc__.splitlines()[0],
+        f"write {RBAC_FILE} and {OPERATOR_FILE} to DIR",
+        "exit 1 if the files in DIR are not up to date",
+        required=False,
     )
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--write", metavar="DIR", help=f"write {RBAC_FILE} and {OPERATOR_FILE} to DIR")
-    group.add_argument("--check", metavar="DIR", help="exit 1 if the files in DIR are not up to date")
     parser.add_argument(
         "--image", default=DEFAULT_IMAGE, help="operator image when printing (default %(default)s)"
     )
     args = parser.parse_args(argv)
-
     if args.check:
-        problems = check_deploy(args.check)
-        if problems:
-            for problem in problems:
-                print(problem, file=sys.stderr)
-            print(f"deploy files are out of date; regenerate them with: {GENERATE_COMMAND}", file=sys.stderr)
-            return 1
-        print(f"{args.check}: {RBAC_FILE} and {OPERATOR_FILE} are up to date")
-        return 0
+        return report_check(
+            check_deploy(args.check),
+            f"deploy files are out of date; regenerate them with: {GENERATE_COMMAND}",
+            f"{args.check}: {RBAC_FILE} and {OPERATOR_FILE} are up to date",
+        )
     if args.write:
-        out = Path(args.write)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, text in generate_deploy().items():
-            (out / name).write_text(text, encoding="utf-8")
-            print(out / name)
+        write_files(Path(args.write), generate_deploy())
         return 0
     sys.stdout.write(to_yaml(manifests(args.image)))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
