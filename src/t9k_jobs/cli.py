@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
@@ -26,6 +29,7 @@ app = typer.Typer(
 )
 
 EXIT_INVALID = 2
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class Output(str, Enum):
@@ -39,6 +43,10 @@ class Gang(str, Enum):
     t9k = "t9k"
     native = "native"
     none = "none"
+
+
+#: FILE of render, validate and run.
+_File = Annotated[Path, typer.Argument(help="The job manifest (YAML or JSON), or - for standard input.")]
 
 
 def _fail(lines: list[str], code: int = EXIT_INVALID) -> None:
@@ -63,7 +71,7 @@ def _load(path: Path):  # noqa: ANN202 - returns one of the Job kinds
 
 @app.command()
 def render(
-    file: Annotated[Path, typer.Argument(help="The job manifest (YAML or JSON), or - for standard input.")],
+    file: _File,
     output: Annotated[Output, typer.Option("--output", "-o", help="Output format.")] = Output.yaml,
     gang: Annotated[
         Gang,
@@ -89,7 +97,7 @@ def render(
 
 
 @app.command()
-def validate(file: Annotated[Path, typer.Argument(help="The job manifest (YAML or JSON), or - for standard input.")]) -> None:
+def validate(file: _File) -> None:
     """Check FILE against the API and print the kind and name when it is valid (exit 0; fields
     without effect and silent defaults are printed as warnings on stderr, and what a local run
     leaves out, such as queue and priority, as notes), else exit 2."""
@@ -104,7 +112,7 @@ def validate(file: Annotated[Path, typer.Argument(help="The job manifest (YAML o
 
 @app.command()
 def run(
-    file: Annotated[Path, typer.Argument(help="The job manifest (YAML or JSON), or - for standard input.")],
+    file: _File,
     run_dir: Annotated[
         Optional[Path], typer.Option("--run-dir", help="Where logs and status go (default: a new folder under ./t9k-runs).")
     ] = None,
@@ -176,12 +184,22 @@ def run(
     raise typer.Exit(code)
 
 
+#: --context of operator and install.
+_OperatorContext = Annotated[Optional[str], typer.Option("--context", help="Kubeconfig context to use.")]
+
+
+def _check_kubeconfig(kubeconfig: Optional[str]) -> None:
+    """Exit 2 when ``--kubeconfig`` names no file (operator, install)."""
+    if kubeconfig is not None and not Path(kubeconfig).is_file():
+        _fail([f"--kubeconfig: {kubeconfig} is not a file"])
+
+
 @app.command()
 def operator(
     kubeconfig: Annotated[
         Optional[str], typer.Option("--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).")
     ] = None,
-    context: Annotated[Optional[str], typer.Option("--context", help="Kubeconfig context to use.")] = None,
+    context: _OperatorContext = None,
     namespace: Annotated[
         Optional[list[str]], typer.Option("--namespace", "-n", help="Watch only this namespace (repeatable; default: all).")
     ] = None,
@@ -218,8 +236,7 @@ def operator(
 
     if log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         _fail([f"--log-level: {log_level!r} is not accepted; use DEBUG, INFO, WARNING or ERROR"])
-    if kubeconfig is not None and not Path(kubeconfig).is_file():
-        _fail([f"--kubeconfig: {kubeconfig} is not a file"])
+    _check_kubeconfig(kubeconfig)
     host, sep, port = bind.rpartition(":")
     if not sep or not port.isdigit():
         _fail([f"--metrics-bind-address: {bind!r} is not HOST:PORT (for example :8080 or 127.0.0.1:0)"])
@@ -249,7 +266,7 @@ def install(
     kubeconfig: Annotated[
         Optional[str], typer.Option("--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
     ] = None,
-    context: Annotated[Optional[str], typer.Option("--context", help="Kubeconfig context to use.")] = None,
+    context: _OperatorContext = None,
     with_operator: Annotated[
         bool, typer.Option("--with-operator", help="Also apply the operator Deployment (needs the image).")
     ] = False,
@@ -263,8 +280,7 @@ def install(
     from .deploy.install import InstallError
     from .deploy.install import install as install_objects
 
-    if kubeconfig is not None and not Path(kubeconfig).is_file():
-        _fail([f"--kubeconfig: {kubeconfig} is not a file"])
+    _check_kubeconfig(kubeconfig)
 
     async def go() -> list[str]:
         client = await KubeClient.from_config(kubeconfig, context)
@@ -289,10 +305,8 @@ _KIND_HELP = (
     "The kind: GenericJob (gj), PyTorchTrainingJob (pj), DeepSpeedJob (dj), ColossalAIJob (caij), "
     "any case, plural too."
 )
-_TARGET_HELP = (
-    "Target: a cluster when --kubeconfig, --context, -n or -A is given or $KUBECONFIG is set, else this "
-    "machine's runs; --cluster and --local choose."
-)
+_Kind = Annotated[str, typer.Argument(help=_KIND_HELP)]
+_Name = Annotated[str, typer.Argument(help="The job's name.")]
 _RunsDir = Annotated[
     Optional[Path],
     typer.Option("--runs-dir", help="Local: where to look for runs (default: ./t9k-runs).", rich_help_panel="Local runs"),
@@ -373,54 +387,105 @@ def _verb() -> Iterator[None]:
         _fail(exc.lines(), exc.exit_code)
 
 
-def _target(
-    *,
-    local: bool = False,
-    cluster: bool = False,
-    kubeconfig: Optional[str] = None,
-    context: Optional[str] = None,
-    namespace: Optional[str] = None,
-    all_namespaces: bool = False,
-    runs_dir: Optional[Path] = None,
-    run_dir: Optional[Path] = None,
-    request_timeout: Optional[str] = None,
-):  # noqa: ANN202 - a t9k_jobs.Client
-    """The client the options choose (docs/decisions.md, "Day-two verbs: which target"): a cluster
-    when a cluster option is given, or --cluster, or $KUBECONFIG is set and no local option is;
-    else this machine's runs. Options of both kinds together are a usage error."""
-    from .client import Client
-    from .errors import UsageError
+@dataclass(frozen=True)
+class _Target:
+    """The target options of a day-two verb, as given (:func:`_takes_target` adds them to a verb)."""
 
-    cluster_opts = [
-        flag
-        for flag, value in (
-            ("--kubeconfig", kubeconfig),
-            ("--context", context),
-            ("-n/--namespace", namespace),
-            ("-A/--all-namespaces", all_namespaces or None),
-            ("--request-timeout", request_timeout),
-        )
-        if value is not None
+    kubeconfig: Optional[str] = None
+    context: Optional[str] = None
+    namespace: Optional[str] = None
+    request_timeout: Optional[str] = None
+    all_namespaces: bool = False
+    local: bool = False
+    cluster: bool = False
+    runs_dir: Optional[Path] = None
+    run_dir: Optional[Path] = None
+
+    def client(self):  # noqa: ANN201 - a t9k_jobs.Client
+        """The client the options choose (docs/decisions.md, "Day-two verbs: which target"): a
+        cluster when a cluster option is given, or --cluster, or $KUBECONFIG is set and no local
+        option is; else this machine's runs. Options of both kinds together are a usage error."""
+        from .client import DEFAULT_REQUEST_TIMEOUT, Client, default_target
+        from .errors import UsageError
+
+        cluster_opts = [
+            flag
+            for flag, value in (
+                ("--kubeconfig", self.kubeconfig),
+                ("--context", self.context),
+                ("-n/--namespace", self.namespace),
+                ("-A/--all-namespaces", self.all_namespaces or None),
+                ("--request-timeout", self.request_timeout),
+            )
+            if value is not None
+        ]
+        local_opts = [
+            flag
+            for flag, value in (("--runs-dir", self.runs_dir), ("--run-dir", self.run_dir))
+            if value is not None
+        ]
+        if self.local and self.cluster:
+            raise UsageError("--local and --cluster cannot be combined")
+        if self.local and cluster_opts:
+            raise UsageError(f"--local: {cluster_opts[0]} is a cluster option; drop one of them")
+        if self.cluster and local_opts:
+            raise UsageError(f"--cluster: {local_opts[0]} is for local runs; drop one of them")
+        if cluster_opts and local_opts:
+            raise UsageError(f"{cluster_opts[0]} (a cluster) and {local_opts[0]} (local runs) cannot be combined")
+        if self.cluster or cluster_opts or (not self.local and not local_opts and default_target() == "cluster"):
+            limit = self.request_timeout if self.request_timeout is not None else DEFAULT_REQUEST_TIMEOUT
+            return Client.cluster(self.kubeconfig, self.context, self.namespace, limit)
+        return Client.local(self.runs_dir, self.run_dir)
+
+
+#: Each target option once: its :class:`_Target` field, its typer annotation and its default, in the
+#: order ``--help`` lists them.
+_TARGET_OPTIONS = (
+    ("kubeconfig", _Kubeconfig, None),
+    ("context", _Context, None),
+    ("namespace", _Namespace, None),
+    ("request_timeout", _RequestTimeout, None),
+    ("all_namespaces", _AllNamespaces, False),
+    ("local", _Local, False),
+    ("cluster", _Cluster, False),
+    ("runs_dir", _RunsDir, None),
+    ("run_dir", _RunDir, None),
+)
+#: The options of create, which acts on a cluster only.
+_CLUSTER_OPTIONS = ("kubeconfig", "context", "namespace", "request_timeout")
+
+
+def _takes_target(*, all_namespaces: bool = False, cluster_only: bool = False) -> Callable[[_F], _F]:
+    """Give a day-two verb the target options after its own (``all_namespaces``: -A too;
+    ``cluster_only``: the cluster's four, and the target is a cluster) and hand them to it as its
+    keyword parameter ``target`` (a :class:`_Target`), so that each verb states only its own."""
+
+    def wanted(field: str) -> bool:
+        if cluster_only:
+            return field in _CLUSTER_OPTIONS
+        return all_namespaces or field != "all_namespaces"
+
+    fixed = {"cluster": True} if cluster_only else {}
+    options = [
+        inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for field, annotation, default in _TARGET_OPTIONS
+        if wanted(field)
     ]
-    local_opts = [flag for flag, value in (("--runs-dir", runs_dir), ("--run-dir", run_dir)) if value is not None]
-    if local and cluster:
-        raise UsageError("--local and --cluster cannot be combined")
-    if local and cluster_opts:
-        raise UsageError(f"--local: {cluster_opts[0]} is a cluster option; drop one of them")
-    if cluster and local_opts:
-        raise UsageError(f"--cluster: {local_opts[0]} is for local runs; drop one of them")
-    if cluster_opts and local_opts:
-        raise UsageError(f"{cluster_opts[0]} (a cluster) and {local_opts[0]} (local runs) cannot be combined")
-    from .client import default_target
 
-    use_cluster = cluster or bool(cluster_opts) or (not local and not local_opts and default_target() == "cluster")
-    if use_cluster:
-        from .client import DEFAULT_REQUEST_TIMEOUT
+    def decorate(verb: _F) -> _F:
+        own = [p for p in inspect.signature(verb, eval_str=True).parameters.values() if p.name != "target"]
 
-        return Client.cluster(
-            kubeconfig, context, namespace, request_timeout if request_timeout is not None else DEFAULT_REQUEST_TIMEOUT
-        )
-    return Client.local(runs_dir, run_dir)
+        @functools.wraps(verb)
+        def command(**kwargs: Any) -> Any:
+            target = _Target(**{p.name: kwargs.pop(p.name) for p in options}, **fixed)
+            return verb(**kwargs, target=target)
+
+        params = own + options
+        command.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command  # type: ignore[return-value]
+
+    return decorate
 
 
 def _out(lines: Iterator[str] | list[str], follow: bool = False) -> None:
@@ -464,27 +529,22 @@ def _print_detached(job) -> None:  # noqa: ANN001 - a job model returned by Clie
 
 
 @app.command()
+@_takes_target(cluster_only=True)
 def create(
     file: Annotated[
         Path, typer.Option("--filename", "-f", help="The job manifest (YAML or JSON), or - for standard input.")
     ],
     output: Annotated[Optional[CreateOutput], typer.Option("--output", "-o", help="name, yaml or json.")] = None,
-    kubeconfig: _Kubeconfig = None,
-    context: _Context = None,
-    namespace: _Namespace = None,
-    request_timeout: _RequestTimeout = None,
+    *,
+    target: _Target,
 ) -> None:
     """Create the job in FILE on the cluster (validated here first). `t9k-jobs run` runs one on this machine."""
-    from .client import Client
     from .show import ref
 
     with _verb():
         job = _load_for_create(file)
-        from .client import DEFAULT_REQUEST_TIMEOUT
-
-        limit = request_timeout if request_timeout is not None else DEFAULT_REQUEST_TIMEOUT
-        with Client.cluster(kubeconfig, context, namespace, limit) as client:
-            created = client.create(job, namespace)
+        with target.client() as client:
+            created = client.create(job, target.namespace)
     if output is CreateOutput.name:
         typer.echo(ref(created.kind, created.name))
     elif output is not None:
@@ -502,21 +562,15 @@ def _load_for_create(file: Path) -> dict:
 
 
 @app.command()
+@_takes_target(all_namespaces=True)
 def get(
     kind: Annotated[Optional[str], typer.Argument(help=_KIND_HELP + " Default: every kind.")] = None,
     name: Annotated[Optional[str], typer.Argument(help="The job's name (default: every job).")] = None,
     output: Annotated[
         Optional[GetOutput], typer.Option("--output", "-o", help="wide, yaml, json or name.")
     ] = None,
-    kubeconfig: _Kubeconfig = None,
-    context: _Context = None,
-    namespace: _Namespace = None,
-    request_timeout: _RequestTimeout = None,
-    all_namespaces: _AllNamespaces = False,
-    local: _Local = False,
-    cluster: _Cluster = False,
-    runs_dir: _RunsDir = None,
-    run_dir: _RunDir = None,
+    *,
+    target: _Target,
 ) -> None:
     """List jobs: NAME, PHASE, READY (running/replicas), RESTARTS, AGE. On this machine, the newest run
     of each name; PHASE is Stopped for a run whose runtime is gone before the job finished.
@@ -527,13 +581,10 @@ def get(
     from .show import format_table
 
     with _verb():
-        with _target(
-            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace, request_timeout=request_timeout,
-            all_namespaces=all_namespaces, runs_dir=runs_dir, run_dir=run_dir,
-        ) as client:
-            rows = client.summaries(kind, name, all_namespaces=all_namespaces)
+        with target.client() as client:
+            rows = client.summaries(kind, name, all_namespaces=target.all_namespaces)
     kind_name = resolve_kind(kind) if kind is not None else None  # valid: summaries took it
-    single = (name is not None or (client.target == "local" and run_dir is not None)) and len(rows) == 1
+    single = (name is not None or (client.target == "local" and target.run_dir is not None)) and len(rows) == 1
     if output in (GetOutput.yaml, GetOutput.json):
         objects = [r.object for r in rows]
         doc = objects[0] if single and objects else {"apiVersion": "v1", "kind": "List", "items": objects}
@@ -548,8 +599,8 @@ def get(
         if client.target == "local":
             from .local.rundirs import runs_dir_default
 
-            typer.echo(f"No local runs{what} found in {runs_dir or runs_dir_default()}.", err=True)
-        elif all_namespaces:
+            typer.echo(f"No local runs{what} found in {target.runs_dir or runs_dir_default()}.", err=True)
+        elif target.all_namespaces:
             typer.echo(f"No jobs{what} found in any namespace.", err=True)
         else:
             typer.echo(f"No jobs{what} found in namespace {client.namespace}.", err=True)
@@ -557,7 +608,7 @@ def get(
     cols = ["name", "phase", "ready", "restarts", "age"]
     if kind is None:
         cols.insert(0, "kind")
-    if client.target == "cluster" and all_namespaces:
+    if client.target == "cluster" and target.all_namespaces:
         cols.insert(0, "namespace")
     wide = ["backoff", "pid", "run_dir"] if client.target == "local" else ["backoff", "mode"]
     if output is GetOutput.wide:
@@ -572,26 +623,18 @@ def get(
 
 
 @app.command()
+@_takes_target()
 def describe(
-    kind: Annotated[str, typer.Argument(help=_KIND_HELP)],
+    kind: _Kind,
     name: Annotated[Optional[str], typer.Argument(help="The job's name (default: every job of KIND).")] = None,
-    kubeconfig: _Kubeconfig = None,
-    context: _Context = None,
-    namespace: _Namespace = None,
-    request_timeout: _RequestTimeout = None,
-    local: _Local = False,
-    cluster: _Cluster = False,
-    runs_dir: _RunsDir = None,
-    run_dir: _RunDir = None,
+    *,
+    target: _Target,
 ) -> None:
     """Show a job: spec summary, why it is not Running, conditions, replicas (phase, restarts, exit
     codes; node on a cluster), recent events (of its pods too, on a cluster). Without NAME, every
     job of KIND, as kubectl describe does."""
     with _verb():
-        with _target(
-            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace, request_timeout=request_timeout,
-            runs_dir=runs_dir, run_dir=run_dir,
-        ) as client:
+        with target.client() as client:
             text = client.describe(kind, name)
     if text:
         typer.echo(text)
@@ -600,9 +643,10 @@ def describe(
 
 
 @app.command()
+@_takes_target()
 def logs(
-    kind: Annotated[str, typer.Argument(help=_KIND_HELP)],
-    name: Annotated[str, typer.Argument(help="The job's name.")],
+    kind: _Kind,
+    name: _Name,
     replica_type: Annotated[
         Optional[str], typer.Option("--type", "-t", help="Only replicas of this type (worker, master...).")
     ] = None,
@@ -636,14 +680,8 @@ def logs(
         bool,
         typer.Option("--previous", "-p", help="Cluster: the previous container of each pod, where the kubelet restarted one."),
     ] = False,
-    kubeconfig: _Kubeconfig = None,
-    context: _Context = None,
-    namespace: _Namespace = None,
-    request_timeout: _RequestTimeout = None,
-    local: _Local = False,
-    cluster: _Cluster = False,
-    runs_dir: _RunsDir = None,
-    run_dir: _RunDir = None,
+    *,
+    target: _Target,
 ) -> None:
     """Print a job's logs: every replica merged, each line prefixed with its replica (\\[worker-1] ...),
     or one replica's (--type T --index I). With -f, until the job has finished and every log is read."""
@@ -652,10 +690,7 @@ def logs(
     with _verb():
         if all_replicas and (replica_type is not None or index is not None):
             raise UsageError("--all cannot be combined with --type or --index")
-        with _target(
-            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace, request_timeout=request_timeout,
-            runs_dir=runs_dir, run_dir=run_dir,
-        ) as client:
+        with target.client() as client:
             with client.logs(
                 kind, name, replica_type, index, container, follow=follow, tail=tail,
                 timestamps=timestamps, previous=previous,
@@ -664,9 +699,10 @@ def logs(
 
 
 @app.command()
+@_takes_target()
 def wait(
-    kind: Annotated[str, typer.Argument(help=_KIND_HELP)],
-    name: Annotated[str, typer.Argument(help="The job's name.")],
+    kind: _Kind,
+    name: _Name,
     for_: Annotated[
         str, typer.Option("--for", help="Succeeded, Failed or Running (condition=X is accepted too).")
     ],
@@ -676,34 +712,26 @@ def wait(
             "--timeout", help="Give up after this long: 30s, 5m, 1h or seconds (default: no limit)."
         ),
     ] = None,
-    kubeconfig: _Kubeconfig = None,
-    context: _Context = None,
-    namespace: _Namespace = None,
-    request_timeout: _RequestTimeout = None,
-    local: _Local = False,
-    cluster: _Cluster = False,
-    runs_dir: _RunsDir = None,
-    run_dir: _RunDir = None,
+    *,
+    target: _Target,
 ) -> None:
     """Wait until a job is in a phase: exit 0 when it is, 1 when it ends otherwise (with why) or time runs out."""
     from .client import seconds, wait_phase
 
-    target = for_.split("=", 1)[1] if for_.lower().startswith("condition=") else for_
+    phase = for_.split("=", 1)[1] if for_.lower().startswith("condition=") else for_
     with _verb():
-        wanted = wait_phase(target)
+        wanted = wait_phase(phase)
         limit = seconds(timeout)
-        with _target(
-            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace, request_timeout=request_timeout,
-            runs_dir=runs_dir, run_dir=run_dir,
-        ) as client:
+        with target.client() as client:
             job = client.wait(kind, name, wanted, limit)
     typer.echo(f"{job.kind} {job.name} is {wanted}")
 
 
 @app.command()
+@_takes_target()
 def delete(
-    kind: Annotated[str, typer.Argument(help=_KIND_HELP)],
-    name: Annotated[str, typer.Argument(help="The job's name.")],
+    kind: _Kind,
+    name: _Name,
     purge: Annotated[
         bool, typer.Option("--purge", help="Local: also remove the run dir (its logs and status).")
     ] = False,
@@ -714,14 +742,8 @@ def delete(
             help="Local: wait this long for the runtime to stop before killing it (default: grace period + 15s).",
         ),
     ] = None,
-    kubeconfig: _Kubeconfig = None,
-    context: _Context = None,
-    namespace: _Namespace = None,
-    request_timeout: _RequestTimeout = None,
-    local: _Local = False,
-    cluster: _Cluster = False,
-    runs_dir: _RunsDir = None,
-    run_dir: _RunDir = None,
+    *,
+    target: _Target,
 ) -> None:
     """Delete a job. On a cluster its pods, Services, ConfigMaps and Secrets go with it. Locally, stop
     the run (SIGTERM to its runtime, which stops every replica gracefully) and keep its run dir;
@@ -730,10 +752,7 @@ def delete(
 
     with _verb():
         seconds(timeout)  # a bad duration is refused before anything is stopped
-        with _target(
-            local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace, request_timeout=request_timeout,
-            runs_dir=runs_dir, run_dir=run_dir,
-        ) as client:
+        with target.client() as client:
             done = client.delete(kind, name, purge=purge, timeout=timeout)
     for line in done.lines:
         typer.echo(line)
@@ -743,13 +762,13 @@ def _spec_verb(
     verb: str,
     kind: str,
     name: str,
-    target: dict,
+    target: _Target,
     replicas: Optional[int] = None,
 ) -> None:
     from .show import ref
 
     with _verb():
-        with _target(**target) as client:
+        with target.client() as client:
             if verb == "pause":
                 job = client.pause(kind, name)
             elif verb == "resume":
@@ -767,67 +786,43 @@ def _spec_verb(
 
 
 @app.command()
+@_takes_target()
 def pause(
-    kind: Annotated[str, typer.Argument(help=_KIND_HELP)],
-    name: Annotated[str, typer.Argument(help="The job's name.")],
-    kubeconfig: _Kubeconfig = None,
-    context: _Context = None,
-    namespace: _Namespace = None,
-    request_timeout: _RequestTimeout = None,
-    local: _Local = False,
-    cluster: _Cluster = False,
-    runs_dir: _RunsDir = None,
-    run_dir: _RunDir = None,
+    kind: _Kind,
+    name: _Name,
+    *,
+    target: _Target,
 ) -> None:
     """Pause a job (spec.runMode.pause.enabled: true): its replicas stop until resume. A local run's
     manifest file is edited (that field only) and the run applies it."""
-    _spec_verb("pause", kind, name, dict(
-        local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace, request_timeout=request_timeout,
-        runs_dir=runs_dir, run_dir=run_dir,
-    ))
+    _spec_verb("pause", kind, name, target)
 
 
 @app.command()
+@_takes_target()
 def resume(
-    kind: Annotated[str, typer.Argument(help=_KIND_HELP)],
-    name: Annotated[str, typer.Argument(help="The job's name.")],
-    kubeconfig: _Kubeconfig = None,
-    context: _Context = None,
-    namespace: _Namespace = None,
-    request_timeout: _RequestTimeout = None,
-    local: _Local = False,
-    cluster: _Cluster = False,
-    runs_dir: _RunsDir = None,
-    run_dir: _RunDir = None,
+    kind: _Kind,
+    name: _Name,
+    *,
+    target: _Target,
 ) -> None:
     """Resume a paused job (spec.runMode.pause.enabled: false)."""
-    _spec_verb("resume", kind, name, dict(
-        local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace, request_timeout=request_timeout,
-        runs_dir=runs_dir, run_dir=run_dir,
-    ))
+    _spec_verb("resume", kind, name, target)
 
 
 @app.command()
+@_takes_target()
 def scale(
     kind: Annotated[str, typer.Argument(help="PyTorchTrainingJob (pj) or DeepSpeedJob (dj), elastic.")],
-    name: Annotated[str, typer.Argument(help="The job's name.")],
+    name: _Name,
     replicas: Annotated[
         int, typer.Option("--replicas", min=0, help="spec.elastic.expectedReplicas, within [minReplicas, maxReplicas].")
     ],
-    kubeconfig: _Kubeconfig = None,
-    context: _Context = None,
-    namespace: _Namespace = None,
-    request_timeout: _RequestTimeout = None,
-    local: _Local = False,
-    cluster: _Cluster = False,
-    runs_dir: _RunsDir = None,
-    run_dir: _RunDir = None,
+    *,
+    target: _Target,
 ) -> None:
     """Set an elastic job's expectedReplicas (PyTorchTrainingJob, DeepSpeedJob with spec.elastic.enabled)."""
-    _spec_verb("scale", kind, name, dict(
-        local=local, cluster=cluster, kubeconfig=kubeconfig, context=context, namespace=namespace, request_timeout=request_timeout,
-        runs_dir=runs_dir, run_dir=run_dir,
-    ), replicas)
+    _spec_verb("scale", kind, name, target, replicas)
 
 
 @app.command()

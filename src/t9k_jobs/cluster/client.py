@@ -14,6 +14,7 @@ server's ``Retry-After``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import AsyncIterator
@@ -343,32 +344,12 @@ class KubeClient:
         raises ``asyncio.TimeoutError`` so the caller reconnects. Watches skip the token bucket,
         like client-go's long-running requests.
         """
-        url = (
-            self.host
-            + res.path(namespace)
-            + "?"
-            + urlencode({**{k: _param(v) for k, v in params.items()}, "watch": "true"})
-        )
-        headers = await self._headers(None)
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._connect_limit(), sock_read=idle_timeout)
-        code = "error"
-        try:
-            async with self._session.get(url, headers=headers, timeout=timeout, proxy=self._proxy) as resp:
-                code = str(resp.status)
-                if resp.status >= 300:
-                    raise _error(resp.status, await resp.read())
-                buf = b""
-                async for chunk in resp.content.iter_any():
-                    buf += chunk
-                    while True:
-                        nl = buf.find(b"\n")
-                        if nl < 0:
-                            break
-                        line, buf = buf[:nl], buf[nl + 1 :]
-                        if line.strip():
-                            yield orjson.loads(line)
-        finally:
-            metrics.API_REQUESTS.labels(verb="watch", code=code).inc()
+        query = urlencode({**{k: _param(v) for k, v in params.items()}, "watch": "true"})
+        stream = self._stream(res.path(namespace) + "?" + query, idle_timeout, "watch")
+        async with contextlib.aclosing(stream) as lines:
+            async for line in lines:
+                if line.strip():
+                    yield orjson.loads(line)
 
     async def stream_lines(
         self, path: str, params: dict[str, Any] | None = None, idle_timeout: float | None = None
@@ -378,14 +359,34 @@ class KubeClient:
 
         ``idle_timeout`` (seconds, None: none) bounds the silence between two reads. Raises
         :class:`ApiError` for a non-2xx answer. Like watches, it skips the token bucket."""
-        url = self.host + path
         if params:
-            url += "?" + urlencode({k: _param(v) for k, v in params.items() if v is not None})
+            path += "?" + urlencode({k: _param(v) for k, v in params.items() if v is not None})
+        stream = self._stream(path, idle_timeout, "get", "*/*", unterminated=True)
+        async with contextlib.aclosing(stream) as lines:
+            async for line in lines:
+                yield line.decode("utf-8", errors="replace")
+
+    async def _stream(
+        self,
+        path: str,
+        idle_timeout: float | None,
+        verb: str,
+        accept: str | None = None,
+        unterminated: bool = False,
+    ) -> AsyncIterator[bytes]:
+        """Yield the lines (without the newline) of a streamed GET of ``path`` as they arrive (the
+        callers close it with :func:`contextlib.aclosing`, so the response goes when they stop);
+        ``unterminated``: the text after the last newline too, when the stream ends.
+        ``idle_timeout`` (seconds, None: none) bounds the silence between two reads; ``verb``: the
+        request's label in ``API_REQUESTS``. Raises :class:`ApiError` for a non-2xx answer. Skips
+        the token bucket."""
         headers = await self._headers(None)
-        headers["Accept"] = "*/*"
+        if accept is not None:
+            headers["Accept"] = accept
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._connect_limit(), sock_read=idle_timeout)
         code = "error"
         try:
+            url = self.host + path
             async with self._session.get(url, headers=headers, timeout=timeout, proxy=self._proxy) as resp:
                 code = str(resp.status)
                 if resp.status >= 300:
@@ -395,11 +396,11 @@ class KubeClient:
                     buf += chunk
                     *lines, buf = buf.split(b"\n")
                     for line in lines:
-                        yield line.decode("utf-8", errors="replace")
-                if buf:
-                    yield buf.decode("utf-8", errors="replace")
+                        yield line
+                if buf and unterminated:
+                    yield buf
         finally:
-            metrics.API_REQUESTS.labels(verb="get", code=code).inc()
+            metrics.API_REQUESTS.labels(verb=verb, code=code).inc()
 
 
 def _param(v: Any) -> str:

@@ -659,9 +659,8 @@ async def open_logs(
         types = [g.type for g in groups(job)]
         if o.replica_type not in types:
             raise NotFound(f"{kind} {name} has no replica type {o.replica_type!r}; it has {', '.join(types)}")
-    single = o.index is not None
     pod_name = None
-    if single:
+    if o.index is not None:
         from ..addressing import replica_name
 
         pod_name = replica_name(name, o.replica_type or "", o.index)
@@ -670,60 +669,71 @@ async def open_logs(
             names = [c.get("name") for c in (group.template.get("spec") or {}).get("containers") or []]
             if o.container is not None and o.container not in names:
                 raise NotFound(f"{pod_name} has no container {o.container!r}; it has {', '.join(map(str, names))}")
-
-    def wanted(pod: dict[str, Any]) -> bool:
-        labels = pod["metadata"].get("labels") or {}
-        if o.replica_type is not None and labels.get(LABEL_REPLICA_TYPE) != o.replica_type:
-            return False
-        return pod_name is None or pod["metadata"]["name"] == pod_name
-
-    def containers(pod: dict[str, Any]) -> list[str]:
-        names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
-        if single:
-            return [o.container] if o.container is not None else names[:1]
-        return names
-
-    def show(pod: dict[str, Any], container: str, stamp: str, text: str) -> str:
-        body = f"{stamp} {text}" if o.timestamps else text
-        return body if single else f"[{_prefix(name, pod, container)}] {body}"
-
-    def path(pod: dict[str, Any]) -> str:
-        return PODS.path(ns, pod["metadata"]["name"], "log")
-
+    logs = _Logs(cl, kind, name, ns, o, pod_name)
     if o.follow:
         queue: asyncio.Queue[str | BaseException | None] = asyncio.Queue(maxsize=10000)
-        return _follow(cl, kind, name, ns, o, wanted, containers, show, path, queue)
-    return _read(cl, kind, name, ns, o, wanted, containers, show, path, single, pod_name)
+        return _follow(logs, queue)
+    return _read(logs)
 
 
-async def _read(
-    cl: Cluster,
-    kind: str,
-    name: str,
-    ns: str,
-    o: LogOptions,
-    wanted: Any,
-    containers: Any,
-    show: Any,
-    path: Any,
-    single: bool,
-    pod_name: str | None,
-) -> AsyncIterator[str]:
+@dataclass
+class _Logs:
+    """What ``logs`` reads, checked: the job, its namespace, the options and, with an index, the
+    one replica's pod (``pod_name``); :func:`_read` and :func:`_follow` read it."""
+
+    cl: Cluster
+    kind: str
+    name: str
+    ns: str
+    o: LogOptions
+    pod_name: str | None
+
+    @property
+    def single(self) -> bool:
+        """One replica's log: its lines carry no ``[replica]`` prefix."""
+        return self.pod_name is not None
+
+    async def pods(self) -> list[dict[str, Any]]:
+        """The job's pods whose logs are wanted."""
+        return [p for p in await job_pods(self.cl, self.kind, self.name, self.ns) if self.wanted(p)]
+
+    def wanted(self, pod: dict[str, Any]) -> bool:
+        labels = pod["metadata"].get("labels") or {}
+        if self.o.replica_type is not None and labels.get(LABEL_REPLICA_TYPE) != self.o.replica_type:
+            return False
+        return self.pod_name is None or pod["metadata"]["name"] == self.pod_name
+
+    def containers(self, pod: dict[str, Any]) -> list[str]:
+        names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
+        if self.single:
+            return [self.o.container] if self.o.container is not None else names[:1]
+        return names
+
+    def show(self, pod: dict[str, Any], container: str, stamp: str, text: str) -> str:
+        body = f"{stamp} {text}" if self.o.timestamps else text
+        return body if self.single else f"[{_prefix(self.name, pod, container)}] {body}"
+
+    def path(self, pod: dict[str, Any]) -> str:
+        return PODS.path(self.ns, pod["metadata"]["name"], "log")
+
+
+async def _read(logs: _Logs) -> AsyncIterator[str]:
     """The logs as they are now, merged in time order (the last ``o.tail`` lines of that)."""
-    pods = [p for p in await job_pods(cl, kind, name, ns) if wanted(p)]
+    cl, o, show, single = logs.cl, logs.o, logs.show, logs.single
+    pods = await logs.pods()
     if single and not pods:
-        raise NotFound(f"{kind} {name} has no pod {pod_name} (not created yet, or deleted)")
+        raise NotFound(f"{logs.kind} {logs.name} has no pod {logs.pod_name} (not created yet, or deleted)")
     entries: list[tuple[tuple[str, int], int, str]] = []
     seq = 0
     for pod in pods:
-        for container in containers(pod):
+        for container in logs.containers(pod):
             params: dict[str, Any] = {"container": container, "timestamps": True}
             if o.tail is not None:
                 params["tailLines"] = o.tail
             if o.previous:
                 params["previous"] = True
             try:
-                async for line in cl.kube.stream_lines(path(pod), params, idle_timeout=60):
+                async for line in cl.kube.stream_lines(logs.path(pod), params, idle_timeout=60):
                     stamp, text = _split(line)
                     entries.append((_ts_key(stamp), seq, show(pod, container, stamp, text)))
                     seq += 1
@@ -771,23 +781,13 @@ def _terminated(pod: dict[str, Any], container: str) -> bool:
     )
 
 
-async def _follow(
-    cl: Cluster,
-    kind: str,
-    name: str,
-    ns: str,
-    o: LogOptions,
-    wanted: Any,
-    containers: Any,
-    show: Any,
-    path: Any,
-    queue: asyncio.Queue[str | BaseException | None],
-) -> AsyncIterator[str]:
+async def _follow(logs: _Logs, queue: asyncio.Queue[str | BaseException | None]) -> AsyncIterator[str]:
     """Follow every wanted pod's containers as they start, until the job has finished (or is
     deleted) and the streams are drained (those of pods still running get :data:`DRAIN` s).
 
     A request that breaks, or ends while the pod's status still shows its container running, is
     started again from the second of its last line (lines already given are skipped)."""
+    cl, kind, name, ns, o = logs.cl, logs.kind, logs.name, logs.ns, logs.o
     streams: dict[tuple[str, str], _Stream] = {}
     loop = asyncio.get_running_loop()
 
@@ -801,13 +801,13 @@ async def _follow(
         elif tail is not None:
             params["tailLines"] = tail
         try:
-            async for line in cl.kube.stream_lines(path(st.pod), params):
+            async for line in cl.kube.stream_lines(logs.path(st.pod), params):
                 stamp, text = _split(line)
                 key = _ts_key(stamp)
                 if given is not None and key <= given:
                     continue
                 st.last = key
-                await queue.put(show(st.pod, st.container, stamp, text))
+                await queue.put(logs.show(st.pod, st.container, stamp, text))
             return "ended"
         except ApiError as exc:
             return "gone" if exc.status == 404 else "broken"
@@ -830,7 +830,7 @@ async def _follow(
                         gone = False
                     except NotFound:
                         raw, gone = None, True
-                    pods = [] if gone else [p for p in await job_pods(cl, kind, name, ns) if wanted(p)]
+                    pods = [] if gone else await logs.pods()
                     unreachable_since = None
                 except Unreachable:  # the server restarts: the streams wait, so do we (a minute)
                     unreachable_since = unreachable_since if unreachable_since is not None else loop.time()
@@ -840,7 +840,7 @@ async def _follow(
                     continue
                 live = {p["metadata"].get("uid", ""): p for p in pods}
                 for pod in pods:
-                    for container in containers(pod):
+                    for container in logs.containers(pod):
                         key = (pod["metadata"].get("uid", ""), container)
                         if key not in streams and _started(pod, container):
                             streams[key] = _Stream(pod, container)
