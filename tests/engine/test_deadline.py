@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from t9k_jobs.engine.reconcile import rfc3339
+from t9k_jobs.engine.deadline import deadline
+from t9k_jobs.engine.decisions import Deadline
+from t9k_jobs.engine.reconcile import begin, rfc3339
 
 from .jobs import pytorch
 from .sim import Sim, deleted_pods, pause, started
@@ -80,3 +82,21 @@ def test_the_pass_that_starts_the_job_asks_to_look_again_at_its_deadline():
     plan = sim.step()
     assert sim.status.phase == "Running" and sim.status.start_time
     assert plan.requeue_after == pytest.approx(30, abs=1)
+
+
+def test_the_deadline_policy_returns_its_decision():
+    """The policy says when the deadline passes, or, once it has, the outcome and the pods to stop;
+    the pass applies it (the status is derived afterwards)."""
+    sim = Sim(pytorch(name="j", runPolicy={"activeDeadlineSeconds": 100}))
+    sim.settle(start="Running")
+    sim.step()
+    sim.succeed("j-worker-0")
+    p, _ = begin(sim.job, sim.observed(), sim.now + 30)
+    before = deadline(p, sim.status.start_time)
+    assert before.outcome is None and before.stop == () and before.wake == pytest.approx(70)
+    p, _ = begin(sim.job, sim.observed(), sim.now + 100)
+    after = deadline(p, sim.status.start_time)
+    assert after.outcome is not None and after.outcome.reason == "DeadlineExceeded"
+    assert sorted(pod.name for pod in after.stop) == ["j-master-0", "j-worker-1"]
+    assert after.wake is None
+    assert deadline(p, None) == Deadline(), "no clock, no deadline"

@@ -13,6 +13,10 @@ from dataclasses import replace
 
 import pytest
 
+from t9k_jobs.engine.preemption import preemption
+from t9k_jobs.engine.reconcile import begin
+from t9k_jobs.engine.replicas import classify
+
 from .jobs import deepspeed, generic, pytorch
 from .sim import Sim, created_pods
 
@@ -200,3 +204,24 @@ def test_deepspeed_relaunches_every_rank_when_one_is_preempted() -> None:
     assert sim.status.phase == "Running"
     assert sim.status.backoff_count == 0
     assert sim.status.task("worker").restart_count == 0
+
+
+def test_the_preemption_policy_returns_its_decision() -> None:
+    """Read from the classified replicas: with restart scope all, the ranks relaunched with the
+    preempted one (their pods deleted, reason Preempted, nothing counted), those not judged, and
+    the one event."""
+    sim = Sim(deepspeed(3, name="ds", backoff=0), graceful=True)
+    sim.settle(start="Running")
+    sim.step()
+    sim.disrupt("ds-worker-0", end=143)
+    p, t = begin(sim.job, sim.observed(), sim.now)
+    walk = classify(p, t.backoff_count)
+    assert [r.name for r in walk.replicas if r.preempted] == ["ds-worker-0"]
+    decision = preemption(p, walk)
+    assert decision is not None
+    assert decision.unjudged == (("worker", 1), ("worker", 2))
+    assert [(r.name, r.delete, r.status.phase, r.status.uid) for r in decision.relaunched] == [
+        ("ds-worker-1", "Preempted", "Creating", ""),
+        ("ds-worker-2", "Preempted", "Creating", ""),
+    ]
+    assert decision.event is not None and decision.event.reason == "Preempted"

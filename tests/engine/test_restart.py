@@ -1,6 +1,6 @@
-"""Restart policies, backoff and restart attempts (:mod:`t9k_jobs.engine.restart`) [§1.4]:
-which ended replicas restart, how restarts are counted, and how a replica's replacement is told
-from the pod it replaces.
+"""Restart policies and backoff (:mod:`t9k_jobs.engine.restart`) [§1.4]: which ended replicas
+restart and how restarts are counted. How a replacement is told from the pod it replaces is in
+``test_replacement.py``.
 """
 
 from __future__ import annotations
@@ -10,6 +10,10 @@ from dataclasses import replace
 import pytest
 
 from t9k_jobs.engine import ContainerState
+from t9k_jobs.engine.apply import apply_walk
+from t9k_jobs.engine.reconcile import begin
+from t9k_jobs.engine.replicas import classify
+from t9k_jobs.engine.restart import restarts
 
 from .jobs import colossalai, ctr, deepspeed, generic, pytorch, tmpl
 from .sim import Sim, created_pods, deleted_pods, started
@@ -275,36 +279,18 @@ def test_a_rank_that_ended_for_good_beside_a_restart_of_all_is_not_named_failed(
     assert again.status == sim.status
 
 
-def test_each_pod_carries_its_restart_attempt():
-    """A replica's pod is labelled with the replica's restart count when it was made (the label
-    keeps its on-cluster name, ``restart-generation``); a restart makes the next attempt, and a
-    pod of an earlier one is the pod being replaced."""
-    sim = started(pytorch(name="j", policy="OnFailure"))
-    assert sim.pod("j-worker-0")["metadata"]["labels"]["batch.tensorstack.dev/restart-generation"] == "0"
-    sim.fail("j-worker-0", 1)
-    plan = sim.step()
-    assert deleted_pods(plan) == ["j-worker-0"]
-    sim.settle()
-    assert sim.pod("j-worker-0")["metadata"]["labels"]["batch.tensorstack.dev/restart-generation"] == "1"
-    assert sim.pods["j-worker-0"].restart_attempt == 1
-
-
-def test_a_pod_of_an_earlier_restart_attempt_is_replaced_whatever_the_status_says():
-    """The restart attempt is read from the pod: a status whose restart marker was lost (written
-    by hand, restored from a backup) still has its old attempt's pod replaced, not adopted."""
-    sim = started(pytorch(name="j", policy="OnFailure"))
-    sim.fail("j-worker-0", 1)
-    old = sim.pods["j-worker-0"]  # restart attempt 0
-    sim.step()  # restart counted (worker-0 is now at attempt 1), its pod deleted
-    status = sim.status.model_copy(deep=True)
-    for task in status.tasks:
-        for rs in task.replicas:
-            if rs.name == "j-worker-0":
-                rs.phase, rs.uid = "Failed", ""  # the marker gone
-    sim.job = sim.job.model_copy(update={"status": status})
-    sim.pods["j-worker-0"] = replace(old, deleting=False)
-    plan = sim.step()
-    assert deleted_pods(plan) == ["j-worker-0"]
-    assert sim.status.phase == "Running"
-    assert sim.status.backoff_count == 1, "the old pod's end was counted once, not again"
-    assert not any(e.reason == "RestartingReplica" for e in plan.events)
+def test_the_restart_policy_decides_and_the_pass_applies():
+    """The policy reads the classified replicas and returns its decision (every rank of a
+    DeepSpeedJob, one backoff); nothing is counted until the pass applies it."""
+    sim = started(deepspeed(3, name="ds", backoff=3))
+    sim.fail("ds-worker-2", 137)
+    p, t = begin(sim.job, sim.observed(), sim.now)
+    apply_walk(t, classify(p, t.backoff_count))
+    decision = restarts(p, t)
+    assert decision is not None and decision.every and decision.backoff_count == 1
+    assert [(r.status.name, r.status.phase, r.status.uid, r.status.restart_count) for r in decision.replicas] == [
+        (f"ds-worker-{i}", "Creating", "", 1) for i in range(3)
+    ]
+    assert {r.why for r in decision.replicas} == {"exit code 137"}
+    assert t.backoff_count == 0 and t.task_restarts == {"worker": 0}
+    assert restarts(p, t) == decision, "a decision is a value: asking again gives the same"

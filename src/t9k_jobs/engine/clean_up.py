@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from .context import UNFINISHED_GRACE, Pass, parse_time
+from .decisions import CleanUp
 
 
-def clean_up(p: Pass) -> None:
-    """Delete pods of a finished job by ``cleanUpPolicy`` [§1.6]; other children stay.
+def clean_up(p: Pass, completion_time: str | None) -> CleanUp:
+    """Pods of a finished job to delete by ``cleanUpPolicy`` [§1.6]; other children stay.
 
     ``Unfinished`` spares replicas still running for :data:`UNFINISHED_GRACE` seconds after
     ``completionTime`` and asks to look again then: ranks that end together (a DDP job's) reach
@@ -15,14 +16,16 @@ def clean_up(p: Pass) -> None:
     keeps its result and its logs instead of being deleted as unfinished.
     """
     policy, exempt = p.fw.clean_up(p.job)
-    ends = parse_time(p.status.completion_time) + UNFINISHED_GRACE if p.status.completion_time else p.now
+    ends = parse_time(completion_time) + UNFINISHED_GRACE if completion_time else p.now
+    pods, wake = [], None
     for pod in p.observed.pods.values():
         if pod.replica_type in exempt:
             continue
         if policy == "All":
-            p.delete_pod(pod, "CleanUp")
+            pods.append(pod)
         elif policy == "Unfinished" and not pod.terminal:
             if p.now >= ends:
-                p.delete_pod(pod, "CleanUp")
+                pods.append(pod)
             elif not pod.deleting:
-                p.plan.requeue_after = min(p.plan.requeue_after or ends - p.now, ends - p.now)
+                wake = ends - p.now
+    return CleanUp(tuple(pods), wake)

@@ -1,15 +1,18 @@
-"""What one reconcile pass works on (:class:`Pass`), the engine's constants, and its clock.
+"""What one reconcile pass reads (:class:`Pass`), what it has decided so far (:class:`Tally`),
+the engine's constants, and its clock.
 
-A pass reads the job, what exists and ``now``; the policies (one module each) add to its
-replica statuses, finals, restarts and creates, and to the plan. Nothing here does I/O."""
+A pass reads the job, what exists and ``now``; each policy (one module each) reads them and the
+classified replicas and returns a decision (:mod:`.decisions`); :func:`~.reconcile.reconcile`
+applies the decisions to the tally, and the status is derived from the tally once, at the end
+(:func:`~.status.finish_status`). Nothing here does I/O."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Iterator
 
-from ..api.common import JobStatus, ReplicaStatus, TaskStatus
+from ..api.common import JobStatus, ReplicaStatus
 from ..api.kinds import JobBase
 from ..frameworks import BuildContext, Final, Framework, ReplicaGroup
 from .types import Delete, Event, Observed, ObservedPod, Plan
@@ -38,9 +41,11 @@ def parse_time(text: str) -> float:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
 
 
-@dataclass
+@dataclass(frozen=True)
 class Pass:
-    """Working state of one reconcile pass."""
+    """What one reconcile pass reads: the job, its framework and replica groups, what exists,
+    ``now``, the build context, the status stored by the previous pass (``old``) and the children
+    other than pods the job owns. Policies read it; none changes it."""
 
     job: JobBase
     fw: Framework
@@ -49,35 +54,68 @@ class Pass:
     now: float
     ctx: BuildContext
     old: JobStatus
-    status: JobStatus
-    plan: Plan
-    replicas: dict[str, ReplicaStatus] = field(default_factory=dict)
-    finals: dict[tuple[str, int], Final] = field(default_factory=dict)
-    restarts: list[tuple[ReplicaGroup, int, str]] = field(default_factory=list)
-    creates: list[tuple[ReplicaGroup, int]] = field(default_factory=list)
-    #: Replicas (pod names) found taken by the scheduler's preemption on this pass
-    #: (:mod:`.preemption`): recreated without counting a restart or a backoff.
-    preempted: list[str] = field(default_factory=list)
     owned: list[dict[str, Any]] = field(default_factory=list)
 
     def prior(self, name: str) -> ReplicaStatus | None:
+        """Replica ``name``'s status as the previous pass stored it."""
         for task in self.old.tasks:
             for rs in task.replicas:
                 if rs.name == name:
                     return rs
         return None
 
+    def desired(self) -> Iterator[tuple[ReplicaGroup, int, str]]:
+        """Every desired replica as ``(group, index, pod name)``, in replica order."""
+        for g in self.groups:
+            for i in range(g.replicas):
+                yield g, i, g.pod_name(self.job.name, i)
+
+
+@dataclass
+class Tally:
+    """The one accumulator of a pass: :func:`~.reconcile.reconcile` applies each policy's
+    decision here, and the job's status is derived from it once, at the end.
+
+    ``plan``: what the runtime is to do (its ``status`` is set last); ``replicas``: each replica's
+    status; ``finals``: replicas that ended for good; ``restarts``: replicas that ended and may
+    restart, with why; ``creates``: replicas whose pod is to be created; ``preempted``: replicas
+    taken by the scheduler's preemption on this pass; then the counters and times of the status.
+    """
+
+    plan: Plan
+    start_time: str | None
+    completion_time: str | None
+    backoff_count: int
+    task_restarts: dict[str, int]
+    replicas: dict[str, ReplicaStatus] = field(default_factory=dict)
+    finals: dict[tuple[str, int], Final] = field(default_factory=dict)
+    restarts: list[tuple[ReplicaGroup, int, str]] = field(default_factory=list)
+    creates: list[tuple[ReplicaGroup, int]] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, old: JobStatus) -> Tally:
+        return cls(
+            Plan(),
+            old.start_time,
+            old.completion_time,
+            old.backoff_count,
+            {t.type: t.restart_count for t in old.tasks},
+        )
+
     def delete_pod(self, pod: ObservedPod, reason: str) -> None:
+        """Delete ``pod`` (UID precondition) unless it is on its way out or already to be deleted."""
         if not pod.deleting and all((d.kind, d.name) != ("Pod", pod.name) for d in self.plan.delete):
             self.plan.delete.append(Delete("Pod", pod.name, pod.uid, reason))
+
+    def deletes_pod(self, name: str) -> bool:
+        """Whether this pass deletes pod ``name``."""
+        return any((d.kind, d.name) == ("Pod", name) for d in self.plan.delete)
 
     def event(self, type_: str, reason: str, message: str) -> None:
         self.plan.events.append(Event(type_, reason, message))  # type: ignore[arg-type]
 
-
-def task_of(status: JobStatus, replica_type: str) -> TaskStatus:
-    task = status.task(replica_type)
-    if task is None:
-        task = TaskStatus(type=replica_type)
-        status.tasks.append(task)
-    return task
+    def wake(self, seconds: float | None) -> None:
+        """Ask to look again in ``seconds`` (the earliest of the wake-ups asked for wins)."""
+        if seconds is not None:
+            self.plan.requeue_after = min(self.plan.requeue_after or seconds, seconds)

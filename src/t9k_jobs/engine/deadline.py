@@ -6,37 +6,33 @@ from __future__ import annotations
 
 from ..frameworks import Outcome
 from .context import Pass, parse_time, rfc3339
-from .replicas import refresh_replicas
+from .decisions import Clock, Deadline
 
 
 def _deadline(p: Pass) -> int | None:
     return p.fw.active_deadline_seconds(p.job)
 
 
-def deadline_passed(p: Pass) -> Outcome | None:
-    """The job's ``DeadlineExceeded`` outcome if its deadline has passed (its running replicas
-    are then being stopped, and the pass ends the job with it: :func:`~.outcome.end`); else
-    ``None``, asking to look again when it will pass."""
-    deadline = _deadline(p)
-    if not deadline or not p.status.start_time:
-        return None
-    ends = parse_time(p.status.start_time) + deadline
+def deadline(p: Pass, start_time: str | None) -> Deadline:
+    """Where the job stands with its deadline, counted from ``start_time``: once it passed, the
+    ``DeadlineExceeded`` outcome and the running pods to stop (the pass then ends the job with it:
+    :func:`~.outcome.ending`); before, when it will pass."""
+    seconds = _deadline(p)
+    if not seconds or not start_time:
+        return Deadline()
+    ends = parse_time(start_time) + seconds
     if p.now < ends:
-        p.plan.requeue_after = min(ends - p.now, p.plan.requeue_after or ends - p.now)
+        return Deadline(wake=ends - p.now)
+    message = (
+        f"{p.job.kind} {p.job.name} has failed: it was active longer than activeDeadlineSeconds ({seconds}s)"
+    )
+    stop = tuple(pod for pod in p.observed.pods.values() if not pod.terminal)
+    return Deadline(Outcome(False, message, reason="DeadlineExceeded"), stop)
+
+
+def start_clock(p: Pass, start_time: str | None) -> Clock | None:
+    """``startTime`` on the first pass that acts on the job (``None`` once set), waking up at its deadline."""
+    if start_time:
         return None
-    message = f"{p.job.kind} {p.job.name} has failed: it was active longer than activeDeadlineSeconds ({deadline}s)"
-    for pod in p.observed.pods.values():
-        if not pod.terminal:
-            p.delete_pod(pod, "DeadlineExceeded")
-    refresh_replicas(p)
-    return Outcome(False, message, reason="DeadlineExceeded")
-
-
-def start_clock(p: Pass) -> None:
-    """Set ``startTime`` on the first pass that acts on the job, and wake up at its deadline."""
-    if p.status.start_time:
-        return
-    p.status.start_time = rfc3339(p.now)
-    deadline = _deadline(p)
-    if deadline:
-        p.plan.requeue_after = min(float(deadline), p.plan.requeue_after or float(deadline))
+    seconds = _deadline(p)
+    return Clock(rfc3339(p.now), float(seconds) if seconds else None)

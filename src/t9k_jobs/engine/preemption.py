@@ -12,10 +12,11 @@ not at all.
 What the engine does with a replica whose pod is preempted
 (:attr:`~t9k_jobs.engine.types.ObservedPod.preempted`):
 
-- once the pod is being deleted or has ended, the replica is marked as being replaced (the
-  restart marker: ``Creating`` with the old pod's uid) and recreated when that pod is gone, as a
-  relaunch: no task or replica ``restartCount``, no ``backoffCount``, whatever the restart policy
-  (even ``Never``): the program did not fail;
+- once the pod is being deleted or has ended, the replica is reported ``Creating`` (reason
+  ``PreemptionByScheduler``) and recreated when that pod is gone, as a relaunch: no task or
+  replica ``restartCount``, no ``backoffCount``, whatever the restart policy (even ``Never``): the
+  program did not fail. Its pod says it is on its way out (being deleted, or ended with the
+  scheduler's notice) on every later pass, so no marker in the status is needed;
 - while the pod still runs with the condition (the scheduler's delete is on its way), nothing
   is done but the replica's status remembers it (reason ``PreemptionByScheduler``), so a pod that
   vanishes before the next pass is recreated the same way (:func:`preempted_gone`);
@@ -38,10 +39,10 @@ be told from a pod someone deleted: it counts as an external deletion [§1.11].
 from __future__ import annotations
 
 from ..api.common import ReplicaStatus
-from ..frameworks import ReplicaGroup
-from .context import Pass, rfc3339
-from .replica_status import from_pod
-from .types import PREEMPTION_BY_SCHEDULER, ObservedPod
+from .context import Pass, Tally, rfc3339
+from .decisions import Preemption, Replica, Walk
+from .replica_status import on_its_way_out
+from .types import PREEMPTION_BY_SCHEDULER, Event, ObservedPod
 
 #: The job condition type (our addition to T9k's condition types, §1.8).
 PREEMPTED = "Preempted"
@@ -56,22 +57,10 @@ def taken(pod: ObservedPod) -> bool:
     return pod.preempted and (pod.deleting or pod.terminal)
 
 
-def preempted_pod(p: Pass, name: str, pod: ObservedPod, rc: int) -> None:
-    """Replica ``name``'s pod ``pod`` is taken by preemption: mark the replica as being replaced
-    (``Creating`` with the pod's uid, reason ``PreemptionByScheduler``), make sure the pod's
-    deletion is under way, and record the preemption; ``rc`` (the replica's restart count) is
-    kept, not increased."""
-    p.delete_pod(pod, "Preempted")
-    p.replicas[name] = from_pod(pod, rc).model_copy(update={"phase": "Creating", "uid": pod.uid})
-    p.preempted.append(name)
-
-
-def preempted_gone(p: Pass, g: ReplicaGroup, i: int, name: str, rc: int) -> None:
-    """Replica ``name`` (index ``i`` of ``g``) whose pod was last seen preempted has vanished:
-    create it again, counting nothing."""
-    p.creates.append((g, i))
-    p.replicas[name] = ReplicaStatus(name=name, phase="Creating", restart_count=rc)
-    p.preempted.append(name)
+def preempted_again(pod: ObservedPod, prev: ReplicaStatus) -> bool:
+    """Whether ``pod``, taken by preemption, is one an earlier pass already reported preempted
+    (its replica ``Creating`` with reason ``PreemptionByScheduler``): not a new preemption."""
+    return taken(pod) and prev.phase == "Creating" and prev.reason == PREEMPTION_BY_SCHEDULER
 
 
 def was_preempted(prev: ReplicaStatus | None) -> bool:
@@ -81,58 +70,58 @@ def was_preempted(prev: ReplicaStatus | None) -> bool:
     return prev.reason == PREEMPTION_BY_SCHEDULER
 
 
-def apply_preemptions(p: Pass) -> None:
-    """After the replicas are classified: with restart scope ``all``, a preemption relaunches every
-    other replica too (uncounted), and their ends on this pass are not judged (their ranks lost a
-    peer); with scope ``replica`` nothing more is done. Emits one Normal ``Preempted`` event when
-    the job's ``Preempted`` condition is about to turn True."""
-    if not p.preempted:
-        return
+def preemption(p: Pass, walk: Walk) -> Preemption | None:
+    """What a preemption on this pass asks of the other replicas; ``None`` when none was taken.
+
+    With restart scope ``all`` a preemption relaunches every other replica too (uncounted), and
+    their ends on this pass are not judged (their ranks lost a peer); with scope ``replica``
+    nothing more is done. One Normal ``Preempted`` event when the job's ``Preempted`` condition is
+    about to turn True."""
+    taken_now = [r.name for r in walk.replicas if r.preempted]
+    if not taken_now:
+        return None
+    unjudged: list[tuple[str, int]] = []
+    relaunched: list[Replica] = []
     if p.fw.restart_scope == "all":
-        for g in p.groups:
-            for i in range(g.replicas):
-                name = g.pod_name(p.job.name, i)
-                if name in p.preempted:
-                    continue
-                p.finals.pop((g.type, i), None)
-                p.restarts = [r for r in p.restarts if (r[0].type, r[1]) != (g.type, i)]
-                pod = p.observed.pods.get(name)
-                rs = p.replicas.get(name)
-                if pod is not None and not (rs is not None and rs.phase == "Creating" and rs.uid == pod.uid):
-                    p.delete_pod(pod, "Preempted")
-                    prev = p.prior(name)
-                    rc = prev.restart_count if prev else 0
-                    marker = {"phase": "Creating", "uid": pod.uid}
-                    p.replicas[name] = from_pod(pod, rc).model_copy(update=marker)
+        for r in walk.replicas:
+            if r.preempted:
+                continue
+            unjudged.append((r.group.type, r.index))
+            if r.pod is not None and not r.replacing:
+                prev = p.prior(r.name)
+                status = on_its_way_out(r.pod, prev.restart_count if prev else 0)
+                peer = Replica(r.group, r.index, status, r.pod, delete="Preempted", replacing=True)
+                relaunched.append(peer)
+    event = None
     old = p.old.condition(PREEMPTED)
     if old is None or old.status != "True":
-        p.event(
+        event = Event(
             "Normal",
             "Preempted",
-            f"{_names(p.preempted)} preempted by the scheduler for higher priority; "
-            f"{'they are' if len(p.preempted) > 1 else 'it is'} recreated "
+            f"{_names(taken_now)} preempted by the scheduler for higher priority; "
+            f"{'they are' if len(taken_now) > 1 else 'it is'} recreated "
             "without counting a restart or a backoff",
         )
+    return Preemption(tuple(unjudged), tuple(relaunched), event)
 
 
-def preempted_now(p: Pass) -> bool:
+def preempted_now(p: Pass, t: Tally) -> bool:
     """Whether the job waits after a preemption: a replica was taken on this pass, or the
     ``Preempted`` condition is True and some desired replica is not back (Running, or ended)."""
-    if p.preempted:
+    if t.preempted:
         return True
     old = p.old.condition(PREEMPTED)
     if old is None or old.status != "True":
         return False
-    for g in p.groups:
-        for i in range(g.replicas):
-            rs = p.replicas.get(g.pod_name(p.job.name, i))
-            pod = p.observed.pods.get(g.pod_name(p.job.name, i))
-            if rs is None or rs.phase not in BACK or (pod is not None and pod.deleting):
-                return True
+    for _, _, name in p.desired():
+        rs = t.replicas.get(name)
+        pod = p.observed.pods.get(name)
+        if rs is None or rs.phase not in BACK or (pod is not None and pod.deleting):
+            return True
     return False
 
 
-def preempted_row(p: Pass, terminal: bool) -> tuple[str, bool, str, str] | None:
+def preempted_row(p: Pass, t: Tally, terminal: bool) -> tuple[str, bool, str, str] | None:
     """The job's ``Preempted`` condition as ``(type, true?, reason, message)``, None when the job
     was never preempted.
 
@@ -142,14 +131,14 @@ def preempted_row(p: Pass, terminal: bool) -> tuple[str, bool, str, str] | None:
     the job waits. False, reason ``Rescheduled``, once every replica is back; False, reason
     ``Finished``, when the job ends while still waiting. A False condition is kept as it was."""
     old = p.old.condition(PREEMPTED)
-    if not terminal and preempted_now(p):
+    if not terminal and preempted_now(p, t):
         if old is not None and old.status == "True":
             return (PREEMPTED, True, old.reason, old.message)
         sched = p.job.scheduler.t9k_scheduler if p.job.scheduler else None
         gang = sched is not None and p.ctx.gang != "none"
         wait = "wait for the gang again" if gang else "wait to be scheduled again"
         message = (
-            f"preempted by higher priority at {rfc3339(p.now)} ({_names(p.preempted)}): "
+            f"preempted by higher priority at {rfc3339(p.now)} ({_names(t.preempted)}): "
             f"its pods are recreated and {wait}"
         )
         return (PREEMPTED, True, PREEMPTION_BY_SCHEDULER, message)

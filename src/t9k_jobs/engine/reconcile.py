@@ -18,16 +18,22 @@ The pass, in order (reference sections in brackets):
    counting anything (:mod:`.preemption`);
 6. the framework decides success or failure from the final replicas [§2.3, §3.2, §4.4, §5.3];
 7. replicas that wait for a reason (no image, no ConfigMap, no node) are reported, once;
-8. phase, conditions, tasks and aggregate are derived, once, from what the steps decided
-   (:func:`decide` returns the phase and the outcome; :func:`~.status.finish_status`) [§1.8].
+8. phase, conditions, tasks, aggregate and counters are derived, once, from what the steps
+   decided (:func:`decide` returns the phase and the outcome; :func:`~.status.finish_status`) [§1.8].
+
+Each policy reads the pass (:class:`.context.Pass`) and the replicas as classified
+(:class:`.decisions.Walk`) and returns a decision, a small frozen value (:mod:`.decisions`);
+:func:`decide` applies it (:mod:`.apply`) to the pass's one accumulator (:class:`.context.Tally`),
+from which the status is derived, as JobSet's ``executeFailurePolicy``/``executeSuccessPolicy``
+read the classified child Jobs and make one status update.
 
 On the first pass (no status yet) the spec's warnings (fields accepted without effect, silent
 defaults: :func:`t9k_jobs.frameworks.spec_warnings`) are emitted as ``SpecWarning`` events.
 
 Each step lives in the module named after it: :mod:`.desired` (children and pods, their
 desired hashes), :mod:`.deadline`, :mod:`.run_mode`, :mod:`.replicas` (with :mod:`.replica_status`),
-:mod:`.restart`, :mod:`.outcome`, :mod:`.clean_up`, :mod:`.waiting` and :mod:`.status`; a pass's
-working state is :class:`.context.Pass`.
+:mod:`.preemption`, :mod:`.restart`, :mod:`.outcome`, :mod:`.clean_up`, :mod:`.waiting`, :mod:`.status`
+and :mod:`.conditions`.
 
 A pod has ended when the kubelet says so or when all its containers have terminated
 (:attr:`ObservedPod.effective_phase`); every step reads that, never the reported phase alone.
@@ -38,22 +44,33 @@ from __future__ import annotations
 from ..api.common import TERMINAL_PHASES, JobStatus
 from ..api.kinds import JobBase
 from ..frameworks import BuildContext, Outcome, framework_for, spec_warnings
-from .clean_up import clean_up
-from .context import CONFLICT_RECHECK, UNFINISHED_GRACE, Pass, parse_time, rfc3339
-from .deadline import deadline_passed, start_clock
-from .desired import CLUSTER, build_pod, children, plan_children
-from .outcome import end
-from .preemption import apply_preemptions
-from .replicas import refresh_replicas, walk_replicas
-from .restart import apply_restarts
-from .run_mode import paused
-from .status import active_phase, finish_status
 from ..frameworks.base import GANG_MODES, GangMode
 from ..frameworks.launch import Launcher
+from .apply import apply_clean_up, apply_preemption, apply_restarts, apply_walk, end
+from .clean_up import clean_up
+from .context import CONFLICT_RECHECK, UNFINISHED_GRACE, Pass, Tally, parse_time, rfc3339
+from .deadline import deadline, start_clock
+from .desired import CLUSTER, build_pod, children, plan_children
+from .outcome import ending
+from .preemption import preemption
+from .replicas import classify, reported
+from .restart import restarts
+from .run_mode import paused
+from .status import active_phase, finish_status
 from .types import Addressing, Observed, Plan
-from .waiting import report_waiting
+from .waiting import waiting_events
 
-__all__ = ["CONFLICT_RECHECK", "UNFINISHED_GRACE", "build_pod", "children", "parse_time", "reconcile", "rfc3339"]
+__all__ = [
+    "CONFLICT_RECHECK",
+    "UNFINISHED_GRACE",
+    "begin",
+    "build_pod",
+    "children",
+    "decide",
+    "parse_time",
+    "reconcile",
+    "rfc3339",
+]
 
 
 def reconcile(
@@ -66,62 +83,83 @@ def reconcile(
     launches over ssh (pods by default; the local runtime passes its own). Returns a
     :class:`Plan`; never raises for any valid job and any observed state.
     """
+    p, t = begin(job, observed, now, addressing, launcher)
+    phase, outcome = decide(p, t)
+    t.plan.status = finish_status(p, t, phase, outcome)  # the status, derived once, at the end
+    return t.plan
+
+
+def begin(
+    job: JobBase, observed: Observed, now: float, addressing: Addressing = CLUSTER, launcher: Launcher | None = None
+) -> tuple[Pass, Tally]:
+    """A pass over ``job`` (what it reads) and its tally, holding step 1: the children other than
+    pods to create, update or delete, and the spec's warnings on the first pass."""
     fw = framework_for(job)
     old = job.status or JobStatus()
-    status = old.model_copy(deep=True)
     groups = fw.groups(job)
     gang: GangMode = observed.gang if observed.gang in GANG_MODES else "t9k"  # type: ignore[assignment]
     resumed = old.condition("Paused") is not None
     ctx = BuildContext(addressing, resumed=resumed, groups=tuple(groups), gang=gang, launcher=launcher)
-    p = Pass(job, fw, groups, observed, now, ctx, old, status, Plan(status=status))
-    status.observed_generation = job.metadata.generation
+    p = Pass(job, fw, groups, observed, now, ctx, old, children(job, addressing, ctx.gang, launcher))
+    t = Tally.of(old)
     if job.status is None:
         # The first pass: fields accepted without effect are said once, as `validate` says them.
         for line in spec_warnings(job):
-            p.event("Warning", "SpecWarning", line)
-
-    p.owned = children(job, addressing, ctx.gang, launcher)
-    p.plan.create, p.plan.update, p.plan.delete = plan_children(p.owned, observed)
+            t.event("Warning", "SpecWarning", line)
+    t.plan.create, t.plan.update, t.plan.delete = plan_children(p.owned, observed)
     if observed.conflicts:
         # Names held by objects this job does not control: look again later, they may go away.
-        p.plan.requeue_after = CONFLICT_RECHECK
-
-    phase, outcome = decide(p)
-    finish_status(p, phase, outcome)  # the status, derived once, at the end of the pass
-    return p.plan
+        t.plan.requeue_after = CONFLICT_RECHECK
+    return p, t
 
 
-def decide(p: Pass) -> tuple[str, Outcome | None]:
-    """Ask each policy in turn (steps 2 to 7 of the module docstring); returns the job's phase
-    and, on the pass that ends the job, its outcome. The policies add to ``p`` (replica statuses,
-    pods to create and delete, events); none writes phase or conditions."""
-    job, observed = p.job, p.observed
+def decide(p: Pass, t: Tally) -> tuple[str, Outcome | None]:
+    """Ask each policy in turn (steps 2 to 7 of the module docstring) and apply its decision to
+    ``t``; returns the job's phase and, on the pass that ends the job, its outcome. No policy
+    writes phase, conditions or counters: they are derived from ``t`` afterwards."""
+    job = p.job
     if p.old.phase in TERMINAL_PHASES:
-        clean_up(p)
-        refresh_replicas(p)
+        apply_clean_up(t, clean_up(p, t.completion_time))
+        t.replicas = reported(p)
         return p.old.phase, None
-    outcome = deadline_passed(p)
-    if outcome is not None:
-        return end(p, outcome), outcome
-    if paused(p):
+    passed = deadline(p, t.start_time)
+    t.wake(passed.wake)
+    if passed.outcome is not None:
+        for pod in passed.stop:
+            t.delete_pod(pod, "DeadlineExceeded")
+        t.replicas = reported(p)
+        return end(t, ending(p, passed.outcome)), passed.outcome
+    pause = paused(p)
+    if pause is not None:
+        for pod in pause.stop:
+            t.delete_pod(pod, "Paused")
+        t.replicas = {rs.name: rs for rs in pause.replicas}
+        t.start_time = None
         return "Paused", None
-    start_clock(p)
+    clock = start_clock(p, t.start_time)
+    if clock is not None:
+        t.start_time = clock.start_time
+        t.wake(clock.wake)
 
-    walk_replicas(p)
-    apply_preemptions(p)
-    outcome = None if job.run_mode.debug_enabled else p.fw.outcome(job, p.groups, p.finals)
+    walk = classify(p, t.backoff_count)
+    apply_walk(t, walk)
+    taken = preemption(p, walk)
+    if taken is not None:
+        apply_preemption(t, taken)
+    outcome = None if job.run_mode.debug_enabled else p.fw.outcome(job, p.groups, t.finals)
     if outcome is not None:
         # Replicas that were about to be (re)created never will be: report every replica as
         # the finished job's later passes will, so the status is final on this pass.
-        p.replicas.clear()
-        refresh_replicas(p)
-        return end(p, outcome), outcome
+        t.replicas = reported(p)
+        return end(t, ending(p, outcome)), outcome
 
-    apply_restarts(p)
-    for g, i in p.creates:
+    restarted = restarts(p, t)
+    if restarted is not None:
+        apply_restarts(t, restarted)
+    for g, i in t.creates:
         name = g.pod_name(job.name, i)
-        if ("Pod", name) not in observed.conflicts:
-            attempt = p.replicas[name].restart_count if name in p.replicas else 0
-            p.plan.create.append(build_pod(job, g, i, p.ctx, attempt))
-    report_waiting(p)
-    return active_phase(p), None
+        if ("Pod", name) not in p.observed.conflicts:
+            attempt = t.replicas[name].restart_count if name in t.replicas else 0
+            t.plan.create.append(build_pod(job, g, i, p.ctx, attempt))
+    t.plan.events.extend(waiting_events(p, t.replicas))
+    return active_phase(p, t), None

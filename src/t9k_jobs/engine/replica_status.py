@@ -9,8 +9,8 @@ from .types import ContainerState, ObservedPod
 
 
 def from_pod(pod: ObservedPod, restart_count: int) -> ReplicaStatus:
-    """A replica's status from its pod. A pod not yet scheduled is ``Creating`` with no uid:
-    ``Creating`` with a uid is the restart marker, naming the pod being replaced.
+    """A replica's status from its pod. A pod not yet scheduled is ``Creating`` with no uid
+    (a pod being replaced is ``Creating`` too: :func:`on_its_way_out`).
 
     The phase is the pod's :attr:`~ObservedPod.effective_phase`. ``reason``/``message``: the
     pod's own, else those of ``PodScheduled=False`` while unscheduled, else those of an init
@@ -42,6 +42,22 @@ def from_pod(pod: ObservedPod, restart_count: int) -> ReplicaStatus:
         restart_count=restart_count,
         containers=[container_status(c) for c in pod.containers],
     )
+
+
+def on_its_way_out(pod: ObservedPod, restart_count: int) -> ReplicaStatus:
+    """The status of a replica whose pod ``pod`` is being replaced (restarted, relaunched,
+    preempted): ``Creating``, with what that pod showed and no uid. The engine knows the pod
+    being replaced by the pod itself (its restart-attempt label, its deletion), never by the
+    status (docs/decisions.md, "Restart marker: the attempt label alone")."""
+    return from_pod(pod, restart_count).model_copy(update={"phase": "Creating", "uid": ""})
+
+
+def being_replaced(rs: ReplicaStatus) -> bool:
+    """Whether a replica's status shows the pod being replaced rather than its new one: ``Creating``
+    with containers that have run (a new pod is ``Creating`` only while not scheduled, so its
+    containers have not started), or, in a status an older version wrote, with the uid it kept
+    as its restart marker."""
+    return rs.phase == "Creating" and (bool(rs.uid) or any(c.state != "Waiting" for c in rs.containers))
 
 
 def container_status(c: ContainerState) -> ContainerStatus:

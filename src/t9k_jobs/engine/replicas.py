@@ -1,104 +1,126 @@
-"""Every desired replica, classified: to create, waiting, relaunched, preempted, to restart, or final [§1.4, §1.11]."""
+"""Every desired replica, classified: to create, waiting, being replaced, preempted, to restart, or
+final [§1.4, §1.11]. :func:`classify` reads what exists and returns a :class:`~.decisions.Walk`.
+
+A pod being replaced is known by the pod alone: its restart-attempt label is older than the
+replica's restart count (a counted restart), or it is on its way out (deleting, or taken by the
+scheduler's preemption) while the replica waits for its new pod (``Creating``: an uncounted
+relaunch). Statuses written before this rule kept the old pod's uid as a marker; it is still
+read, so such a pod is not judged twice (docs/decisions.md, "Restart marker").
+"""
 
 from __future__ import annotations
 
 from ..api.common import RETRYABLE_EXIT_CODES, ReplicaStatus
 from ..frameworks import Final, ReplicaGroup
 from .context import Pass
+from .decisions import Replica, Walk
 from .desired import relaunches
-from .preemption import preempted_gone, preempted_pod, taken, was_preempted
-from .replica_status import end_reason, final_from_status, from_pod
+from .preemption import preempted_again, taken, was_preempted
+from .replica_status import end_reason, final_from_status, from_pod, on_its_way_out
 from .restart import may_restart
-from .types import ObservedPod
+from .types import Event, ObservedPod
 
 
-def walk_replicas(p: Pass) -> None:
-    """Classify every desired replica: to create, waiting, to restart, or final."""
-    desired: set[str] = set()
+def classify(p: Pass, backoff_count: int) -> Walk:
+    """Classify every desired replica; ``backoff_count`` is the job's before this pass (a restart
+    planned earlier in the walk counts against the shared backoff limit)."""
     debug = p.job.run_mode.debug_enabled
     resuming = p.old.phase in ("Paused", "Resuming")
     relaunch = relaunches(p.job, p.fw, p.groups, p.observed, p.ctx)
-    for g in p.groups:
-        for i in range(g.replicas):
-            name = g.pod_name(p.job.name, i)
-            desired.add(name)
-            prev = p.prior(name)
-            rc = prev.restart_count if prev else 0
-            pod = p.observed.pods.get(name)
-            if pod is None:
-                missing(p, g, i, name, prev, rc, resuming, debug)
-            elif pod.restart_attempt is not None and pod.restart_attempt < rc:
-                # A pod of an earlier restart attempt (its label says which): the one being
-                # replaced. Make sure its deletion is under way; the replica waits for the new one.
-                p.delete_pod(pod, "Restart")
-                if prev is not None and prev.phase == "Creating" and prev.uid == pod.uid:
-                    p.replicas[name] = prev.model_copy()  # as the restart recorded it
-                else:
-                    p.replicas[name] = from_pod(pod, rc).model_copy(update={"phase": "Creating", "uid": pod.uid})
-            elif prev is not None and prev.phase == "Creating" and prev.uid and pod.uid == prev.uid:
-                # The pod we are replacing (the restart marker names its uid): make sure its
-                # deletion is under way. A new pod waiting to be scheduled is reported as
-                # Creating without a uid, so it is never mistaken for one being replaced.
-                p.delete_pod(pod, "Restart")
-                p.replicas[name] = prev.model_copy()
-            elif taken(pod):
-                # The scheduler's preemption takes it (DisruptionTarget, PreemptionByScheduler):
-                # replaced once gone, whatever its exit code, without counting a restart.
-                preempted_pod(p, name, pod, rc)
-            elif name in relaunch:
-                # Its launch changed (the host list of an elastic launcher): replaced like a
-                # restart, but the job asked for it, so no restart or backoff is counted.
-                p.delete_pod(pod, "Relaunch")
-                p.replicas[name] = from_pod(pod, rc).model_copy(update={"phase": "Creating", "uid": pod.uid})
-                p.event("Normal", "RelaunchingReplica", f"relaunching {name}: the replicas it launches changed")
-            elif prev is None and pod.deleting:
-                # Scaled away earlier and wanted again before its pod is gone: recreate it once
-                # the pod is gone, like a restart but without counting one.
-                p.replicas[name] = from_pod(pod, rc).model_copy(update={"phase": "Creating"})
-            else:
-                p.replicas[name] = from_pod(pod, rc)
-                # A pod someone else is deleting that has already ended is judged like any
-                # other ended pod [§1.11]; only pods deleted by the pause are left alone.
-                if pod.terminal and not debug and not (pod.deleting and resuming):
-                    ended(p, g, i, pod, rc)
-    for pod in p.observed.pods.values():
-        if pod.name not in desired:
-            p.delete_pod(pod, "ScaledDown")
+    out: list[Replica] = []
+    planned = 0
+    for g, i, name in p.desired():
+        prev = p.prior(name)
+        rc = prev.restart_count if prev else 0
+        pod = p.observed.pods.get(name)
+        if pod is None:
+            r = missing(p, g, i, name, prev, rc, resuming, debug, backoff_count, planned)
+        else:
+            r = present(p, g, i, pod, prev, rc, name in relaunch, resuming, debug, backoff_count, planned)
+        planned += r.restart is not None
+        out.append(r)
+    desired = {r.name for r in out}
+    return Walk(tuple(out), tuple(pod for pod in p.observed.pods.values() if pod.name not in desired))
+
+
+def replaced(pod: ObservedPod, prev: ReplicaStatus | None, rc: int) -> bool:
+    """Whether ``pod`` is the one being replaced: of an earlier restart attempt than the replica's
+    restart count, or named by an older version's marker (``Creating`` with its uid)."""
+    if pod.restart_attempt is not None and pod.restart_attempt < rc:
+        return True
+    return prev is not None and prev.phase == "Creating" and bool(prev.uid) and prev.uid == pod.uid
+
+
+def on_its_way(pod: ObservedPod, prev: ReplicaStatus | None) -> bool:
+    """Whether the replica waits for a new pod (``Creating``) while ``pod`` goes: being deleted, or
+    taken by the preemption an earlier pass reported: an uncounted replacement under way."""
+    return prev is not None and prev.phase == "Creating" and (pod.deleting or preempted_again(pod, prev))
+
+
+def present(
+    p: Pass, g: ReplicaGroup, i: int, pod: ObservedPod, prev: ReplicaStatus | None, rc: int,
+    relaunched: bool, resuming: bool, debug: bool, backoff_count: int, planned: int,
+) -> Replica:  # fmt: skip
+    """A replica whose pod exists."""
+    kept = prev.model_copy(update={"uid": ""}) if prev is not None and prev.phase == "Creating" else None
+    if replaced(pod, prev, rc):
+        # Make sure its deletion is under way; the replica waits for the new one, its status as
+        # the pass that decided the replacement wrote it.
+        return Replica(g, i, kept or on_its_way_out(pod, rc), pod, delete="Restart", replacing=True)
+    if taken(pod) and not (prev is not None and preempted_again(pod, prev)):
+        # The scheduler's preemption takes it (DisruptionTarget, PreemptionByScheduler):
+        # replaced once gone, whatever its exit code, without counting a restart.
+        return Replica(g, i, on_its_way_out(pod, rc), pod, delete="Preempted", preempted=True)
+    if kept is not None and on_its_way(pod, prev):
+        # An uncounted replacement under way (a relaunch, a preemption, ranks relaunched with a
+        # preempted one): its pod is going; the replica waits for it, its status kept.
+        return Replica(g, i, kept, pod, delete="Restart", replacing=True)
+    if relaunched:
+        # Its launch changed (the host list of an elastic launcher): replaced like a restart,
+        # but the job asked for it, so no restart or backoff is counted.
+        why = f"relaunching {pod.name}: the replicas it launches changed"
+        note = Event("Normal", "RelaunchingReplica", why)
+        return Replica(g, i, on_its_way_out(pod, rc), pod, delete="Relaunch", replacing=True, event=note)
+    if prev is None and pod.deleting:
+        # Scaled away earlier and wanted again before its pod is gone: recreate it once the pod
+        # is gone, like a restart but without counting one.
+        return Replica(g, i, on_its_way_out(pod, rc), pod, replacing=True)
+    rs = from_pod(pod, rc)
+    # A pod someone else is deleting that has already ended is judged like any other ended pod
+    # [§1.11]; only pods deleted by the pause are left alone.
+    if pod.terminal and not debug and not (pod.deleting and resuming):
+        return ended(p, g, i, pod, rs, rc, backoff_count, planned)
+    return Replica(g, i, rs, pod)
 
 
 def missing(
-    p: Pass, g: ReplicaGroup, i: int, name: str, prev: ReplicaStatus | None, rc: int, resuming: bool, debug: bool
-) -> None:
+    p: Pass, g: ReplicaGroup, i: int, name: str, prev: ReplicaStatus | None, rc: int,
+    resuming: bool, debug: bool, backoff_count: int, planned: int,
+) -> Replica:  # fmt: skip
+    """A replica whose pod does not exist."""
+    creating = ReplicaStatus(name=name, phase="Creating", restart_count=rc)
     if prev is None or prev.phase == "Creating" or resuming:
-        p.creates.append((g, i))
-        p.replicas[name] = ReplicaStatus(name=name, phase="Creating", restart_count=rc)
-        return
-    if prev.phase in ("Succeeded", "Failed") or prev.phase == "Deleted":
+        return Replica(g, i, creating, create=True)
+    if prev.phase in ("Succeeded", "Failed", "Deleted"):
         # Ended before it disappeared: its result stands.
-        p.replicas[name] = prev.model_copy()
-        if not debug:
-            p.finals[(g.type, i)] = final_from_status(prev, g)
-        return
+        return Replica(g, i, prev.model_copy(), final=None if debug else final_from_status(prev, g))
     if was_preempted(prev):
         # Last seen with the scheduler's preemption notice: it went as preempted, not failed.
-        preempted_gone(p, g, i, name, rc)
-        return
+        return Replica(g, i, creating, create=True, preempted=True)
     # It was active and someone else deleted it [§1.11]: an environmental failure.
-    p.event("Warning", "ReplicaDeleted", f"pod {name} was deleted while the job was running")
+    note = Event("Warning", "ReplicaDeleted", f"pod {name} was deleted while the job was running")
     if debug:
-        p.creates.append((g, i))
-        p.replicas[name] = ReplicaStatus(name=name, phase="Creating", restart_count=rc)
-        return
-    if may_restart(p, g, rc, retryable=g.restart_policy != "Never"):
-        p.restarts.append((g, i, "deleted"))
-        p.replicas[name] = ReplicaStatus(name=name, uid=prev.uid, phase="Deleted", restart_count=rc)
-    else:
-        gone = ReplicaStatus(name=name, uid=prev.uid, phase="Deleted", restart_count=rc)
-        p.replicas[name] = gone
-        p.finals[(g.type, i)] = Final(name, False, None, "deleted")
+        return Replica(g, i, creating, create=True, event=note)
+    gone = ReplicaStatus(name=name, uid=prev.uid, phase="Deleted", restart_count=rc)
+    if may_restart(p, g, rc, g.restart_policy != "Never", backoff_count, planned):
+        return Replica(g, i, gone, restart="deleted", event=note)
+    return Replica(g, i, gone, final=Final(name, False, None, "deleted"), event=note)
 
 
-def ended(p: Pass, g: ReplicaGroup, i: int, pod: ObservedPod, rc: int) -> None:
+def ended(
+    p: Pass, g: ReplicaGroup, i: int, pod: ObservedPod, rs: ReplicaStatus, rc: int,
+    backoff_count: int, planned: int,
+) -> Replica:  # fmt: skip
     """A replica pod has terminated: restart it by policy, or record it as final [§1.4]."""
     failed = pod.effective_phase == "Failed"
     code = pod.exit_code(g.training_container)
@@ -112,33 +134,32 @@ def ended(p: Pass, g: ReplicaGroup, i: int, pod: ObservedPod, rc: int) -> None:
         retryable = failed and (code is None or code in RETRYABLE_EXIT_CODES)
     else:
         retryable = False
-    if may_restart(p, g, rc, retryable):
+    if may_restart(p, g, rc, retryable, backoff_count, planned):
         why = ", ".join(([f"exit code {code}"] if code is not None else []) + ([reason] if reason else []))
-        p.restarts.append((g, i, why or pod.effective_phase.lower()))
-    else:
-        p.finals[(g.type, i)] = Final(pod.name, not failed, code, reason)
+        return Replica(g, i, rs, pod, restart=why or pod.effective_phase.lower())
+    return Replica(g, i, rs, pod, final=Final(pod.name, not failed, code, reason))
 
 
-def refresh_replicas(p: Pass, paused: bool = False) -> None:
-    """Replica status from what exists, for passes that create nothing (finished, paused)."""
-    for g in p.groups:
-        for i in range(g.replicas):
-            name = g.pod_name(p.job.name, i)
-            if name in p.replicas:
-                continue
-            prev = p.prior(name)
-            rc = prev.restart_count if prev else 0
-            pod = p.observed.pods.get(name)
-            if paused:
-                p.replicas[name] = ReplicaStatus(name=name, uid=pod.uid if pod else "", phase="Deleted", restart_count=rc)
-            elif pod is not None:
-                rs = from_pod(pod, rc)
-                if pod.deleting and (prev is None or prev.phase not in ("Succeeded", "Failed")):
-                    # Stopped by clean-up or the deadline: its end is our doing, not a failure.
-                    rs.phase = "Deleted"
-                p.replicas[name] = rs
-            elif prev is not None:
-                keep = prev.phase in ("Succeeded", "Failed")
-                p.replicas[name] = prev if keep else prev.model_copy(update={"phase": "Deleted"})
-            else:
-                p.replicas[name] = ReplicaStatus(name=name, phase="Deleted", restart_count=rc)
+def reported(p: Pass, paused: bool = False) -> dict[str, ReplicaStatus]:
+    """Every replica's status from what exists, for passes that create nothing (finished, ended by
+    the deadline, paused)."""
+    out: dict[str, ReplicaStatus] = {}
+    for _, _, name in p.desired():
+        prev = p.prior(name)
+        rc = prev.restart_count if prev else 0
+        pod = p.observed.pods.get(name)
+        if paused:
+            uid = pod.uid if pod else ""
+            out[name] = ReplicaStatus(name=name, uid=uid, phase="Deleted", restart_count=rc)
+        elif pod is not None:
+            rs = from_pod(pod, rc)
+            if pod.deleting and (prev is None or prev.phase not in ("Succeeded", "Failed")):
+                # Stopped by clean-up or the deadline: its end is our doing, not a failure.
+                rs.phase = "Deleted"
+            out[name] = rs
+        elif prev is not None:
+            keep = prev.phase in ("Succeeded", "Failed")
+            out[name] = prev if keep else prev.model_copy(update={"phase": "Deleted"})
+        else:
+            out[name] = ReplicaStatus(name=name, phase="Deleted", restart_count=rc)
+    return out

@@ -1,63 +1,60 @@
-"""Restart policy and backoff [§1.4]: whether an ended replica may restart, and restarting it."""
+"""Restart policy and backoff [§1.4]: whether an ended replica may restart, and which restart.
+
+A restart raises the replica's restart count; its new pod carries that count as its restart
+attempt (the ``restart-generation`` label), so the old pod, of an earlier attempt, is known as
+the one being replaced by its label alone, on every later pass, whatever the status says."""
 
 from __future__ import annotations
 
 from ..api.common import ReplicaStatus
 from ..frameworks import ReplicaGroup
-from .context import Pass, task_of
-from .replica_status import from_pod
+from .context import Pass, Tally
+from .decisions import Restart, Restarts
+from .replica_status import on_its_way_out
 
 
-def may_restart(p: Pass, g: ReplicaGroup, rc: int, retryable: bool) -> bool:
-    """Whether a retryable end may restart: the per-replica ``limit`` and the shared backoff."""
+def may_restart(p: Pass, g: ReplicaGroup, rc: int, retryable: bool, backoff_count: int, planned: int) -> bool:
+    """Whether a retryable end may restart: the per-replica ``limit`` and the shared backoff
+    (``backoff_count`` before this pass, ``planned`` restarts decided earlier on it)."""
     if not retryable:
         return False
     if g.limit is not None and rc >= g.limit:
         return False
     if g.backoff_limit is not None:
-        planned = len(p.restarts) if p.fw.restart_scope == "replica" else min(1, len(p.restarts))
-        if p.status.backoff_count + planned >= g.backoff_limit:
+        planned = planned if p.fw.restart_scope == "replica" else min(1, planned)
+        if backoff_count + planned >= g.backoff_limit:
             return False
     return True
 
 
-def apply_restarts(p: Pass) -> None:
-    """Delete the pods to restart and count the restarts; the next pass creates them again.
+def restarts(p: Pass, t: Tally) -> Restarts | None:
+    """The replicas to restart, from those that ended and may (``t.restarts``); ``None`` if none.
 
-    With restart scope ``all`` (DeepSpeedJob) one failure restarts every replica and counts
-    one backoff.
+    Each pod is deleted and the restart counted now; the next pass creates the new pod. With
+    restart scope ``all`` (DeepSpeedJob) one failure restarts every replica and counts one backoff.
     """
-    if not p.restarts:
-        return
-    todo = p.restarts
-    if p.fw.restart_scope == "all":
+    if not t.restarts:
+        return None
+    todo = t.restarts
+    every = p.fw.restart_scope == "all"
+    backoff = t.backoff_count
+    if every:
         why = todo[0][2]
         todo = [(g, i, why) for g in p.groups for i in range(g.replicas)]
-        p.status.backoff_count += 1
-        # Every replica starts again, those that ended for good on this pass too (a rank that
-        # exited 1 beside one killed with 137, when the kind's outcome did not end the job on
-        # it): none is final any more, so ReplicaFailure does not name one on this pass and
-        # forget it on the next (found by tests/engine/test_properties.py's convergence check).
-        p.finals.clear()
+        backoff += 1
+    out: list[Restart] = []
     for g, i, why in todo:
         name = g.pod_name(p.job.name, i)
         pod = p.observed.pods.get(name)
-        if p.fw.restart_scope == "replica":
-            p.status.backoff_count += 1
-        task = task_of(p.status, g.type)
-        task.restart_count += 1
-        prev = p.replicas.get(name)
+        if not every:
+            backoff += 1
+        prev = t.replicas.get(name)
         rc = (prev.restart_count if prev else 0) + 1
-        # Keep what the pod showed so a later pass reporting the same pod writes the same status.
-        marker = (
-            from_pod(pod, rc).model_copy(update={"uid": pod.uid})
-            if pod is not None
-            else ReplicaStatus(name=name, phase="Creating", restart_count=rc)
-        )
-        p.replicas[name] = marker.model_copy(update={"phase": "Creating"})
-        p.creates = [(cg, ci) for cg, ci in p.creates if (cg.type, ci) != (g.type, i)]
+        # Keep what the pod showed, so a later pass reporting the same pod writes the same status.
         if pod is not None:
-            p.delete_pod(pod, "Restart")
+            status = on_its_way_out(pod, rc)
         else:
-            p.creates.append((g, i))
-        p.event("Normal", "RestartingReplica", f"restarting {name} ({why}); backoff count {p.status.backoff_count}")
+            status = ReplicaStatus(name=name, phase="Creating", restart_count=rc)
+        out.append(Restart(g, i, status, pod, why, backoff))
+    return Restarts(tuple(out), backoff, every)
+

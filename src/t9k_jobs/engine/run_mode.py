@@ -8,17 +8,14 @@ debug command) and where replicas end (no restarts, no outcome); resume where po
 from __future__ import annotations
 
 from .context import Pass
-from .replicas import refresh_replicas
+from .decisions import Pause
+from .replicas import reported
 
 
-def paused(p: Pass) -> bool:
-    """If the job is paused: delete every replica pod, report them Deleted, clear ``startTime``
-    (as a suspended Kubernetes Job; resuming starts the clock again) and return True (the pass
-    then derives the status with phase ``Paused``)."""
+def paused(p: Pass) -> Pause | None:
+    """If the job is paused: every replica pod to delete, every replica reported Deleted, and
+    ``startTime`` cleared (as a suspended Kubernetes Job; resuming starts the clock again); the
+    pass then derives the status with phase ``Paused``. ``None`` when the job is not paused."""
     if not p.job.run_mode.pause_enabled:
-        return False
-    for pod in p.observed.pods.values():
-        p.delete_pod(pod, "Paused")
-    refresh_replicas(p, paused=True)
-    p.status.start_time = None
-    return True
+        return None
+    return Pause(tuple(p.observed.pods.values()), tuple(reported(p, paused=True).values()))

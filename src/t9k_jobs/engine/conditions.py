@@ -1,0 +1,138 @@
+"""The job's conditions [§1.8], derived at the end of a pass from what it decided."""
+
+from __future__ import annotations
+
+from ..api.common import TERMINAL_PHASES, Condition, ReplicaStatus
+from ..frameworks import Outcome
+from .context import Pass, Tally, rfc3339
+from .preemption import preempted_row
+from .replica_status import final_from_status
+from .waiting import waiting_message
+
+
+def conditions(p: Pass, t: Tally, phase: str, outcome: Outcome | None) -> list[Condition]:
+    """Conditions shaped like the captured T9k status dumps (reference §1.8)."""
+    old = p.old
+    terminal = phase in TERMINAL_PHASES
+    if terminal and outcome is None:
+        # Already finished on an earlier pass: the conditions stand.
+        return [c.model_copy() for c in old.conditions]
+    # Initialized: every child this runtime makes exists. A kind it does not serve (a TensorBoard
+    # locally, or on a cluster without the CRD) is never made, so it is not waited for; the
+    # job's status.tensorboard says so (DependentUnavailable). docs/decisions.md.
+    made_all = all(
+        (o["kind"], o["metadata"]["name"]) in p.observed.others or o["kind"] in p.observed.unserved for o in p.owned
+    )
+    pods_made = all(rs.phase != "Creating" or pod_made(p, t, rs) for rs in t.replicas.values())
+    initialized = (old.condition("Initialized") is not None and old.condition("Initialized").status == "True") or (
+        made_all and pods_made and bool(t.replicas)
+    )
+    failures = [f for f in t.finals.values() if not f.succeeded]
+    if terminal and not failures:
+        # The deadline ends a job before its replicas are judged: those whose status says they
+        # failed are still the ones ReplicaFailure names.
+        failures = [
+            final_from_status(rs, g)
+            for g, _, name in p.desired()
+            if (rs := t.replicas.get(name)) is not None and rs.phase == "Failed"
+        ]
+    rows: list[tuple[str, bool, str, str]] = []
+    conflicts = conflict_message(p)
+    if conflicts and not initialized:
+        rows.append(("Initialized", False, "ChildConflict", conflicts))
+    else:
+        rows.append(
+            (
+                "Initialized",
+                initialized,
+                "-",
+                "The job has been initialized successfully." if initialized else "The job is being initialized.",
+            )
+        )
+    if terminal:
+        assert outcome is not None
+        reason = "Succeeded" if outcome.succeeded else "Failed"
+        rows.append(("Running", False, reason, outcome.message))
+        rows.append(("Failed", not outcome.succeeded, outcome.reason or reason, outcome.message))
+        rows.append(("Completed", True, reason, outcome.message))
+        # ReplicaFailure says whether a replica failed, not whether the job did: a job failed by
+        # its deadline or by no rule matching may have no failed replica at all.
+        if failures:
+            rows.append(("ReplicaFailure", True, "Failed", "; ".join(f.describe() for f in failures)))
+        elif outcome.succeeded:
+            rows.append(("ReplicaFailure", False, "-", "All pods are running normally."))
+        else:
+            rows.append(("ReplicaFailure", False, "-", "No replica has failed."))
+    else:
+        running = phase == "Running"
+        rows.append(
+            (
+                "Running",
+                running,
+                "-" if running else phase,
+                "The job is running." if running else f"The job is {phase.lower()}.",
+            )
+        )
+        rows.append(("Failed", False, "-", "The job has not failed."))
+        rows.append(("Completed", False, "-", "The job has not finished."))
+        # A replica that waits (no image, no ConfigMap, no node) has not failed for good: it may
+        # still start, so ReplicaFailure stays False, but its message says who waits and why.
+        waiting = waiting_message(p, t.replicas)
+        if failures:
+            msg = "; ".join([f.describe() for f in failures] + ([waiting] if waiting else []))
+            rows.append(("ReplicaFailure", True, "Failed", msg))
+        elif waiting:
+            rows.append(("ReplicaFailure", False, "ReplicaWaiting", waiting))
+        else:
+            rows.append(("ReplicaFailure", False, "-", "All pods are running normally."))
+    preempted = preempted_row(p, t, terminal)
+    if preempted is not None:
+        rows.append(preempted)
+    gang = gang_not_enforced(p)
+    if gang:
+        rows.append(("GangScheduling", False, "NotEnforced", gang))
+    if phase == "Paused":
+        rows.append(("Paused", True, "Paused", "The job is paused: its replicas are deleted or being deleted."))
+    elif old.condition("Paused") is not None:
+        rows.append(("Paused", False, "Resumed", "The job has resumed."))
+    out = []
+    for type_, value, reason, message in rows:
+        status = "True" if value else "False"
+        prev = old.condition(type_)
+        when = prev.last_transition_time if prev is not None and prev.status == status else rfc3339(p.now)
+        out.append(Condition(type=type_, status=status, reason=reason, message=message, last_transition_time=when))
+    return out
+
+
+def gang_not_enforced(p: Pass) -> str:
+    """The ``GangScheduling`` condition's message when the job asks for ``t9kScheduler`` and the
+    runtime serves no PodGroup API (gang mode ``none``); '' otherwise. The condition (False,
+    reason ``NotEnforced``) stays while the job lives; one Warning ``GangNotEnforced`` event
+    says it when it first appears (:func:`~.status.finish_status`)."""
+    sched = p.job.scheduler.t9k_scheduler if p.job.scheduler else None
+    if sched is None or p.ctx.gang != "none":
+        return ""
+    return (
+        f"spec.scheduler.t9kScheduler (queue {sched.queue_name}, priority {sched.priority}) is not "
+        "enforced: this cluster serves neither T9k's PodGroup (scheduler.tensorstack.dev) nor "
+        "scheduling.k8s.io/v1beta1 podgroups, so the pods go to the default scheduler one by one, "
+        "without gang admission, queue or priority"
+    )
+
+
+def conflict_message(p: Pass) -> str:
+    """Names the children this job cannot create because someone else holds their names ('' if none)."""
+    held = sorted(p.observed.conflicts.items())
+    if not held:
+        return ""
+    names = "; ".join(f"{kind} {name} belongs to {holder}" for (kind, name), holder in held)
+    return f"cannot create what the job needs, the names are taken: {names}"
+
+
+def pod_made(p: Pass, t: Tally, rs: ReplicaStatus) -> bool:
+    """A replica reported Creating has its pod: it exists and is not the one being replaced (on
+    its way out, deleted by this pass, or of an earlier restart attempt than the replica's)."""
+    pod = p.observed.pods.get(rs.name)
+    if pod is None or pod.deleting or t.deletes_pod(rs.name):
+        return False
+    return pod.restart_attempt is None or pod.restart_attempt >= rs.restart_count
