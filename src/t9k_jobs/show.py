@@ -269,6 +269,7 @@ def why(view: JobView) -> str | None:
 
 
 def _why(view: JobView) -> str | None:
+    from .engine.replica_status import being_replaced
     from .engine.types import PREEMPTION_BY_SCHEDULER
 
     status, phase = view.status, view.phase
@@ -300,7 +301,12 @@ def _why(view: JobView) -> str | None:
     unseen = _unseen(view, live)
     if unseen:
         return unseen
-    replacing = [rs for t in status.tasks for rs in t.replicas if rs.phase == "Creating" and rs.uid]
+    replacing = [
+        rs
+        for t in status.tasks
+        for rs in t.replicas
+        if being_replaced(rs) or (rs.phase == "Creating" and rs.reason == PREEMPTION_BY_SCHEDULER)
+    ]
     preempted = [rs for rs in replacing if rs.reason == PREEMPTION_BY_SCHEDULER]
     if preempted:
         names = ", ".join(rs.name for rs in preempted)
