@@ -24,6 +24,7 @@ from t9k_jobs.deploy.crd import (
     main,
     structural_schema,
 )
+from tests.helpers import job, replica, template
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "deploy" / "crds"
@@ -493,35 +494,28 @@ def errors(manifest: dict[str, Any]) -> list[str]:
     ]
 
 
-PYTORCH = {
-    "apiVersion": "batch.tensorstack.dev/v1beta1",
-    "kind": "PyTorchTrainingJob",
-    "metadata": {"name": "mnist"},
-    "spec": {
+PYTORCH = job(
+    "PyTorchTrainingJob",
+    "mnist",
+    {
         "torchrunConfig": {"enabled": True, "procPerNode": "gpu", "maxRestarts": 3},
         "elastic": {"enable": True, "minReplicas": 1, "maxReplicas": 4},
         "runPolicy": {"cleanUpPolicy": "Unfinished", "backoffLimit": 2, "activeDeadlineSeconds": 3600},
         "replicaSpecs": [
-            {
-                "type": "node",
-                "replicas": 2,
-                "restartPolicy": "ExitCode",
-                "template": {
-                    "spec": {
-                        "containers": [
-                            {
-                                "name": "trainer",
-                                "image": "pytorch/pytorch:2.2.0",
-                                "command": ["python", "train.py"],
-                                "resources": {"limits": {"nvidia.com/gpu": 1}},
-                            }
-                        ]
-                    }
-                },
-            }
+            replica(
+                "node",
+                2,
+                template(
+                    ["python", "train.py"],
+                    name="trainer",
+                    image="pytorch/pytorch:2.2.0",
+                    resources={"limits": {"nvidia.com/gpu": 1}},
+                ),
+                restartPolicy="ExitCode",
+            )
         ],
     },
-}
+)
 
 
 def test_valid_pytorch_job_validates() -> None:
@@ -574,40 +568,37 @@ def test_manifests_the_model_accepts_validate_against_the_crd(path: Path) -> Non
 
 
 def test_other_kinds_reject_bad_values() -> None:
-    generic = {
-        "apiVersion": "batch.tensorstack.dev/v1beta1",
-        "kind": "GenericJob",
-        "metadata": {"name": "g"},
-        "spec": {
+    generic = job(
+        "GenericJob",
+        "g",
+        {
             "successRules": [{"worker": [0, "1"]}],
-            "replicaSpecs": [{"type": "worker", "template": {"spec": {"containers": [{"name": "c"}]}}}],
+            "replicaSpecs": [replica("worker", None, template(name="c", image=None))],
         },
-    }
+    )
     assert errors(generic) == []
     assert errors(mutate(generic, "spec.successRules", [{"worker": "0"}]))
     assert errors(mutate(generic, "spec.replicaSpecs.0.restartPolicy", {"policy": "Sometimes"}))
-    deepspeed = {
-        "apiVersion": "batch.tensorstack.dev/v1beta1",
-        "kind": "DeepSpeedJob",
-        "metadata": {"name": "d"},
-        "spec": {
+    deepspeed = job(
+        "DeepSpeedJob",
+        "d",
+        {
             "config": {"slotPerWorker": 2, "run": {"python": "train.py"}},
-            "worker": {"template": {"spec": {"containers": [{"name": "c"}]}}},
+            "worker": {"template": template(name="c", image=None)},
         },
-    }
+    )
     assert errors(deepspeed) == []
     assert errors(mutate(deepspeed, "spec.config.slotsPerWorker", 0))
     assert errors(mutate(deepspeed, "spec.config.autotune", "always"))
-    colossal = {
-        "apiVersion": "batch.tensorstack.dev/v1beta1",
-        "kind": "ColossalAIJob",
-        "metadata": {"name": "c"},
-        "spec": {
+    colossal = job(
+        "ColossalAIJob",
+        "c",
+        {
             "ssh": {"sshAuthMountPath": "/root/.ssh"},
             "runPolicy": {"cleanUpWorkers": "all"},
-            "worker": {"command": ["train.py"], "template": {"spec": {"containers": [{"name": "worker"}]}}},
+            "worker": {"command": ["train.py"], "template": template(name="worker", image=None)},
         },
-    }
+    )
     assert errors(colossal) == []
     assert errors(mutate(colossal, "spec.worker.command", []))
     assert errors(mutate(colossal, "spec.worker.procPerWorker", 0))

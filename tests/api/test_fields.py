@@ -13,12 +13,11 @@ import pytest
 
 from t9k_jobs.api import ManifestError, parse_job
 from t9k_jobs.api.kinds import extra_launch_args, launch_items
-
-API = "batch.tensorstack.dev/v1beta1"
+from tests.helpers import job, replica, template
 
 
 def _tpl(name: str = "c", **extra: Any) -> dict[str, Any]:
-    return {"spec": {"containers": [{"name": name, "image": "example/img:1", **extra}]}}
+    return template(name=name, image="example/img:1", **extra)
 
 
 def refused(manifest: dict[str, Any]) -> list[str]:
@@ -30,28 +29,18 @@ def refused(manifest: dict[str, Any]) -> list[str]:
 def colossalai(**spec: Any) -> dict[str, Any]:
     base: dict[str, Any] = {"worker": {"replicas": 2, "command": ["train.py"], "template": _tpl("worker")}}
     base.update(spec)
-    return {"apiVersion": API, "kind": "ColossalAIJob", "metadata": {"name": "cai"}, "spec": base}
+    return job("ColossalAIJob", "cai", base)
 
 
 def colossalai_older(launcher: dict[str, Any] | None = None, **torch: Any) -> dict[str, Any]:
-    specs: list[dict[str, Any]] = [{"type": "worker", "replicas": 2, "template": _tpl("worker")}]
+    specs: list[dict[str, Any]] = [replica("worker", 2, _tpl("worker"))]
     if launcher is not None:
-        specs.insert(0, {"type": "launcher", "template": _tpl("launcher"), **launcher})
-    return {
-        "apiVersion": API,
-        "kind": "ColossalAIJob",
-        "metadata": {"name": "cai"},
-        "spec": {"torchConfig": {"script": ["train.py"], **torch}, "replicaSpecs": specs},
-    }
+        specs.insert(0, {"type": "launcher", "template": _tpl("launcher"), **launcher})  # may set replicas
+    return job("ColossalAIJob", "cai", {"torchConfig": {"script": ["train.py"], **torch}, "replicaSpecs": specs})
 
 
 def generic(replicas: dict[str, int], **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": API,
-        "kind": "GenericJob",
-        "metadata": {"name": "g"},
-        "spec": {"replicaSpecs": [{"type": t, "replicas": n, "template": _tpl()} for t, n in replicas.items()], **spec},
-    }
+    return job("GenericJob", "g", {"replicaSpecs": [replica(t, n, _tpl()) for t, n in replicas.items()], **spec})
 
 
 # --------------------------------------------------------------------------- ColossalAI torchArgs

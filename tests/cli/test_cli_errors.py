@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-API = "apiVersion: batch.tensorstack.dev/v1beta1\n"
+from tests.helpers import API_VERSION, job, replica, template
+
+API = f"apiVersion: {API_VERSION}\n"
 TIMEOUT = 60
 
 
@@ -307,13 +309,11 @@ def test_older_colossalai_form_accepts_extra_args_and_restart_policy_objects(tmp
     assert "--extra_launch_args=max_restarts=0" in rendered.stdout
 
 
-GENERIC = {
-    "apiVersion": "batch.tensorstack.dev/v1beta1",
-    "kind": "GenericJob",
-    "metadata": {"name": "g"},
-    "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": {"spec": {"containers": [
-        {"name": "main", "image": "x", "command": ["python", "-c", "print(1)"]}]}}}]},
-}
+GENERIC = job(
+    "GenericJob",
+    "g",
+    {"replicaSpecs": [replica("worker", 1, template(["python", "-c", "print(1)"], name="main", image="x"))]},
+)
 
 
 def _container_change(path: str, value: object) -> dict:

@@ -17,26 +17,17 @@ import yaml
 
 from t9k_jobs.api.reading import MAX_DEPTH, MAX_MANIFEST_BYTES
 
+from tests.helpers import job, replica, template
+
 from .test_cli_errors import TIMEOUT, assert_clean_error
 
 #: Address space allowed to a CLI reading hostile input: far above its normal needs (about
 #: 300 MiB of mappings), far below what an expanded alias bomb or a 50 MB file would take.
 MEMORY_CAP = 1024 * 1024 * 1024
 
-GOOD = {
-    "apiVersion": "batch.tensorstack.dev/v1beta1",
-    "kind": "GenericJob",
-    "metadata": {"name": "demo"},
-    "spec": {
-        "replicaSpecs": [
-            {
-                "type": "worker",
-                "replicas": 1,
-                "template": {"spec": {"containers": [{"name": "c", "image": "x", "command": ["echo", "hi"]}]}},
-            }
-        ]
-    },
-}
+GOOD = job(
+    "GenericJob", "demo", {"replicaSpecs": [replica("worker", 1, template(["echo", "hi"], name="c", image="x"))]}
+)
 
 
 def _cap_memory() -> None:
@@ -262,17 +253,12 @@ def test_a_service_name_must_start_with_a_letter(tmp_path: Path) -> None:
 
 
 def test_elastic_jobs_are_checked_at_max_replicas(tmp_path: Path) -> None:
-    doc = {
-        "apiVersion": "batch.tensorstack.dev/v1beta1",
-        "kind": "PyTorchTrainingJob",
-        "metadata": {"name": "e" * 54},  # worker-0 fits in 63 characters, worker-10 does not
-        "spec": {
-            "elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 11, "expectedReplicas": 1},
-            "torchrunConfig": {"enabled": True},
-            "replicaSpecs": [{"type": "worker", "replicas": 1, "template": {"spec": {"containers": [
-                {"name": "pytorch", "image": "x", "command": ["python", "t.py"]}]}}}],
-        },
-    }  # fmt: skip
+    spec = {
+        "elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 11, "expectedReplicas": 1},
+        "torchrunConfig": {"enabled": True},
+        "replicaSpecs": [replica("worker", 1, template(["python", "t.py"], image="x"))],
+    }
+    doc = job("PyTorchTrainingJob", "e" * 54, spec)  # worker-0 fits in 63 characters, worker-10 does not
     path = tmp_path / "elastic.yaml"
     path.write_text(yaml.safe_dump(doc))
     one_line(cli("validate", str(path)), "-worker-10' (64 characters)")

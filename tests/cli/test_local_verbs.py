@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.local.conftest import alive, carrying, job, py, template
+from tests.helpers import job, replica, template, wait_until
+from tests.local.conftest import alive, carrying, py
 
 pytestmark = pytest.mark.e2e
 
@@ -39,18 +40,6 @@ def cli(cwd: Path, *args: str, timeout: float = LIMIT) -> subprocess.CompletedPr
     )
 
 
-def eventually(check: Callable[[], Any], what: str, timeout: float = LIMIT) -> Any:
-    """Poll ``check`` until it returns something true; fail naming ``what`` after ``timeout`` s."""
-    end = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < end:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.1)
-    pytest.fail(f"timed out waiting for {what}; last: {last!r}")
-
-
 def _gated(gate: Path, before: str, after: str) -> str:
     """A replica that prints ``before``, waits for ``gate`` to exist, prints ``after`` and exits 0."""
     return (
@@ -63,16 +52,9 @@ def _gated(gate: Path, before: str, after: str) -> str:
     )
 
 
-def _generic(name: str, code: str, replicas: int = 2, **replica: Any) -> dict[str, Any]:
-    return job(
-        "GenericJob",
-        name,
-        {
-            "replicaSpecs": [
-                {"type": "worker", "replicas": replicas, "template": template(py(code)), **replica}
-            ]
-        },
-    )
+def _generic(name: str, code: str, replicas: int = 2, **fields: Any) -> dict[str, Any]:
+    worker = replica("worker", replicas, template(py(code)), **fields)
+    return job("GenericJob", name, {"replicaSpecs": [worker]})
 
 
 @pytest.fixture
@@ -126,7 +108,7 @@ def test_run_detached_get_logs_follow_wait(detached, tmp_path: Path) -> None:
         out = cli(tmp_path, "get", "gj", "two").stdout.splitlines()
         return out[1].split() if len(out) > 1 and out[1].split()[1:3] == ["Running", "2/2"] else None
 
-    row = eventually(table_row, "get to show two Running 2/2")
+    row = wait_until(table_row, "get to show two Running 2/2", LIMIT)
     assert row[0] == "two" and row[3] == "0"
     listing = cli(tmp_path, "get").stdout
     assert listing.splitlines()[0].split()[:2] == ["KIND", "NAME"] and "GenericJob" in listing
@@ -142,7 +124,7 @@ def test_run_detached_get_logs_follow_wait(detached, tmp_path: Path) -> None:
     assert str(run_dir) in wide and str(runtime) in wide
 
     # Both replicas' first lines are in before the followers start.
-    eventually(lambda: (run_dir / "job.log").read_text().count("hello") == 2, "both replicas to print hello")
+    wait_until(lambda: (run_dir / "job.log").read_text().count("hello") == 2, "both replicas to print hello", LIMIT)
     one = cli(tmp_path, "logs", "gj", "two", "--type", "worker", "--index", "1")
     assert one.returncode == 0 and one.stdout == "hello\n", one.stdout + one.stderr
     assert cli(tmp_path, "logs", "gj", "two", "--tail", "1").stdout.count("\n") == 1
@@ -222,11 +204,12 @@ def test_delete_stops_a_detached_run_and_keeps_its_logs(detached, tmp_path: Path
     run_dir = detached(_generic("stopme", _gated(tmp_path / "never", "working", "done")))
     marker = f"T9K_JOBS_RUN_DIR={run_dir}".encode()
     runtime = int((run_dir / "runtime.pid").read_text())
-    eventually(
+    wait_until(
         lambda: cli(tmp_path, "wait", "gj", "stopme", "--for=Running", "--timeout", "1s").returncode == 0,
         "Running",
+        LIMIT,
     )
-    eventually(lambda: len(carrying(marker, b"python")) >= 2, "both replicas' processes")
+    wait_until(lambda: len(carrying(marker, b"python")) >= 2, "both replicas' processes", LIMIT)
 
     done = cli(tmp_path, "delete", "gj", "stopme")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -277,7 +260,7 @@ def test_describe_says_why_a_job_is_pending(detached, tmp_path: Path) -> None:
         line = next((x for x in out.splitlines() if x.startswith("Why:")), "")
         return line if "PodInitializing" in line else None
 
-    assert "pending-worker-0: Pending" in eventually(why, "describe to say the replica initializes")
+    assert "pending-worker-0: Pending" in wait_until(why, "describe to say the replica initializes", LIMIT)
     assert cli(tmp_path, "delete", "gj", "pending").returncode == 0
 
 

@@ -22,7 +22,8 @@ import yaml
 
 from t9k_jobs import Client
 from t9k_jobs.errors import AlreadyExists, UsageError
-from tests.cli.test_local_verbs import LIMIT, _gated, _generic, cli, detached, eventually  # noqa: F401
+from tests.cli.test_local_verbs import LIMIT, _gated, _generic, cli, detached  # noqa: F401
+from tests.helpers import wait_until
 from tests.local.conftest import alive, carrying
 
 pytestmark = pytest.mark.e2e
@@ -93,7 +94,7 @@ def test_a_second_run_of_a_running_job_is_refused_unless_asked(detached, tmp_pat
 def test_a_copied_run_dir_is_never_taken_for_the_original(detached, tmp_path: Path) -> None:
     original = detached(_generic("copied", _gated(tmp_path / "never", "up", "down"), replicas=1))
     runtime = int((original / "runtime.pid").read_text())
-    eventually(lambda: cli(tmp_path, "wait", "gj", "copied", "--for=Running", "--timeout", "1s").returncode == 0, "Running")
+    wait_until(lambda: cli(tmp_path, "wait", "gj", "copied", "--for=Running", "--timeout", "1s").returncode == 0, "Running", LIMIT)
     copy = original.with_name(original.name + "-copy")
     shutil.copytree(original, copy)
     os.utime(copy / "runtime.pid")  # touched: newer than the runtime, as rsync or an edit leaves it
@@ -116,7 +117,7 @@ def test_a_live_run_without_its_pid_file_is_unknown_and_nothing_is_signalled(det
     run_dir = detached(_generic("nopid", _gated(tmp_path / "never", "up", "down"), replicas=2))
     marker = f"T9K_JOBS_RUN_DIR={run_dir}".encode()
     runtime = int((run_dir / "runtime.pid").read_text())
-    eventually(lambda: len(carrying(marker, b"python")) >= 2, "both replicas' processes")
+    wait_until(lambda: len(carrying(marker, b"python")) >= 2, "both replicas' processes", LIMIT)
     replicas = carrying(marker, b"python")
     (run_dir / "runtime.pid").unlink()
     assert _rows(tmp_path, "gj", "nopid")[0][1] == "Unknown"
@@ -133,14 +134,14 @@ def test_a_run_whose_dir_is_removed_stops_with_its_replicas_and_logs_f_says_so(d
     run_dir = detached(_generic("vanish", _gated(tmp_path / "never", "up", "down"), replicas=2))
     marker = f"T9K_JOBS_RUN_DIR={run_dir}".encode()
     runtime = int((run_dir / "runtime.pid").read_text())
-    eventually(lambda: len(carrying(marker, b"python")) >= 2, "both replicas' processes")
+    wait_until(lambda: len(carrying(marker, b"python")) >= 2, "both replicas' processes", LIMIT)
     follower = subprocess.Popen(
         [sys.executable, "-m", "t9k_jobs.cli", "logs", "gj", "vanish", "-f"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
         assert follower.stdout is not None
-        eventually(lambda: "up" in follower.stdout.readline(), "logs -f to show a line")
+        wait_until(lambda: "up" in follower.stdout.readline(), "logs -f to show a line", LIMIT)
         shutil.rmtree(run_dir)
         out, err = follower.communicate(timeout=LIMIT)
     finally:
@@ -149,19 +150,19 @@ def test_a_run_whose_dir_is_removed_stops_with_its_replicas_and_logs_f_says_so(d
             follower.wait()
     assert follower.returncode == 1, out + err
     assert err.startswith("error: the run dir ") and "is gone (removed or moved)" in err and err.count("\n") == 1, err
-    eventually(lambda: not alive(runtime), "the runtime to stop")
-    eventually(lambda: carrying(marker) == [], "the replicas to go with it")
+    wait_until(lambda: not alive(runtime), "the runtime to stop", LIMIT)
+    wait_until(lambda: carrying(marker) == [], "the replicas to go with it", LIMIT)
 
 
 def test_a_moved_run_dir_stops_the_run_and_runtime_log_says_why(detached, tmp_path: Path) -> None:
     run_dir = detached(_generic("moved", _gated(tmp_path / "never", "up", "down"), replicas=1))
     marker = f"T9K_JOBS_RUN_DIR={run_dir}".encode()
     runtime = int((run_dir / "runtime.pid").read_text())
-    eventually(lambda: len(carrying(marker, b"python")) >= 1, "the replica's process")
+    wait_until(lambda: len(carrying(marker, b"python")) >= 1, "the replica's process", LIMIT)
     moved = tmp_path / "moved-away"
     run_dir.rename(moved)
-    eventually(lambda: not alive(runtime), "the runtime to stop")
-    eventually(lambda: carrying(marker) == [], "the replica to go with it")
+    wait_until(lambda: not alive(runtime), "the runtime to stop", LIMIT)
+    wait_until(lambda: carrying(marker) == [], "the replica to go with it", LIMIT)
     last_words = (moved / "runtime.log").read_text()
     assert f"the run dir {run_dir} was removed or moved while the job ran" in last_words, last_words
 
@@ -169,7 +170,7 @@ def test_a_moved_run_dir_stops_the_run_and_runtime_log_says_why(detached, tmp_pa
 def test_status_yaml_is_replaced_whole(detached, tmp_path: Path) -> None:
     # Written into a temporary file and renamed: each write is a new file (a reader never sees half).
     run_dir = detached(_generic("whole", _gated(tmp_path / "go", "up", "down"), replicas=1))
-    eventually(lambda: (run_dir / "status.yaml").exists(), "a first status")
+    wait_until(lambda: (run_dir / "status.yaml").exists(), "a first status", LIMIT)
     first = (run_dir / "status.yaml").stat().st_ino
     (tmp_path / "go").write_text("go")
     assert cli(tmp_path, "wait", "gj", "whole", "--for=Succeeded", "--timeout", "90s").returncode == 0

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli.test_local_verbs import LIMIT, _gated, _generic, cli, detached, eventually  # noqa: F401
-from tests.local.conftest import REPO, alive, carrying, job, template
+from tests.cli.test_local_verbs import LIMIT, _gated, _generic, cli, detached  # noqa: F401
+from tests.helpers import job, template, wait_until
+from tests.local.conftest import REPO, alive, carrying
 
 pytestmark = pytest.mark.e2e
 
@@ -142,8 +143,8 @@ def test_pause_and_resume_edit_the_runs_own_copy_not_the_users_file(start_text, 
     assert second.returncode == 0, second.stdout + second.stderr
     other = ["--runs-dir", str(tmp_path / "other-runs")]
     try:
-        eventually(lambda: _phase(tmp_path, "gj", "held") == "Running", "Running")
-        eventually(lambda: _phase(tmp_path, "gj", "held", *other) == "Running", "the second run Running")
+        wait_until(lambda: _phase(tmp_path, "gj", "held") == "Running", "Running", LIMIT)
+        wait_until(lambda: _phase(tmp_path, "gj", "held", *other) == "Running", "the second run Running", LIMIT)
 
         done = cli(tmp_path, "pause", "gj", "held")
         assert done.returncode == 0, done.stdout + done.stderr
@@ -153,7 +154,7 @@ def test_pause_and_resume_edit_the_runs_own_copy_not_the_users_file(start_text, 
             "t9k-jobs.local/run-dir"
         ])
         assert yaml.safe_load((run_dir / "manifest.yaml").read_text())["spec"]["runMode"]["pause"]["enabled"] is True
-        eventually(lambda: _phase(tmp_path, "gj", "held") == "Paused", "Paused")
+        wait_until(lambda: _phase(tmp_path, "gj", "held") == "Paused", "Paused", LIMIT)
         described = cli(tmp_path, "describe", "gj", "held").stdout
         assert "Why:         paused (spec.runMode.pause): t9k-jobs resume gj held" in described
         assert cli(tmp_path, "pause", "gj", "held").returncode == 0, "pausing a paused run changes nothing"
@@ -161,11 +162,11 @@ def test_pause_and_resume_edit_the_runs_own_copy_not_the_users_file(start_text, 
 
         # The user's own edit of their file still applies to every run that follows it.
         path.write_text(path.read_text().replace("spec:\n  replicaSpecs:", "spec:\n  runMode:\n    pause:\n      enabled: true\n  replicaSpecs:", 1))
-        eventually(lambda: _phase(tmp_path, "gj", "held", *other) == "Paused", "the user's edit pausing the second run")
+        wait_until(lambda: _phase(tmp_path, "gj", "held", *other) == "Paused", "the user's edit pausing the second run", LIMIT)
         done = cli(tmp_path, "resume", "gj", "held")
         assert done.returncode == 0, done.stdout + done.stderr
         assert "enabled: true" in path.read_text(), "resume left the user's file alone"
-        eventually(lambda: _phase(tmp_path, "gj", "held") == "Running", "Running again")
+        wait_until(lambda: _phase(tmp_path, "gj", "held") == "Running", "Running again", LIMIT)
         assert _phase(tmp_path, "gj", "held", *other) == "Paused"
         assert cli(tmp_path, "resume", "gj", "held", *other).returncode == 0
         gate.write_text("go")
@@ -188,10 +189,10 @@ def test_a_run_from_standard_input_pauses_too(tmp_path: Path, detached) -> None:
     assert done.returncode == 0, done.stderr
     run_dir = Path(re.search(r"run dir (\S+)", done.stdout).group(1))  # type: ignore[union-attr]
     try:
-        eventually(lambda: _phase(tmp_path, "gj", "piped") == "Running", "Running")
+        wait_until(lambda: _phase(tmp_path, "gj", "piped") == "Running", "Running", LIMIT)
         paused = cli(tmp_path, "pause", "gj", "piped")
         assert paused.returncode == 0, paused.stderr
-        eventually(lambda: _phase(tmp_path, "gj", "piped") == "Paused", "Paused")
+        wait_until(lambda: _phase(tmp_path, "gj", "piped") == "Paused", "Paused", LIMIT)
     finally:
         assert cli(tmp_path, "delete", "gj", "piped").returncode == 0
         _kill_run(run_dir)
@@ -209,7 +210,7 @@ def test_scale_a_local_elastic_job_and_refusals(detached, tmp_path: Path) -> Non
         "replicaSpecs": [{"type": "worker", "replicas": 1, "template": template(["python", "-c", _gated(gate, "up", "down")])}],
     }
     run_dir = detached(job("PyTorchTrainingJob", "grow", spec))
-    eventually(lambda: _phase(tmp_path, "pj", "grow") == "Running", "Running")
+    wait_until(lambda: _phase(tmp_path, "pj", "grow") == "Running", "Running", LIMIT)
     out_of_range = cli(tmp_path, "scale", "pj", "grow", "--replicas", "5")
     assert out_of_range.returncode == 2
     assert "--replicas: 5 is outside PyTorchTrainingJob grow's elastic range [1, 3]" in out_of_range.stderr
@@ -224,7 +225,7 @@ def test_scale_a_local_elastic_job_and_refusals(detached, tmp_path: Path) -> Non
         names = {r["name"] for t in status.get("tasks", []) for r in t.get("replicas", [])}
         return "grow-worker-1" in names
 
-    eventually(two_replicas, "a second replica")
+    wait_until(two_replicas, "a second replica", LIMIT)
     row = cli(tmp_path, "get", "pj", "grow").stdout.splitlines()[1].split()
     assert row[2].endswith("/2"), row
     gate.write_text("go")

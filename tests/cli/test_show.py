@@ -11,14 +11,12 @@ from t9k_jobs import show
 from t9k_jobs.api import JobStatus
 from t9k_jobs.frameworks import parse_job
 from t9k_jobs.view import STOPPED, UNKNOWN, JobView
+from tests.helpers import job, replica, template
 
 CREATED = 1795599764.0  # 2026-11-25T09:42:44Z
-MANIFEST = {
-    "apiVersion": "batch.tensorstack.dev/v1beta1",
-    "kind": "GenericJob",
-    "metadata": {"name": "g", "namespace": "ns"},
-    "spec": {"replicaSpecs": [{"type": "worker", "replicas": 2, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}]},
-}
+MANIFEST = job(
+    "GenericJob", "g", {"replicaSpecs": [replica("worker", 2, template(name="c", image="x"))]}, namespace="ns"
+)
 
 
 def view(target: str, phase: str, status: dict[str, Any] | None = None, **extra: Any) -> JobView:

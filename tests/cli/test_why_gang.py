@@ -7,6 +7,8 @@ from typing import Any
 
 from t9k_jobs import show
 from t9k_jobs.cluster.verbs import raw_view
+from tests import helpers
+from tests.helpers import replica, template
 
 
 def why(raw: dict[str, Any], pods: list[dict[str, Any]], pod_group: dict[str, Any] | None = None) -> str | None:
@@ -17,18 +19,12 @@ NOT_ENFORCED = "spec.scheduler.t9kScheduler (queue gpu, priority 40) is not enfo
 
 
 def job(conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch.tensorstack.dev/v1beta1",
-        "kind": "GenericJob",
-        "metadata": {"name": "g", "namespace": "ns"},
-        "spec": {
-            "scheduler": {"t9kScheduler": {"queue": "gpu", "priority": 40}},
-            "replicaSpecs": [
-                {"type": "worker", "replicas": 2, "template": {"spec": {"containers": [CONTAINER]}}},
-            ],
-        },
-        "status": {"phase": "Pending", "conditions": conditions or []},
+    spec = {
+        "scheduler": {"t9kScheduler": {"queue": "gpu", "priority": 40}},
+        "replicaSpecs": [replica("worker", 2, template(**CONTAINER))],
     }
+    status = {"phase": "Pending", "conditions": conditions or []}
+    return helpers.job("GenericJob", "g", spec, namespace="ns", status=status)
 
 
 def pod(name: str, spec: dict[str, Any]) -> dict[str, Any]:

@@ -11,10 +11,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from t9k_jobs.cluster.client import ApiError
 from t9k_jobs.cluster.gang_why import gang_waiting, node_reasons, preempted_since
 from t9k_jobs import show
 from t9k_jobs.cluster.verbs import Cluster, pod_replica, raw_view, read_view, status_of
+from tests import helpers
+from tests.helpers import replica, template
 
 
 def why(raw: dict[str, Any], pods: list[dict[str, Any]], pod_group: dict[str, Any] | None = None) -> str | None:
@@ -30,16 +34,12 @@ PREEMPTED_AT = "2026-11-25T09:12:03Z"
 
 
 def job(phase: str = "Pending", conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch.tensorstack.dev/v1beta1",
-        "kind": "GenericJob",
-        "metadata": {"name": "g", "namespace": "ns"},
-        "spec": {
-            "scheduler": {"t9kScheduler": {"queue": "gpu", "priority": 40}},
-            "replicaSpecs": [{"type": "worker", "replicas": 3, "template": {"spec": {"containers": [CONTAINER]}}}],
-        },
-        "status": {"phase": phase, "conditions": conditions or []},
+    spec = {
+        "scheduler": {"t9kScheduler": {"queue": "gpu", "priority": 40}},
+        "replicaSpecs": [replica("worker", 3, template(**CONTAINER))],
     }
+    status = {"phase": phase, "conditions": conditions or []}
+    return helpers.job("GenericJob", "g", spec, namespace="ns", status=status)
 
 
 def pod(i: int, message: str | None = None, node: str | None = None, extra: list[dict] | None = None) -> dict[str, Any]:
@@ -158,12 +158,14 @@ def test_the_pod_group_says_preempted_before_the_operator_does() -> None:
     assert preempted_since(status_of(job(conditions=[newer])), pod_group(DISRUPTED)) is None
 
 
-def test_replicas_being_recreated_after_a_preemption_are_not_called_restarts() -> None:
+@pytest.mark.parametrize("marker", [{}, {"uid": "u"}], ids=["attempt-label", "older-uid-marker"])
+def test_replicas_being_recreated_after_a_preemption_are_not_called_restarts(marker: dict[str, str]) -> None:
+    """The status the engine writes now (no uid) and one an older version wrote (the uid marker)."""
     raw = job(conditions=[{"type": "Preempted", "status": "True", "reason": "PreemptionByScheduler",
                            "message": "m", "lastTransitionTime": PREEMPTED_AT}])  # fmt: skip
     raw["status"]["tasks"] = [
         {"type": "worker", "replicas": [
-            {"name": f"g-worker-{i}", "uid": f"u{i}", "phase": "Creating", "reason": "PreemptionByScheduler"}
+            {"name": f"g-worker-{i}", "phase": "Creating", "reason": "PreemptionByScheduler", **marker}
             for i in range(3)
         ]}
     ]  # fmt: skip
@@ -228,3 +230,15 @@ def test_describe_without_a_served_pod_group_goes_on() -> None:
     lines, _ = describe(None)
     assert not any(line.startswith("PodGroup:") for line in lines)
     assert "Why:         gang of 3 waiting: 2 of 3 fit (1 of 1 nodes: Insufficient cpu)" in lines
+
+
+@pytest.mark.parametrize("marker", [{}, {"uid": "u"}], ids=["attempt-label", "older-uid-marker"])
+def test_a_counted_restart_is_named_with_the_backoff_count(marker: dict[str, str]) -> None:
+    """A replica whose failed pod is being replaced (its containers ran) is ``restarting``."""
+    raw = job("Running")
+    raw["status"]["backoffCount"] = 1
+    ran = [{"name": "c", "state": "Terminated", "exitCode": 1}]
+    raw["status"]["tasks"] = [
+        {"type": "worker", "replicas": [{"name": "g-worker-1", "phase": "Creating", "containers": ran, **marker}]}
+    ]
+    assert why(raw, [], None) == "restarting g-worker-1 (backoff count 1)"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import ssl
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -20,7 +19,9 @@ from typing import Any, TypeVar
 
 import yaml
 
-GROUP_VERSION = "batch.tensorstack.dev/v1beta1"
+from tests.helpers import API_VERSION, wait_until
+
+GROUP_VERSION = API_VERSION
 PLURALS = {
     "GenericJob": "genericjobs",
     "PyTorchTrainingJob": "pytorchtrainingjobs",
@@ -212,19 +213,5 @@ class Kube:
     def wait_for(
         fn: Callable[[], T], timeout: float = 30, interval: float = 0.1, what: str = "condition"
     ) -> T:
-        """Call ``fn`` every ``interval`` seconds until it returns something truthy, and return that.
-
-        A ``KubeError`` or ``AssertionError`` raised by ``fn`` counts as "not yet". After ``timeout``
-        seconds raise AssertionError naming ``what`` and showing the last value (or error).
-        """
-        end, last = time.monotonic() + timeout, None
-        while True:
-            try:
-                last = fn()
-                if last:
-                    return last
-            except (KubeError, AssertionError) as exc:
-                last = exc
-            if time.monotonic() >= end:
-                raise AssertionError(f"timed out after {timeout} s waiting for {what}; last value: {last!r}")
-            time.sleep(interval)
+        """``wait_until`` where a ``KubeError`` or ``AssertionError`` raised by ``fn`` counts as "not yet"."""
+        return wait_until(fn, what, timeout, interval=interval, ignore=(KubeError, AssertionError))

@@ -7,11 +7,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.helpers import ConditionTimeout, wait_until
 
 
 def free_port() -> int:
@@ -63,21 +64,27 @@ class OperatorProcess:
             return exc.code, exc.read().decode()
 
     def wait_ready(self, timeout: float = 60) -> str:
-        end = time.monotonic() + timeout
+        """The body of /readyz once it answers 200; fail at once, with the log, if the operator exits."""
+        proc = self.proc
+        assert proc is not None
         last = ""
-        while time.monotonic() < end:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise AssertionError(f"operator exited with {self.proc.returncode}:\n{self.tail()}")
+
+        def ready() -> tuple[str] | None:
+            nonlocal last
+            if proc.poll() is not None:
+                raise AssertionError(f"operator exited with {proc.returncode}:\n{self.tail()}")
             try:
-                code, body = self.http("/readyz")
-                if code == 200:
-                    return body
-                last = body
+                code, last = self.http("/readyz")
             except OSError as exc:
                 last = str(exc)
-            time.sleep(0.1)
-        raise AssertionError(f"operator not ready after {timeout} s ({last}):\n{self.tail()}")
+                return None
+            return (last,) if code == 200 else None  # a tuple: an empty body is ready too
+
+        try:
+            (body,) = wait_until(ready, "the operator's /readyz", timeout)
+        except ConditionTimeout:
+            raise AssertionError(f"operator not ready after {timeout} s ({last}):\n{self.tail()}") from None
+        return body
 
     def leading(self) -> bool:
         """Whether /readyz answers ready as the leader (not as a standby)."""

@@ -10,27 +10,20 @@ from t9k_jobs.cluster.client import ApiError, KubeClient
 from t9k_jobs.cluster.controller import Controller, job_key
 from t9k_jobs.cluster.state import ChildRef
 from t9k_jobs.engine import Observed, reconcile
+from tests import helpers
+from tests.helpers import replica, template
 
 KEY = job_key("PyTorchTrainingJob", "ns", "j")
 
 
 def job(workers: int) -> Any:
-    def replica(type_: str, n: int) -> dict[str, Any]:
-        return {
-            "type": type_,
-            "replicas": n,
-            "restartPolicy": "OnFailure",
-            "template": {"spec": {"containers": [{"name": "pytorch", "image": "x", "command": ["true"]}]}},
-        }
-
-    return parse_job(
-        {
-            "apiVersion": "batch.tensorstack.dev/v1beta1",
-            "kind": "PyTorchTrainingJob",
-            "metadata": {"name": "j", "namespace": "ns", "uid": "job-uid", "resourceVersion": "1"},
-            "spec": {"replicaSpecs": [replica("master", 1), replica("worker", workers)]},
-        }
-    )
+    """A PyTorchTrainingJob j in ns: one master and ``workers`` workers, restartPolicy OnFailure."""
+    specs = [
+        replica(t, n, template(["true"], image="x"), restartPolicy="OnFailure")
+        for t, n in (("master", 1), ("worker", workers))
+    ]
+    spec = {"replicaSpecs": specs}
+    return parse_job(helpers.job("PyTorchTrainingJob", "j", spec, namespace="ns", uid="job-uid", resourceVersion="1"))
 
 
 def terminating() -> ApiError:

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import job, replica, template
+
 from .kube import GROUP_VERSION, PLURALS, Kube, KubeError, job_path, pod_path
 
 CONTAINER = {
@@ -14,28 +16,12 @@ CONTAINER = {
     "image": "example.registry/ml/pytorch:2.1-cpu",
     "command": ["python", "train.py"],
 }
-PYTORCH_JOB: dict[str, Any] = {
-    "apiVersion": GROUP_VERSION,
-    "kind": "PyTorchTrainingJob",
-    "metadata": {"name": "ddp"},
-    "spec": {
-        "replicaSpecs": [
-            {
-                "type": "worker",
-                "replicas": 2,
-                "restartPolicy": "ExitCode",
-                "template": {"spec": {"containers": [CONTAINER]}},
-            }
-        ]
-    },
-}
 
 
 def pytorch_job(name: str, **spec: Any) -> dict[str, Any]:
-    job = copy.deepcopy(PYTORCH_JOB)
-    job["metadata"]["name"] = name
-    job["spec"].update(spec)
-    return job
+    """Two workers of CONTAINER (restartPolicy ExitCode); ``spec`` sets more spec fields."""
+    worker = replica("worker", 2, template(**copy.deepcopy(CONTAINER)), restartPolicy="ExitCode")
+    return job("PyTorchTrainingJob", name, {"replicaSpecs": [worker], **spec})
 
 
 def test_apiserver_version(kube: Kube) -> None:
@@ -90,20 +76,14 @@ def test_the_elastic_range_cannot_change_after_creation(kube: Kube, namespace: s
     rule in the CRD); expectedReplicas can."""
     elastic = {"enabled": True, "minReplicas": 1, "maxReplicas": 4, "expectedReplicas": 2}
     if kind == "PyTorchTrainingJob":
-        job = pytorch_job("elastic", torchrunConfig={"enabled": True}, elastic=elastic)
+        manifest = pytorch_job("elastic", torchrunConfig={"enabled": True}, elastic=elastic)
     else:
-        job = {
-            "apiVersion": GROUP_VERSION,
-            "kind": "DeepSpeedJob",
-            "metadata": {"name": "elastic"},
-            "spec": {
-                "elastic": elastic,
-                "config": {"run": {"python": ["train.py"]}},
-                "worker": {"replicas": 2, "template": {"spec": {"containers": [{**CONTAINER, "name": "worker"}]}}},
-            },
-        }
+        worker = {"replicas": 2, "template": template(**{**CONTAINER, "name": "worker"})}
+        manifest = job(
+            "DeepSpeedJob", "elastic", {"elastic": elastic, "config": {"run": {"python": ["train.py"]}}, "worker": worker}
+        )
     path = job_path(namespace, kind, "elastic")
-    kube.create(job_path(namespace, kind), job)
+    kube.create(job_path(namespace, kind), manifest)
     patch = {"spec": {"elastic": {"expectedReplicas": 3}}}
     assert kube.patch(path, patch)["spec"]["elastic"]["expectedReplicas"] == 3
     for field, value in (("minReplicas", 2), ("maxReplicas", 8)):

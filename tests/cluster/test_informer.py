@@ -10,6 +10,7 @@ import asyncio
 
 from t9k_jobs.cluster.client import CONFIGMAPS, KubeClient
 from t9k_jobs.cluster.informer import Informer
+from tests.helpers import await_until
 
 
 def cm(ns: str, name: str, team: str, value: str = "1") -> dict:
@@ -19,13 +20,6 @@ def cm(ns: str, name: str, team: str, value: str = "1") -> dict:
         "metadata": {"name": name, "namespace": ns, "labels": {"team": team}},
         "data": {"v": value},
     }
-
-
-async def until(pred, timeout: float = 10.0) -> None:
-    end = asyncio.get_running_loop().time() + timeout
-    while not pred():
-        assert asyncio.get_running_loop().time() < end, "timed out"
-        await asyncio.sleep(0.05)
 
 
 def test_list_watch_selector_pages_and_rewatch(control_plane, namespace) -> None:
@@ -57,14 +51,18 @@ def test_list_watch_selector_pages_and_rewatch(control_plane, namespace) -> None
             await client.create(CONFIGMAPS, ns, cm(ns, "b1", "b"))
             await client.patch(CONFIGMAPS, ns, "a0", {"data": {"v": "2"}})
             await client.delete(CONFIGMAPS, ns, "a1")
-            await until(lambda: inf.get(ns, "a0") == "2" and inf.get(ns, "a1") is None and inf.get(ns, "a7"))
+            await await_until(
+                lambda: inf.get(ns, "a0") == "2" and inf.get(ns, "a1") is None and inf.get(ns, "a7"),
+                "the patch, the delete and the create to arrive",
+                10,
+            )
             assert inf.get(ns, "b1") is None
             assert ("ADDED", "a7") in events and ("MODIFIED", "a0") in events and ("DELETED", "a1") in events
 
             # Re-watching after the server's timeout continues from the last resourceVersion: nothing is lost.
             await asyncio.sleep(1.5)
             await client.create(CONFIGMAPS, ns, cm(ns, "a8", "a"))
-            await until(lambda: inf.get(ns, "a8") is not None)
+            await await_until(lambda: inf.get(ns, "a8") is not None, "a8 to arrive after the re-watch", 10)
             assert inf.relists == 1
 
             assert len(inf.store) == 8

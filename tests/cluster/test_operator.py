@@ -16,6 +16,8 @@ import yaml
 
 from t9k_jobs.api import parse_job
 from t9k_jobs.render import render
+from tests import helpers
+from tests.helpers import replica, template
 
 from .kube import Kube, KubeError, core_path, job_path, pod_path
 from .operator_proc import OperatorProcess
@@ -46,33 +48,11 @@ def manifest(name: str, ns: str) -> dict[str, Any]:
 
 def pytorch(name: str, ns: str, workers: int = 2, policy: str = "OnFailure", **spec: Any) -> dict[str, Any]:
     """A PyTorchTrainingJob with one master and ``workers`` workers."""
-
-    def replica(type_: str, n: int) -> dict[str, Any]:
-        return {
-            "type": type_,
-            "replicas": n,
-            "restartPolicy": policy,
-            "template": {
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "pytorch",
-                            "image": "example.registry/pytorch:2.1",
-                            "command": ["python", "train.py"],
-                        }
-                    ]
-                }
-            },
-        }
-
-    body: dict[str, Any] = {"replicaSpecs": [replica("master", 1), replica("worker", workers)]}
-    body.update(spec)
-    return {
-        "apiVersion": "batch.tensorstack.dev/v1beta1",
-        "kind": "PyTorchTrainingJob",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": body,
-    }
+    specs = [
+        replica(t, n, template(["python", "train.py"], image="example.registry/pytorch:2.1"), restartPolicy=policy)
+        for t, n in (("master", 1), ("worker", workers))
+    ]
+    return helpers.job("PyTorchTrainingJob", name, {"replicaSpecs": specs, **spec}, namespace=ns)
 
 
 def create(kube: Kube, obj: dict[str, Any]) -> dict[str, Any]:

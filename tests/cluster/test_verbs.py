@@ -29,6 +29,8 @@ from t9k_jobs.errors import (
     UsageError,
     WaitTimeout,
 )
+from tests import helpers
+from tests.helpers import replica, template
 
 from .kube import Kube, core_path, job_path, now_rfc3339, pod_path
 
@@ -61,40 +63,17 @@ def one_line_error(done: subprocess.CompletedProcess[str], code: int) -> str:
 
 
 def generic(name: str, replicas: int = 2, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch.tensorstack.dev/v1beta1",
-        "kind": "GenericJob",
-        "metadata": {"name": name},
-        "spec": {
-            "replicaSpecs": [
-                {
-                    "type": "worker",
-                    "replicas": replicas,
-                    "template": {"spec": {"containers": [{"name": "main", "image": "busybox", "command": ["true"]}]}},
-                }
-            ],
-            **spec,
-        },
-    }
+    worker = replica("worker", replicas, template(["true"], name="main", image="busybox"))
+    return helpers.job("GenericJob", name, {"replicaSpecs": [worker], **spec})
 
 
 def elastic(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch.tensorstack.dev/v1beta1",
-        "kind": "PyTorchTrainingJob",
-        "metadata": {"name": name},
-        "spec": {
-            "torchrunConfig": {"enabled": True},
-            "elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 4, "expectedReplicas": 2},
-            "replicaSpecs": [
-                {
-                    "type": "worker",
-                    "replicas": 2,
-                    "template": {"spec": {"containers": [{"name": "pytorch", "image": "x", "command": ["python"]}]}},
-                }
-            ],
-        },
+    spec = {
+        "torchrunConfig": {"enabled": True},
+        "elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 4, "expectedReplicas": 2},
+        "replicaSpecs": [replica("worker", 2, template(["python"], image="x"))],
     }
+    return helpers.job("PyTorchTrainingJob", name, spec)
 
 
 def put(kube: Kube, ns: str, manifest: dict[str, Any]) -> dict[str, Any]:

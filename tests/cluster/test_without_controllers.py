@@ -20,12 +20,13 @@ import pytest
 
 from t9k_jobs.cluster.client import CONFIGMAPS, KubeClient
 from t9k_jobs.cluster.informer import Informer
+from tests.helpers import await_until
 
 from .conftest import CRD_DIR, ControlPlane, ControlPlaneError, build_bin_dir
 from .kube import Kube, job_path
 from .netcut import NetCut
 from .operator_proc import OperatorProcess
-from .test_informer import cm, until
+from .test_informer import cm
 from .test_operator import pytorch
 
 
@@ -80,7 +81,7 @@ def test_partition_past_compaction_relists_and_reports_the_difference(bare_plane
             task = asyncio.create_task(inf.run())
             await asyncio.wait_for(inf.synced.wait(), 10)
             await direct.patch(CONFIGMAPS, ns, "c3", {"data": {"v": "2"}})
-            await until(lambda: inf.get(ns, "c3") == "2")
+            await await_until(lambda: inf.get(ns, "c3") == "2", "c3's patch to arrive", 10)
             assert inf.relists == 1
             seen_rv = int(inf.resource_version)
 
@@ -96,14 +97,14 @@ def test_partition_past_compaction_relists_and_reports_the_difference(bare_plane
             assert events == [] and inf.get(ns, "c0") == "1", "nothing can arrive during the cut"
 
             await net.mend()
-            await until(lambda: inf.relists == 2, timeout=30)
+            await await_until(lambda: inf.relists == 2, "a second list after the cut", 30)
             assert sorted(events) == [("ADDED", "c4"), ("DELETED", "c0"), ("MODIFIED", "c1")]
             assert inf.store == {(ns, "c1"): "3", (ns, "c2"): "1", (ns, "c3"): "2", (ns, "c4"): "1"}
 
             # And it watches again from the new list: later changes still arrive, one by one.
             events.clear()
             await direct.patch(CONFIGMAPS, ns, "c2", {"data": {"v": "4"}})
-            await until(lambda: inf.get(ns, "c2") == "4")
+            await await_until(lambda: inf.get(ns, "c2") == "4", "c2's patch to arrive", 10)
             assert events == [("MODIFIED", "c2")] and inf.relists == 2
         finally:
             if task is not None:

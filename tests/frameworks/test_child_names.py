@@ -10,19 +10,14 @@ import pytest
 
 from t9k_jobs import api, frameworks
 from t9k_jobs.api import ManifestError
-
-API = "batch.tensorstack.dev/v1beta1"
+from tests.helpers import job, replica, template
 
 
 def generic(name: str, replicas: int = 2, service: bool = False) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "replicaSpecs": [
-            {"type": "worker", "replicas": replicas, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}
-        ]
-    }
+    spec: dict[str, Any] = {"replicaSpecs": [replica("worker", replicas, template(name="c", image="i"))]}
     if service:
         spec["service"] = {"ports": [{"name": "http", "port": 80}]}
-    return {"apiVersion": API, "kind": "GenericJob", "metadata": {"name": name}, "spec": spec}
+    return job("GenericJob", name, spec)
 
 
 def test_a_replica_name_over_63_characters_is_refused_with_the_room_left() -> None:

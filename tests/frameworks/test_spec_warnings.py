@@ -9,16 +9,15 @@ import pytest
 
 from t9k_jobs.api import parse_job
 from t9k_jobs.frameworks import spec_warnings
-
-API = "batch.tensorstack.dev/v1beta1"
+from tests.helpers import job, template
 
 
 def _tpl(name: str = "c", **extra: Any) -> dict[str, Any]:
-    return {"spec": {"containers": [{"name": name, "image": "example/img:1", **extra}]}}
+    return template(name=name, image="example/img:1", **extra)
 
 
 def warnings_of(kind: str, spec: dict[str, Any]) -> list[str]:
-    return spec_warnings(parse_job({"apiVersion": API, "kind": kind, "metadata": {"name": "j"}, "spec": spec}))
+    return spec_warnings(parse_job(job(kind, "j", spec)))
 
 
 def pytorch(**spec: Any) -> dict[str, Any]:

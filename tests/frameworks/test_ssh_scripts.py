@@ -10,6 +10,7 @@ import subprocess
 import time
 
 from t9k_jobs.frameworks.ssh import RUN_FUNCTION, WAIT_BANNER_FUNCTION, launcher_script
+from tests.helpers import wait_until
 
 
 def start(script: str) -> subprocess.Popen[str]:
@@ -165,13 +166,12 @@ def test_a_refused_key_fails_the_wait_at_once_with_sshs_words(tmp_path) -> None:
         (tmp_path / "bin").mkdir()
         (tmp_path / "bin" / "ssh").write_text(f'#!/bin/sh\nexec /usr/bin/ssh -F {tmp_path / "config"} "$@"\n')
         (tmp_path / "bin" / "ssh").chmod(0o755)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # until sshd listens
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+
+        def listening() -> bool:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()  # OSError until it listens
+            return True
+
+        wait_until(listening, "sshd to listen", 30, ignore=(OSError,))
         started = time.monotonic()
         out = subprocess.run(
             ["/bin/sh", "-c", f"{WAIT_SSH_FUNCTION}; t9k_wait_sshd worker"],

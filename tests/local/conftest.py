@@ -7,13 +7,14 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from tests.helpers import ConditionTimeout, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,11 +48,10 @@ class Run:
 
     def wait_output(self, text: str, timeout: float = 60) -> None:
         """Wait until the runtime has printed ``text``; fail with its output on timeout."""
-        end = time.monotonic() + timeout
-        while text not in self.output:
-            if time.monotonic() > end:
-                pytest.fail(f"timed out after {timeout} s waiting for {text!r} in the output:\n{self.output}")
-            time.sleep(0.05)
+        try:
+            wait_until(lambda: text in self.output, f"{text!r} in the output", timeout, interval=0.05)
+        except ConditionTimeout as timed_out:
+            pytest.fail(f"{timed_out}\noutput:\n{self.output}")
 
     def status(self) -> dict[str, Any]:
         path = self.run_dir / "status.yaml"
@@ -62,21 +62,23 @@ class Run:
 
     def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 60) -> dict[str, Any]:
         """Poll status.yaml until ``predicate(status)``; fail with the output on timeout or exit."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            status = self.status()
+
+        def matched() -> dict[str, Any] | None:
+            exited = self.proc.poll() is not None
+            status = self.status()  # read after the exit check: the last status counts
             if status and predicate(status):
                 return status
-            if self.proc.poll() is not None:
-                status = self.status()
-                if status and predicate(status):
-                    return status
+            if exited:
                 self.finish(5)
                 pytest.fail(f"t9k-jobs exited ({self.proc.returncode}) before the status matched:\n{self.output}")
-            time.sleep(0.1)
-        self.signal(signal.SIGKILL)
-        self.finish(10)
-        pytest.fail(f"timed out waiting for the status; last status {self.status()}\noutput:\n{self.output}")
+            return None
+
+        try:
+            return wait_until(matched, "the status", timeout)
+        except ConditionTimeout:
+            self.signal(signal.SIGKILL)
+            self.finish(10)
+            pytest.fail(f"timed out waiting for the status; last status {self.status()}\noutput:\n{self.output}")
 
     def signal(self, sig: int) -> None:
         if self.proc.poll() is None:
@@ -128,26 +130,6 @@ def alive(pid: int) -> bool:
 def py(code: str) -> list[str]:
     """A container command that runs ``code`` with the interpreter t9k-jobs runs in."""
     return ["python", "-c", code]
-
-
-def job(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": kind, "metadata": {"name": name}, "spec": spec}
-
-
-def template(command: list[str], **container: Any) -> dict[str, Any]:
-    return {"spec": {"containers": [{"name": "pytorch", "image": "local", "command": command, **container}]}}
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``predicate`` every 0.1 s until it returns something true (returned), or fail after
-    ``timeout`` seconds naming ``what`` was waited for."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def carrying(marker: bytes, pattern: bytes = b"") -> list[int]:

@@ -9,7 +9,9 @@ import time
 
 import pytest
 
-from .conftest import carrying, job, py, template, wait_until
+from tests.helpers import job, replica, template, wait_until
+
+from .conftest import carrying, py
 
 pytestmark = pytest.mark.e2e
 
@@ -24,8 +26,8 @@ FORKER = (
 
 
 def generic(name: str, command: list[str], replicas: int = 2, **container) -> dict:
-    return job("GenericJob", name, {"replicaSpecs": [
-        {"type": "worker", "replicas": replicas, "restartPolicy": {"policy": "Never"}, "template": template(command, **container)}]})
+    worker = replica("worker", replicas, template(command, **container), restartPolicy={"policy": "Never"})
+    return job("GenericJob", name, {"replicaSpecs": [worker]})
 
 
 def replica_log(run, name: str) -> str:
@@ -47,10 +49,10 @@ def test_nothing_outlives_the_runtime(start, sig: int, code: int) -> None:
     replica started with setsid, no background child."""
     run = start(generic("orphans", py(FORKER)))
     marker = marker_of(run)
-    wait_until(lambda: len(carrying(marker, b"sleep\x0060")) >= 4, 60, "2 replicas with a daemon and a child each")
+    wait_until(lambda: len(carrying(marker, b"sleep\x0060")) >= 4, "2 replicas with a daemon and a child each", 60)
     run.signal(sig)
     assert run.finish(60) == code, run.output
-    wait_until(lambda: not carrying(marker), 5, "every process of the run to be gone within 5 s")
+    wait_until(lambda: not carrying(marker), "every process of the run to be gone within 5 s", 5)
 
 
 def test_when_the_main_process_ends_everything_it_started_ends(start) -> None:
@@ -72,7 +74,7 @@ def test_a_second_ctrl_c_does_not_wait_for_the_grace_period(start) -> None:
     manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["terminationGracePeriodSeconds"] = 600
     run = start(manifest)
     run.wait_for(lambda s: s.get("aggregate", {}).get("running") == 1, timeout=60)
-    wait_until(lambda: "ready" in replica_log(run, "stubborn"), 30, "the replica to ignore SIGTERM")
+    wait_until(lambda: "ready" in replica_log(run, "stubborn"), "the replica to ignore SIGTERM", 30)
     run.signal(signal.SIGINT)
     run.wait_output("again to kill them at once", 30)  # the graceful stop is under way (the replica ignores it)
     assert run.proc.poll() is None and carrying(marker_of(run))
@@ -113,7 +115,7 @@ def test_the_grace_period_is_counted_down(start) -> None:
     manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["terminationGracePeriodSeconds"] = 3
     run = start(manifest)
     run.wait_for(lambda s: s.get("aggregate", {}).get("running") == 1, timeout=60)
-    wait_until(lambda: "ready" in replica_log(run, "slow-stop"), 30, "the replica to ignore SIGTERM")
+    wait_until(lambda: "ready" in replica_log(run, "slow-stop"), "the replica to ignore SIGTERM", 30)
     run.signal(signal.SIGINT)
     assert run.finish(60) == 130, run.output
     assert "SIGTERM sent, SIGKILL in 3s if they have not ended" in run.output, run.output

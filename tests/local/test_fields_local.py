@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import job, py, template
+from tests.helpers import job, template
+
+from .conftest import py
 
 e2e = pytest.mark.e2e
 

@@ -35,7 +35,9 @@ from t9k_jobs.local.gpus import (
 )
 from t9k_jobs.render import render
 
-from .conftest import job, py, template
+from tests.helpers import await_until, job, template
+
+from .conftest import py
 
 PRINT_CVD = "import os; print('CVD=' + repr(os.environ.get('CUDA_VISIBLE_DEVICES')))"
 
@@ -500,16 +502,10 @@ def test_a_pod_waits_for_gpus_still_held_and_starts_when_they_are_given_back(tmp
         b = runner.pods["wait-worker-1"]
         assert b.task is None and b.observe().phase == "Pending" and b.uid in runner.gpu_waiting
         log_a = tmp_path / "wait-worker-0.pytorch.log"
-        async def until(condition, what: str) -> None:  # noqa: ANN001
-            for _ in range(1200):
-                if condition():
-                    return
-                await asyncio.sleep(0.05)
-            raise AssertionError(f"timed out waiting until {what}")
-        await until(lambda: log_a.exists() and _cvds(log_a), "worker-0 prints its GPU")
+        await await_until(lambda: log_a.exists() and _cvds(log_a), "worker-0 to print its GPU", 60)
         assert b.task is None, "worker-1 must not start while worker-0 holds the GPU"
         gate.write_text("go")
-        await until(lambda: b.task is not None and b.task.done(), "worker-1 ran")
+        await await_until(lambda: b.task is not None and b.task.done(), "worker-1 to run", 60)
         assert not runner.gpu_waiting and not runner.gpus.held
         runner.job_log.close()
         runner.events_log.close()

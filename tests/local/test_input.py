@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import job, py, template, wait_until
+from tests.helpers import job, template, wait_until
+
+from .conftest import py
 
 pytestmark = pytest.mark.e2e
 
@@ -37,7 +39,7 @@ def test_an_edit_that_cannot_be_read_is_ignored_and_the_job_goes_on(tmp_path: Pa
             (b"\x00\x01binary", "NUL byte"),
         ):
             path.write_bytes(edit)
-            wait_until(lambda said=said: said in output.read_text() or proc.poll() is not None, 60, said)
+            wait_until(lambda said=said: said in output.read_text() or proc.poll() is not None, said, 60)
             assert proc.poll() is None, output.read_text()
         release.write_text("go")
         assert proc.wait(timeout=120) == 0, output.read_text()
@@ -58,7 +60,7 @@ def _run_until_running(path: Path, run_dir: Path, output: Path) -> subprocess.Po
     status = run_dir / "status.yaml"
     try:
         wait_until(lambda: "phase: Running" in (status.read_text() if status.exists() else "") or proc.poll() is not None,
-                   60, "the job to run")
+                   "the job to run", 60)
     except BaseException:
         proc.kill()
         raise
@@ -105,7 +107,7 @@ def test_an_edit_of_the_elastic_range_is_refused_and_the_job_goes_on(tmp_path: P
         manifest["spec"]["elastic"]["maxReplicas"] = 4
         path.write_text(yaml.safe_dump(manifest, sort_keys=False))
         wait_until(lambda: "spec.elastic.maxReplicas: cannot be changed" in output.read_text() or proc.poll() is not None,
-                   60, "the refusal")
+                   "the refusal", 60)
         release.write_text("go")
         assert proc.wait(timeout=120) == 0, output.read_text()
     finally:

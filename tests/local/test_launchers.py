@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers import job, template, wait_until
+
 from .conftest import REPO, carrying
 
 pytestmark = pytest.mark.e2e
@@ -49,9 +51,7 @@ def test_a_stopped_deepspeed_run_leaves_no_process(start) -> None:
     ours = lambda pattern=b"": carrying(marker, pattern)  # noqa: E731
     ranks = lambda: ours(b"--local_rank=")  # noqa: E731
 
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and len(ranks()) < 2:
-        time.sleep(0.2)
+    wait_until(lambda: len(ranks()) >= 2, "the 2 ranks to start", 180, interval=0.2)
     assert len(ranks()) == 2 and len(ours()) >= 6, "2 runners, 2 launch.py and 2 ranks carry the run's marker"
     run.signal(signal.SIGINT)
     assert run.finish(60) == 130, run.output
@@ -137,16 +137,15 @@ def test_deepspeed_elastic_rescale_locally_rewrites_the_hostfile_and_relaunches(
         "    time.sleep(0.05)\n"
         "print('released', os.environ.get('RANK'), flush=True)\n"
     )
-    manifest = {
-        "apiVersion": "batch.tensorstack.dev/v1beta1",
-        "kind": "DeepSpeedJob",
-        "metadata": {"name": "ds-elastic"},
-        "spec": {
+    manifest = job(
+        "DeepSpeedJob",
+        "ds-elastic",
+        {
             "elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 2, "expectedReplicas": 1},
             "config": {"slotsPerWorker": 1, "run": {"python": [str(script)]}},
-            "worker": {"replicas": 1, "template": {"spec": {"containers": [{"name": "worker", "image": "local"}]}}},
+            "worker": {"replicas": 1, "template": template(name="worker")},
         },
-    }
+    )
     run = start(manifest, "--quiet")
     hostfile = run.run_dir / "children" / "configmap" / "ds-elastic-launch" / "hostfile"
     first = run.wait_for(lambda s: s.get("phase") == "Running", timeout=120)

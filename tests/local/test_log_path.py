@@ -22,7 +22,9 @@ import yaml
 from t9k_jobs.frameworks.base import LABEL_REPLICA_INDEX
 from t9k_jobs.local.processes import MAX_LINE
 
-from .conftest import job, py, template, wait_until
+from tests.helpers import job, replica, template, wait_until
+
+from .conftest import py
 
 pytestmark = pytest.mark.e2e
 
@@ -30,9 +32,8 @@ pytestmark = pytest.mark.e2e
 def generic(name: str, command: list[str], replicas: int = 1) -> dict:
     """A GenericJob of ``replicas`` workers running ``command``, each with its index in $RANK."""
     rank = {"name": "RANK", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{LABEL_REPLICA_INDEX}']"}}}
-    return job("GenericJob", name, {"replicaSpecs": [
-        {"type": "worker", "replicas": replicas, "restartPolicy": {"policy": "Never"},
-         "template": template(command, env=[rank])}]})
+    worker = replica("worker", replicas, template(command, env=[rank]), restartPolicy={"policy": "Never"})
+    return job("GenericJob", name, {"replicaSpecs": [worker]})
 
 
 def vm_hwm_mib(pid: int) -> float | None:
@@ -97,11 +98,11 @@ def test_memory_stays_bounded_whatever_the_lines_look_like(start, tmp_path: Path
     go = tmp_path / "go"
     run = start(generic("wide", py(NO_NEWLINE) + [str(size), str(go)]), "--quiet")
     log = run.run_dir / "wide-worker-0.pytorch.log"
-    wait_until(lambda: log.exists() and log.stat().st_size == size, 300, "the 100 MB to be read")
+    wait_until(lambda: log.exists() and log.stat().st_size == size, "the 100 MB to be read", 300)
     # Once job.log has all but the unfinished last piece (at most MAX_LINE bytes, kept until more
     # output or the end), the whole output went through the log path.
     job_log = run.run_dir / "job.log"
-    wait_until(lambda: job_log.stat().st_size >= size - MAX_LINE, 120, "job.log to have the output")
+    wait_until(lambda: job_log.stat().st_size >= size - MAX_LINE, "job.log to have the output", 120)
     peak = vm_hwm_mib(run.proc.pid)
     go.write_text("")
     assert run.finish(120) == 0, run.output

@@ -19,7 +19,9 @@ from t9k_jobs import Client
 from t9k_jobs.errors import NotFound, UsageError
 from t9k_jobs.local.rundirs import LocalRun, follow_logs, tail_offset
 
-from .conftest import job, py, template
+from tests.helpers import job, template
+
+from .conftest import py
 
 
 def finished_run(tmp_path: Path, job_log: bytes, replicas: int = 2) -> Path:

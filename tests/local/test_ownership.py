@@ -24,7 +24,9 @@ from t9k_jobs import Client
 from t9k_jobs.errors import JobsError, UsageError
 from t9k_jobs.local.ownership import GONE, RUNNING, UNKNOWN, publish_runtime, runtime_state
 
-from .conftest import alive, job, py, template
+from tests.helpers import job, template
+
+from .conftest import alive, py
 
 LIMIT = 60.0
 

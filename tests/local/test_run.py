@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import REPO, alive, job, py, template
+from tests.helpers import job, template, wait_until
+
+from .conftest import REPO, alive, py
 
 pytestmark = pytest.mark.e2e
 
@@ -130,10 +132,7 @@ def test_pause_then_resume(start, tmp_path: Path) -> None:
     status = run.wait_for(lambda s: s.get("phase") == "Paused" and s["aggregate"]["deleted"] == 2)
     paused = {c["type"]: c for c in status["conditions"]}["Paused"]
     assert paused["status"] == "True"
-    deadline = time.monotonic() + 15
-    while any(alive(p) for p in first) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not any(alive(p) for p in first), "paused replicas must have no processes"
+    wait_until(lambda: not any(alive(p) for p in first), "the paused replicas to have no processes", 15)
 
     manifest["spec"]["runMode"]["pause"]["enabled"] = False
     run.manifest.write_text(yaml.safe_dump(manifest, sort_keys=False))
@@ -232,19 +231,18 @@ def test_deepspeedjob_whose_script_is_missing_fails_with_the_launchers_code(star
 
 def test_deepspeedjob_without_deepspeed_says_what_to_install(monkeypatch) -> None:
     from t9k_jobs.api import parse_job
-    from t9k_jobs.local import runner
+    from t9k_jobs.local import runtime as runner
 
     monkeypatch.setattr(runner, "base_environment", lambda: {"PATH": "/nonexistent"})
     ds = parse_job(
-        {
-            "apiVersion": "batch.tensorstack.dev/v1beta1",
-            "kind": "DeepSpeedJob",
-            "metadata": {"name": "ds"},
-            "spec": {
+        job(
+            "DeepSpeedJob",
+            "ds",
+            {
                 "config": {"run": {"python": ["train.py"]}},
-                "worker": {"replicas": 1, "template": {"spec": {"containers": [{"name": "worker", "image": "x"}]}}},
+                "worker": {"replicas": 1, "template": template(name="worker", image="x")},
             },
-        }
+        )
     )
     reason = runner.cannot_run_reason(ds)
     assert reason is not None and "pip install deepspeed==0.19.8" in reason
@@ -257,7 +255,7 @@ def test_checking_a_colossalai_job_creates_nothing_and_starting_it_makes_sshds_d
     import os
 
     from t9k_jobs.api import load_manifest
-    from t9k_jobs.local import runner
+    from t9k_jobs.local import runtime as runner
 
     privsep = tmp_path / "run-sshd"
     monkeypatch.setattr(runner, "SSHD_PRIVSEP_DIR", str(privsep))
@@ -297,13 +295,12 @@ def test_pytorch_ddp_example_reaches_accuracy(start) -> None:
 
 def _wait_lines(path: Path, n: int, timeout: float = 20) -> list[int]:
     """The pids written to ``path`` once there are ``n`` of them."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        pids = [int(x) for x in path.read_text().split()] if path.exists() else []
-        if len(pids) >= n:
-            return pids
-        time.sleep(0.05)
-    pytest.fail(f"{path} never held {n} pids")
+
+    def pids() -> list[int]:
+        found = [int(x) for x in path.read_text().split()] if path.exists() else []
+        return found if len(found) >= n else []
+
+    return wait_until(pids, f"{path} to hold {n} pids", timeout, interval=0.05)
 
 
 def _pids_of(run, status) -> list[int]:

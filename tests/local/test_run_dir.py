@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import alive, carrying, job, py, template
+from tests.helpers import job, template
+
+from .conftest import alive, carrying, py
 
 pytestmark = pytest.mark.e2e
 QUICK = job("GenericJob", "quick", {"replicaSpecs": [

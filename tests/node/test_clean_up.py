@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.helpers import job, replica, template
+
 from ..cluster.kube import Kube, job_path
 from .conftest import TRAINING_IMAGE, wait_phase
 
@@ -31,14 +33,11 @@ def test_ranks_ending_together_keep_their_results(node, kube: Kube, kubectl, nam
     """Before the Unfinished clean-up waited a moment, 4 of 10 such jobs recorded rank 1 as Deleted
     (its pod deleted as unfinished, its logs lost) although it exited 0."""
     for i in range(JOBS):
-        container = {"name": "pytorch", "image": TRAINING_IMAGE,
-                     "command": ["python", "-c", TOGETHER, "$(RANK)", f"together{i}-worker-0"]}
-        kube.create(job_path(namespace, "PyTorchTrainingJob"), {
-            "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "PyTorchTrainingJob",
-            "metadata": {"name": f"together{i}", "namespace": namespace},
-            "spec": {"runPolicy": {"cleanUpPolicy": "Unfinished"}, "replicaSpecs": [
-                {"type": "worker", "replicas": 2, "restartPolicy": "Never", "template": {"spec": {
-                    "containers": [container]}}}]}})
+        pod = template(["python", "-c", TOGETHER, "$(RANK)", f"together{i}-worker-0"], image=TRAINING_IMAGE)
+        spec = {"runPolicy": {"cleanUpPolicy": "Unfinished"},
+                "replicaSpecs": [replica("worker", 2, pod, restartPolicy="Never")]}
+        manifest = job("PyTorchTrainingJob", f"together{i}", spec, namespace=namespace)
+        kube.create(job_path(namespace, "PyTorchTrainingJob"), manifest)
     deleted = []
     for i in range(JOBS):
         done = wait_phase(kube, job_path(namespace, "PyTorchTrainingJob", f"together{i}"), ("Succeeded", "Failed"))

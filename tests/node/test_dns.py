@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import re
 
+from tests import helpers
+from tests.helpers import replica, template
+
 from ..cluster.kube import Kube
 from .conftest import TRAINING_IMAGE, wait_phase
 from .test_lifecycle import create
@@ -30,13 +33,11 @@ for peer in sys.argv[1:]:
 
 
 def test_peer_names_resolve_within_seconds_of_start(node, kube: Kube, kubectl, namespace: str) -> None:
-    container = {"name": "probe", "image": TRAINING_IMAGE,
-                 "command": ["python", "-c", PROBE, "$(service.worker[0].host)", "$(service.worker[1].host)",
-                             "$(service.worker[2].host)"]}
-    job = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": {"name": "dns"},
-           "spec": {"successRules": [{"worker": [0, 1, 2]}], "service": {"ports": [{"name": "p", "port": 4000}]},
-                    "replicaSpecs": [{"type": "worker", "replicas": 3, "restartPolicy": {"policy": "Never"},
-                                      "template": {"spec": {"containers": [container]}}}]}}
+    peers = ["$(service.worker[0].host)", "$(service.worker[1].host)", "$(service.worker[2].host)"]
+    pod = template(["python", "-c", PROBE, *peers], name="probe", image=TRAINING_IMAGE)
+    job = helpers.job("GenericJob", "dns", {
+        "successRules": [{"worker": [0, 1, 2]}], "service": {"ports": [{"name": "p", "port": 4000}]},
+        "replicaSpecs": [replica("worker", 3, pod, restartPolicy={"policy": "Never"})]})
     done = wait_phase(kube, create(kube, namespace, job), ("Succeeded", "Failed"), timeout=180)
     logs = "".join(kubectl("logs", "-n", namespace, f"dns-worker-{i}").stdout for i in range(3))
     assert done["status"]["phase"] == "Succeeded", (done["status"], logs)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import http.client
 import json
 import ssl
@@ -30,11 +31,13 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+
+from tests import helpers
+from tests.helpers import replica, template, wait_until
 
 from ..cluster.kube import Kube, KubeError, job_path, pod_path
 from .conftest import TRAINING_IMAGE, Node, NodeError
@@ -52,23 +55,10 @@ JOBS = {
 TIMEOUT = 300  # seconds for any one wait: generous, a loaded 2-core machine is the target
 # An unreachable or half-up API server: the waits below count these as "not yet".
 UNREACHABLE = (KubeError, AssertionError, OSError, http.client.HTTPException, ValueError)
-T = TypeVar("T")
 
 
-def until(fn: Callable[[], T], what: str, timeout: float = TIMEOUT, interval: float = 0.3) -> T:
-    """Call ``fn`` until it returns something truthy and return that; errors of an API server that
-    is down count as "not yet". AssertionError naming ``what`` after ``timeout`` seconds."""
-    end, last = time.monotonic() + timeout, None
-    while True:
-        try:
-            last = fn()
-            if last:
-                return last
-        except UNREACHABLE as exc:
-            last = exc
-        if time.monotonic() >= end:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
-        time.sleep(interval)
+# ``wait_until`` where errors of an API server that is down count as "not yet".
+until = functools.partial(wait_until, timeout=TIMEOUT, interval=0.3, ignore=UNREACHABLE)
 
 
 def generic_job(name: str, sync: Path, fail: bool) -> dict[str, Any]:
@@ -76,32 +66,23 @@ def generic_job(name: str, sync: Path, fail: bool) -> dict[str, Any]:
     exits 1 when ``fail``). restartPolicy Never: a container the fault killed would fail the job."""
     script = 'while [ ! -e /sync/go ]; do sleep 0.2; done; touch "/sync/exited-$POD_NAME"; '
     script += 'case "$POD_NAME" in *-worker-1) exit 1;; esac; exit 0' if fail else "exit 0"
-    container = {
-        "name": "main",
-        "image": TRAINING_IMAGE,
-        "command": ["sh", "-c", script],
-        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-        "volumeMounts": [{"name": "sync", "mountPath": "/sync"}],
-    }
-    return {
-        "apiVersion": "batch.tensorstack.dev/v1beta1",
-        "kind": "GenericJob",
-        "metadata": {"name": name},
-        "spec": {
-            "successRules": [{"worker": [0, 1]}],
-            "failureRules": [{"worker": [0]}, {"worker": [1]}],
-            "replicaSpecs": [{
-                "type": "worker",
-                "replicas": 2,
-                "restartPolicy": {"policy": "Never"},
-                "template": {"spec": {
-                    "terminationGracePeriodSeconds": 5,
-                    "containers": [container],
-                    "volumes": [{"name": "sync", "hostPath": {"path": str(sync), "type": "Directory"}}],
-                }},
-            }],
+    pod = template(
+        ["sh", "-c", script],
+        name="main",
+        image=TRAINING_IMAGE,
+        pod={
+            "terminationGracePeriodSeconds": 5,
+            "volumes": [{"name": "sync", "hostPath": {"path": str(sync), "type": "Directory"}}],
         },
+        env=[{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        volumeMounts=[{"name": "sync", "mountPath": "/sync"}],
+    )
+    spec = {
+        "successRules": [{"worker": [0, 1]}],
+        "failureRules": [{"worker": [0]}, {"worker": [1]}],
+        "replicaSpecs": [replica("worker", 2, pod, restartPolicy={"policy": "Never"})],
     }
+    return helpers.job("GenericJob", name, spec)
 
 
 class PodRecorder:

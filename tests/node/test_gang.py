@@ -13,6 +13,9 @@ import subprocess
 import sys
 from typing import Any
 
+from tests import helpers
+from tests.helpers import replica, template
+
 from ..cluster.kube import Kube, core_path, job_path, pod_path
 from .conftest import TRAINING_IMAGE, wait_phase
 
@@ -51,28 +54,18 @@ def _millis(q: str) -> int:
 
 def gang_job(name: str, ranks: int, cpu_m: int, priority: int, command: str) -> dict[str, Any]:
     """A GenericJob of ``ranks`` workers, each requesting ``cpu_m`` millicpu, on the T9k scheduler."""
-    container = {
-        "name": "worker",
-        "image": TRAINING_IMAGE,
-        "command": ["sh", "-c", command],
-        "resources": {"requests": {"cpu": f"{cpu_m}m"}, "limits": {"cpu": f"{cpu_m}m"}},
+    pod = template(
+        ["sh", "-c", command],
+        name="worker",
+        image=TRAINING_IMAGE,
+        pod={"terminationGracePeriodSeconds": 2},
+        resources={"requests": {"cpu": f"{cpu_m}m"}, "limits": {"cpu": f"{cpu_m}m"}},
+    )
+    spec = {
+        "scheduler": {"t9kScheduler": {"queue": "default", "priority": priority}},
+        "replicaSpecs": [replica("worker", ranks, pod, restartPolicy={"policy": "Never"})],
     }
-    return {
-        "apiVersion": "batch.tensorstack.dev/v1beta1",
-        "kind": "GenericJob",
-        "metadata": {"name": name},
-        "spec": {
-            "scheduler": {"t9kScheduler": {"queue": "default", "priority": priority}},
-            "replicaSpecs": [
-                {
-                    "type": "worker",
-                    "replicas": ranks,
-                    "restartPolicy": {"policy": "Never"},
-                    "template": {"spec": {"terminationGracePeriodSeconds": 2, "containers": [container]}},
-                }
-            ],
-        },
-    }
+    return helpers.job("GenericJob", name, spec)
 
 
 def create(kube: Kube, ns: str, obj: dict[str, Any]) -> str:

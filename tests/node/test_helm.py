@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 
 from t9k_jobs.deploy.rbac import NAME, NAMESPACE
+from tests import helpers
+from tests.helpers import replica, template
 
 from ..cluster import helm as helm_build
 from ..cluster.kube import Kube, KubeError, job_path, pod_path
@@ -40,21 +42,10 @@ REPO, TAG = OPERATOR_IMAGE.rsplit(":", 1)
 
 def generic(name: str) -> dict[str, Any]:
     """A GenericJob of one worker that prints and exits 0."""
-    container = {"name": "main", "image": TRAINING_IMAGE, "command": ["sh", "-c", "echo helm chart job done"]}
-    return {
-        "apiVersion": "batch.tensorstack.dev/v1beta1",
-        "kind": "GenericJob",
-        "metadata": {"name": name},
-        "spec": {
-            "successRules": [{"worker": [0]}],
-            "replicaSpecs": [{
-                "type": "worker",
-                "replicas": 1,
-                "restartPolicy": {"policy": "Never"},
-                "template": {"spec": {"terminationGracePeriodSeconds": 5, "containers": [container]}},
-            }],
-        },
-    }
+    pod = template(["sh", "-c", "echo helm chart job done"], name="main", image=TRAINING_IMAGE,
+                   pod={"terminationGracePeriodSeconds": 5})
+    worker = replica("worker", 1, pod, restartPolicy={"policy": "Never"})
+    return helpers.job("GenericJob", name, {"successRules": [{"worker": [0]}], "replicaSpecs": [worker]})
 
 
 def create_job(kube: Kube, ns: str, name: str) -> str:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import re
 
+from tests import helpers
+from tests.helpers import template
+
 from ..cluster.kube import Kube, core_path, job_path, pod_path
 from .conftest import TRAINING_IMAGE, wait_phase
 from .test_examples import apply_example, replicas
@@ -46,11 +49,10 @@ def test_colossalai_example_trains_over_ssh(node, kube: Kube, kubectl, namespace
 
 def test_one_worker_deepspeed_job(node, kube: Kube, kubectl, namespace: str) -> None:
     """worker-0 alone: deepspeed reaches its own sshd over the job's Service name."""
-    job = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "DeepSpeedJob", "metadata": {"name": "solo"},
-           "spec": {"config": {"slotsPerWorker": 1, "run": {"python": ["train_deepspeed.py", "--epochs", "2"]}},
-                    "worker": {"replicas": 1, "template": {"spec": {"containers": [
-                        {"name": "worker", "image": TRAINING_IMAGE,
-                         "env": [{"name": "DS_ACCELERATOR", "value": "cpu"}, {"name": "OMP_NUM_THREADS", "value": "1"}]}]}}}}}
+    env = [{"name": "DS_ACCELERATOR", "value": "cpu"}, {"name": "OMP_NUM_THREADS", "value": "1"}]
+    job = helpers.job("DeepSpeedJob", "solo", {
+        "config": {"slotsPerWorker": 1, "run": {"python": ["train_deepspeed.py", "--epochs", "2"]}},
+        "worker": {"replicas": 1, "template": template(name="worker", image=TRAINING_IMAGE, env=env)}})
     done = wait_phase(kube, create(kube, namespace, job), ("Succeeded", "Failed"), timeout=600)
     logs = kubectl("logs", "-n", namespace, "solo-worker-0").stdout
     assert done["status"]["phase"] == "Succeeded", (done["status"], logs[-3000:])
@@ -60,10 +62,10 @@ def test_one_worker_deepspeed_job(node, kube: Kube, kubectl, namespace: str) -> 
 def test_colossalai_job_whose_launcher_fails(node, kube: Kube, kubectl, namespace: str) -> None:
     """A script that does not exist: torchrun fails on the workers, colossalai run exits 1, the job
     fails with the launcher's exit code."""
-    job = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "ColossalAIJob", "metadata": {"name": "broken"},
-           "spec": {"launcher": {"image": TRAINING_IMAGE},
-                    "worker": {"replicas": 1, "command": ["no_such_script.py"],
-                               "template": {"spec": {"containers": [{"name": "worker", "image": TRAINING_IMAGE}]}}}}}
+    job = helpers.job("ColossalAIJob", "broken", {
+        "launcher": {"image": TRAINING_IMAGE},
+        "worker": {"replicas": 1, "command": ["no_such_script.py"],
+                   "template": template(name="worker", image=TRAINING_IMAGE)}})
     done = wait_phase(kube, create(kube, namespace, job), ("Succeeded", "Failed"), timeout=600)
     assert done["status"]["phase"] == "Failed", done["status"]
     assert "broken-launcher failed with exit code 1" in condition(done, "Failed")["message"], done["status"]
@@ -90,13 +92,13 @@ def test_deepspeed_elastic_scale_up_reaches_the_launcher(node, kube: Kube, kubec
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "elastic-script"},
         "data": {"elastic.py": ELASTIC_SCRIPT}})
     env = [{"name": "DS_ACCELERATOR", "value": "cpu"}, {"name": "OMP_NUM_THREADS", "value": "1"}]
-    job = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "DeepSpeedJob", "metadata": {"name": "grow"},
-           "spec": {"elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 2, "expectedReplicas": 1},
-                    "config": {"slotsPerWorker": 1, "run": {"python": ["/scripts/elastic.py"]}},
-                    "worker": {"replicas": 1, "template": {"spec": {
-                        "containers": [{"name": "worker", "image": TRAINING_IMAGE, "env": env,
-                                        "volumeMounts": [{"name": "script", "mountPath": "/scripts"}]}],
-                        "volumes": [{"name": "script", "configMap": {"name": "elastic-script"}}]}}}}}
+    pod = template(name="worker", image=TRAINING_IMAGE, env=env,
+                   volumeMounts=[{"name": "script", "mountPath": "/scripts"}],
+                   pod={"volumes": [{"name": "script", "configMap": {"name": "elastic-script"}}]})
+    job = helpers.job("DeepSpeedJob", "grow", {
+        "elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 2, "expectedReplicas": 1},
+        "config": {"slotsPerWorker": 1, "run": {"python": ["/scripts/elastic.py"]}},
+        "worker": {"replicas": 1, "template": pod}})
     path = create(kube, namespace, job)
     first = running_pod(kube, namespace, "grow-worker-0", timeout=300)
     Kube.wait_for(lambda: "rank 0 of 1" in kubectl("logs", "-n", namespace, "grow-worker-0", check=False).stdout,

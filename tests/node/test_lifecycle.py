@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests import helpers
+from tests.helpers import replica, template
+
 from ..cluster.kube import Kube, core_path, job_path, pod_path
 from .conftest import TRAINING_IMAGE, lease_holder, wait_phase
 
@@ -16,14 +19,12 @@ WAIT_FOR_DONE = "python -c \"import os, time\nwhile not os.path.exists('/tmp/don
 def pytorch(name: str, command: list[str], policy: str = "ExitCode", workers: int = 0, **spec: Any) -> dict:
     """A PyTorchTrainingJob with one master (and ``workers`` workers) running ``command``."""
 
-    def replica(type_: str, n: int) -> dict[str, Any]:
-        container = {"name": "pytorch", "image": TRAINING_IMAGE, "command": command}
-        return {"type": type_, "replicas": n, "restartPolicy": policy, "template": {"spec": {
-            "terminationGracePeriodSeconds": 5, "containers": [container]}}}
+    def of(type_: str, n: int) -> dict[str, Any]:
+        pod = template(command, image=TRAINING_IMAGE, pod={"terminationGracePeriodSeconds": 5})
+        return replica(type_, n, pod, restartPolicy=policy)
 
-    specs = [replica("master", 1)] + ([replica("worker", workers)] if workers else [])
-    return {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "PyTorchTrainingJob",
-            "metadata": {"name": name}, "spec": {"replicaSpecs": specs, **spec}}
+    specs = [of("master", 1)] + ([of("worker", workers)] if workers else [])
+    return helpers.job("PyTorchTrainingJob", name, {"replicaSpecs": specs, **spec})
 
 
 def create(kube: Kube, ns: str, obj: dict) -> str:

@@ -18,6 +18,8 @@ import yaml
 
 from t9k_jobs import Client
 from t9k_jobs.errors import JobEndedOtherwise
+from tests import helpers
+from tests.helpers import replica, template
 
 from ..cluster.kube import Kube
 from .conftest import REPO, TRAINING_IMAGE
@@ -75,26 +77,8 @@ def test_create_get_logs_follow_and_wait_on_the_main_example(node, kube: Kube, n
 
 
 def _manifest(name: str, **container: object) -> dict:
-    return {
-        "apiVersion": "batch.tensorstack.dev/v1beta1",
-        "kind": "GenericJob",
-        "metadata": {"name": name},
-        "spec": {
-            "replicaSpecs": [
-                {
-                    "type": "worker",
-                    "replicas": 1,
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {"name": "main", "image": TRAINING_IMAGE, "command": ["true"], **container}
-                            ]
-                        }
-                    },
-                }
-            ]
-        },
-    }
+    pod = template(**{"name": "main", "image": TRAINING_IMAGE, "command": ["true"], **container})
+    return helpers.job("GenericJob", name, {"replicaSpecs": [replica("worker", 1, pod)]})
 
 
 def test_describe_says_why_jobs_cannot_start(node, namespace: str, tmp_path: Path) -> None:

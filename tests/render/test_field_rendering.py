@@ -9,16 +9,15 @@ import pytest
 
 from t9k_jobs.api import parse_job
 from t9k_jobs.render import render
-
-API = "batch.tensorstack.dev/v1beta1"
+from tests.helpers import job, template
 
 
 def _tpl(name: str, **extra: Any) -> dict[str, Any]:
-    return {"spec": {"containers": [{"name": name, "image": "example/img:1", **extra}]}}
+    return template(name=name, image="example/img:1", **extra)
 
 
 def objects(kind: str, spec: dict[str, Any], name: str = "j") -> list[dict[str, Any]]:
-    return render(parse_job({"apiVersion": API, "kind": kind, "metadata": {"name": name}, "spec": spec}), keygen=dict)
+    return render(parse_job(job(kind, name, spec)), keygen=dict)
 
 
 def one(objs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:

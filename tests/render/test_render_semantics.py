@@ -19,8 +19,8 @@ from .render_support import FAKE_KEYS, MANIFESTS, manifest_names, render_manifes
 from t9k_jobs.api import load_manifest, parse_job
 from t9k_jobs.frameworks import framework_for
 from t9k_jobs.render import render, to_yaml
-
-API = "batch.tensorstack.dev/v1beta1"
+from tests import helpers
+from tests.helpers import replica, template
 
 
 # --------------------------------------------------------------------------- helpers
@@ -71,7 +71,7 @@ def job_of(name: str):
 
 
 def _tpl(container_name: str = "pytorch", **extra: Any) -> dict[str, Any]:
-    return {"spec": {"containers": [{"name": container_name, "image": "example/img:1", **extra}]}}
+    return template(name=container_name, image="example/img:1", **extra)
 
 
 # --------------------------------------------------------------------------- common (§1.2, §1.3)
@@ -200,24 +200,9 @@ def test_generic_restart_and_cleanup_policy_are_parsed() -> None:
 
 def test_generic_without_service_has_no_services_and_leaves_service_tokens() -> None:
     """§2.2: the service variables are available only when ``spec.service`` is set."""
-    job = parse_job(
-        {
-            "apiVersion": API,
-            "kind": "GenericJob",
-            "metadata": {"name": "nosvc"},
-            "spec": {
-                "replicaSpecs": [
-                    {
-                        "type": "worker",
-                        "replicas": 2,
-                        "template": _tpl(
-                            "main", env=[{"name": "PEER", "value": "$(service.worker[0].host):$(rank)"}]
-                        ),
-                    }
-                ]
-            },
-        }
-    )
+    peer = {"name": "PEER", "value": "$(service.worker[0].host):$(rank)"}
+    worker = replica("worker", 2, _tpl("main", env=[peer]))
+    job = parse_job(helpers.job("GenericJob", "nosvc", {"replicaSpecs": [worker]}))
     objects = render(job, keygen=lambda: dict(FAKE_KEYS))
     assert of_kind(objects, "Service") == []
     assert env(ctr(one(objects, "Pod", "nosvc-worker-1")))["PEER"] == "$(service.worker[0].host):1"
@@ -580,15 +565,14 @@ def test_colossalai_legacy_form() -> None:
 def test_colossalai_scheduler_keeps_launcher_out_of_the_pod_group() -> None:
     """§1.7 (§7 #19): minMember = workers; the launcher uses the queue but not the PodGroup."""
     job = parse_job(
-        {
-            "apiVersion": API,
-            "kind": "ColossalAIJob",
-            "metadata": {"name": "cq"},
-            "spec": {
+        helpers.job(
+            "ColossalAIJob",
+            "cq",
+            {
                 "scheduler": {"t9kScheduler": {"queue": "research", "priority": 7}},
                 "worker": {"replicas": 3, "command": ["t.py"], "template": _tpl("worker")},
             },
-        }
+        )
     )
     objects = render(job, keygen=dict)
     assert one(objects, "PodGroup", "cq")["spec"] == {"minMember": 3, "priority": 7, "queue": "research"}
@@ -628,60 +612,34 @@ def _strings(value: Any) -> list[str]:
 
 
 def test_pytorch_rank_zero_is_the_master_addr_pod() -> None:
-    job = parse_job(
-        {
-            "apiVersion": API,
-            "kind": "PyTorchTrainingJob",
-            "metadata": {"name": "late-master"},
-            "spec": {
-                "replicaSpecs": [
-                    {"type": "worker", "replicas": 2, "template": _tpl(command=["python", "t.py"])},
-                    {"type": "master", "replicas": 1, "template": _tpl(command=["python", "t.py"])},
-                ]
-            },
-        }
-    )
+    specs = [replica("worker", 2, _tpl(command=["python", "t.py"])), replica("master", 1, _tpl(command=["python", "t.py"]))]
+    job = parse_job(helpers.job("PyTorchTrainingJob", "late-master", {"replicaSpecs": specs}))
     for pod in of_kind(render(job, keygen=dict), "Pod"):
         values = env(ctr(pod))
         if values["RANK"] == "0":
             assert pod["metadata"]["name"] == values["MASTER_ADDR"]
 
 
+def _weighted(name: str, max_replicas: int, expected: int, **weights: int) -> dict[str, Any]:
+    """An elastic PyTorchTrainingJob of a master and a worker type without counts; ``weights``
+    gives a type's scalingWeight (left out for a type not named)."""
+    specs = []
+    for t in ("master", "worker"):
+        weight = {"scalingWeight": weights[t]} if t in weights else {}
+        specs.append(replica(t, None, _tpl(args=["t.py"]), **weight))
+    elastic = {"enabled": True, "minReplicas": 1, "maxReplicas": max_replicas, "expectedReplicas": expected}
+    spec = {"torchrunConfig": {"enabled": True}, "elastic": elastic, "replicaSpecs": specs}
+    return helpers.job("PyTorchTrainingJob", name, spec)
+
+
 def test_pytorch_elastic_never_exceeds_expected_replicas() -> None:
-    job = parse_job(
-        {
-            "apiVersion": API,
-            "kind": "PyTorchTrainingJob",
-            "metadata": {"name": "zero-weight"},
-            "spec": {
-                "torchrunConfig": {"enabled": True},
-                "elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 4, "expectedReplicas": 4},
-                "replicaSpecs": [
-                    {"type": "master", "scalingWeight": 0, "template": _tpl(args=["t.py"])},
-                    {"type": "worker", "template": _tpl(args=["t.py"])},
-                ],
-            },
-        }
-    )
+    job = parse_job(_weighted("zero-weight", 4, 4, master=0))
     assert len(of_kind(render(job, keygen=dict), "Pod")) <= 4
 
 
 def test_colossalai_torch_args_with_separate_values() -> None:
-    job = parse_job(
-        {
-            "apiVersion": API,
-            "kind": "ColossalAIJob",
-            "metadata": {"name": "ta"},
-            "spec": {
-                "worker": {
-                    "replicas": 1,
-                    "command": ["t.py"],
-                    "torchArgs": ["--max_restarts", "3"],
-                    "template": _tpl("worker"),
-                }
-            },
-        }
-    )
+    worker = {"replicas": 1, "command": ["t.py"], "torchArgs": ["--max_restarts", "3"], "template": _tpl("worker")}
+    job = parse_job(helpers.job("ColossalAIJob", "ta", {"worker": worker}))
     text = script(ctr(one(render(job, keygen=dict), "Pod", "ta-launcher"), "launcher"))
     extra = next(a for a in shlex.split(text) if a.startswith("--extra_launch_args="))
     assert extra == "--extra_launch_args=max_restarts=3"
@@ -702,15 +660,11 @@ def test_to_yaml_quotes_every_number_or_bool_lookalike() -> None:
 
 
 def _torchrun_job(container: dict[str, Any], **torchrun: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": API,
-        "kind": "PyTorchTrainingJob",
-        "metadata": {"name": "tr"},
-        "spec": {
-            "torchrunConfig": {"enabled": True, **torchrun},
-            "replicaSpecs": [{"type": "worker", "replicas": 1, "template": _tpl(**container)}],
-        },
-    }
+    return helpers.job(
+        "PyTorchTrainingJob",
+        "tr",
+        {"torchrunConfig": {"enabled": True, **torchrun}, "replicaSpecs": [replica("worker", 1, _tpl(**container))]},
+    )
 
 
 @pytest.mark.parametrize(
@@ -750,18 +704,5 @@ def test_proc_per_node_refuses_what_torchrun_refuses(value: str) -> None:
 def test_replicas_left_over_go_to_the_largest_remainders() -> None:
     """§3.5: 4 replicas by weights 1:2 are exactly 1.33 and 2.67: 1 and 3 (the remainder went to
     the first type before, giving 2 and 2)."""
-    doc = {
-        "apiVersion": API,
-        "kind": "PyTorchTrainingJob",
-        "metadata": {"name": "w"},
-        "spec": {
-            "torchrunConfig": {"enabled": True},
-            "elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 8, "expectedReplicas": 4},
-            "replicaSpecs": [
-                {"type": "master", "scalingWeight": 1, "template": _tpl(args=["t.py"])},
-                {"type": "worker", "scalingWeight": 2, "template": _tpl(args=["t.py"])},
-            ],
-        },
-    }
-    pods = names(render(parse_job(doc), keygen=dict), "Pod")
+    pods = names(render(parse_job(_weighted("w", 8, 4, master=1, worker=2)), keygen=dict), "Pod")
     assert sorted(pods) == ["w-master-0", "w-worker-0", "w-worker-1", "w-worker-2"]
