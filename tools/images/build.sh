@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build t9k-jobs' images as OCI archives, without a Docker engine (buildah, debootstrap, gcc).
 #
-#   tools/images/build.sh NAME...         # NAME: pause, base, operator, training, or all
+#   tools/images/build.sh NAME...         # NAME: pause, base, operator, training, kueue, or all
 #   tools/images/build.sh --force NAME    # rebuild even when the archive is cached
 #
 # Prints `NAME ARCHIVE` per image on stdout; progress and timings on stderr. Archives are cached

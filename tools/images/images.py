@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build t9k-jobs' container images as OCI archives without a Docker engine, and import them.
 
-    images.py build [--force] [-v] NAME...     # NAME: pause, base, operator, training, or all
+    images.py build [--force] [-v] NAME...     # NAME: pause, base, operator, training, kueue, or all
     images.py import SOCKET ARCHIVE...         # into a containerd's k8s.io namespace (ctr)
     images.py verify [-v] NAME...              # build, import into a throw-away containerd, run checks
     images.py clean [--all]                    # drop buildah's layer cache (--all: the archives too)
@@ -11,8 +11,9 @@ stderr and each image's full tool output to ``<cache>/logs/NAME.log``. The archi
 ``${XDG_CACHE_HOME:-~/.cache}/t9k-jobs/images/`` as ``NAME-KEY.oci.tar``, KEY being a hash of
 everything that goes into the image, so an unchanged image is returned at once.
 
-* ``pause`` and ``base`` are written by :func:`write_image` (one uncompressed layer) from a
-  statically linked pause.c and a debootstrap root file system.
+* ``pause``, ``base`` and ``kueue`` are written by :func:`write_image` (one uncompressed layer)
+  from a statically linked pause.c, a debootstrap root file system and the static Kueue manager
+  that tools/kueue/build.sh compiles from Go modules.
 * ``operator`` and ``training`` are built by buildah (chroot isolation, overlay storage under
   the cache, ``--layers``) from the root Dockerfile and images/training/Dockerfile, FROM ``base``.
 
@@ -1083,6 +1084,70 @@ def training_key(b: Builder) -> str:
     )
 
 
+# -- kueue
+
+KUEUE_DIR = REPO / "tools" / "kueue"
+#: What the manager binary is built from (tools/kueue/build.sh keys its own cache on the same).
+KUEUE_FILES = ["tools/kueue/go.mod", "tools/kueue/go.sum", "tools/kueue/tools.go", "tools/kueue/build.sh"]
+#: The files distroless/static:nonroot (Kueue's own base) gives the manager besides /manager.
+KUEUE_FILES_IN_IMAGE = {
+    "etc/passwd": (
+        "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n",
+        0o644,
+    ),
+    "etc/group": ("root:x:0:\nnonroot:x:65532:\n", 0o644),
+}
+
+
+def kueue_version() -> str:
+    m = re.search(r"^require sigs\.k8s\.io/kueue (v\S+)", (KUEUE_DIR / "go.mod").read_text(), re.MULTILINE)
+    if not m:
+        raise Failure("read tools/kueue/go.mod", "no `require sigs.k8s.io/kueue vX.Y.Z` line")
+    return m.group(1)
+
+
+def kueue_key(b: Builder) -> str:
+    k = Key().add("recipe", "kueue-1").add("ref", IMAGES["kueue"].ref).files(KUEUE_FILES)
+    for path, (text, mode) in sorted(KUEUE_FILES_IN_IMAGE.items()):
+        k.add(path, f"{mode:o}:{text}")
+    return k.hex()
+
+
+def build_kueue(b: Builder, image: Image, out: Path, log: Log) -> None:
+    """The manager as Kueue's Dockerfile has it: /manager, user 65532, no shell."""
+    ensure_commands("tar")
+    t = time.monotonic()
+    _, printed = run("tools/kueue/build.sh", ["bash", str(KUEUE_DIR / "build.sh")], log)
+    manager = Path(printed.strip().splitlines()[-1])
+    if not manager.is_file():
+        raise Failure("tools/kueue/build.sh", f"printed {manager}, which is not a file", log=log.path)
+    say(f"kueue: manager binary ready in {time.monotonic() - t:.1f}s ({manager})")
+    with scratch("kueue", log) as work:
+        root = work / "rootfs"
+        (root / "tmp").mkdir(parents=True)
+        (root / "tmp").chmod(0o1777)
+        shutil.copyfile(manager, root / "manager")
+        (root / "manager").chmod(0o755)
+        for path, (text, mode) in KUEUE_FILES_IN_IMAGE.items():
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_text(text)
+            (root / path).chmod(mode)
+        write_image(
+            root,
+            image.ref,
+            out,
+            work,
+            {
+                "Env": [f"PATH={DEFAULT_PATH}"],
+                "Entrypoint": ["/manager"],
+                "User": "65532:65532",
+                "WorkingDir": "/",
+            },
+            ["--owner=0", "--group=0", "--mtime=@0"],
+            log,
+        )
+
+
 IMAGES: dict[str, Image] = {}
 
 
@@ -1112,6 +1177,7 @@ def define_images() -> None:
                     ["--build-arg", "PIP_NO_CACHE_DIR="],
                 ),
             ),
+            "kueue": Image("kueue", f"localhost/kueue:{kueue_version()}", [], kueue_key, build_kueue),
         }
     )
 
@@ -1209,6 +1275,7 @@ ARCHIVE_CHECKS: dict[str, tuple[list[str], list[str]]] = {
     "operator": (["opt/t9k-jobs/bin/t9k-jobs"], LEFTOVERS),
     # ctr run mounts a tmpfs on /run (the kubelet's CRI does not), so /run/sshd is checked here
     "training": (["run/sshd", "workspace/train.py", "workspace/exchange.py"], LEFTOVERS),
+    "kueue": (["manager", "tmp", "etc/passwd"], []),
 }
 
 
@@ -1262,6 +1329,7 @@ CHECKS: dict[str, list[tuple[str, list[str], str]]] = {
         ("train.py", ["python", "train.py", "--epochs", "1"], "accuracy"),
         ("exchange.py", ["python", "exchange.py", "--help"], "--peers"),
     ],
+    "kueue": [("manager --help", ["/manager", "--help"], "zap-log-level")],
 }
 
 
