@@ -23,6 +23,13 @@ if [[ -f "$OUT/.complete" ]]; then
 fi
 command -v go >/dev/null || { echo "build.sh: the Go toolchain (go >= 1.24) is needed to build the control plane" >&2; exit 2; }
 mkdir -p "$BIN"
+# One build at a time (a test run and a tool may both ask): the second waits, then finds it done.
+exec 9>"$OUT/.lock"
+flock 9
+if [[ -f "$OUT/.complete" ]]; then
+  echo "$BIN"
+  exit 0
+fi
 export CGO_ENABLED=0 GOFLAGS="-modcacherw -buildvcs=false" GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 log() { echo "[controlplane $(date +%H:%M:%S)] $*" >&2; }
 

@@ -20,6 +20,13 @@ if [[ -f "$OUT/.complete" ]]; then
 fi
 command -v go >/dev/null || { echo "tools/kueue/build.sh: the Go toolchain (go >= 1.26) is needed to build Kueue" >&2; exit 2; }
 mkdir -p "$BIN"
+# One build at a time (a test run and a tool may both ask): the second waits, then finds it done.
+exec 9>"$OUT/.lock"
+flock 9
+if [[ -f "$OUT/.complete" ]]; then
+  echo "$BIN/manager"
+  exit 0
+fi
 export CGO_ENABLED=0 GOFLAGS="-modcacherw -buildvcs=false" GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 log() { echo "[kueue-build $(date +%H:%M:%S)] $*" >&2; }
 # What Kueue's Makefile stamps into a release build (the module zip carries no commit hash).
