@@ -249,3 +249,51 @@ def test_the_cache_catches_up_with_a_write_by_resource_version_equality_only() -
     assert _caught_up(at("opaque-c"), written)  # a later change
     assert _caught_up(at("9"), Written(at("10"), base="8"))  # no numeric ordering: "9" < "10" is not asked
     assert _caught_up(None, written)
+
+
+def workload(conditions: list[dict], admission: dict | None = None) -> dict:
+    """A Kueue v1beta2 Workload of job ``j`` with ``conditions`` (Kueue v0.17.0's condition types)."""
+    obj = pod()
+    obj.update(apiVersion="kueue.x-k8s.io/v1beta2", kind="Workload", spec={"queueName": "q", "podSets": []})
+    obj["metadata"]["name"] = "j"
+    obj["status"] = {"conditions": conditions, **({"admission": admission} if admission else {})}
+    return obj
+
+
+def cond(type_: str, status: str, reason: str, message: str) -> dict:
+    return {"type": type_, "status": status, "reason": reason, "message": message}
+
+
+def test_a_workload_projects_kueues_words_and_its_admission():
+    pending = project_child(workload([cond("QuotaReserved", "False", "Inadmissible", "LocalQueue q doesn't exist")]))
+    assert pending.pod is None and pending.workload is not None
+    assert (pending.workload.admitted, pending.workload.evicted) == (False, None)
+    assert (pending.workload.reason, pending.workload.message) == ("Inadmissible", "LocalQueue q doesn't exist")
+    admission = {
+        "clusterQueue": "cq",
+        "podSetAssignments": [{"name": "worker", "flavors": {"cpu": "on-demand", "memory": "on-demand"}, "count": 2}],
+    }
+    admitted = project_child(
+        workload(
+            [
+                cond("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq"),
+                cond("Admitted", "True", "Admitted", "The workload is admitted"),
+            ],
+            admission,
+        )
+    )
+    assert admitted.workload.admitted and admitted.workload.cluster_queue == "cq"
+    assert admitted.flavors == (("worker", ("on-demand",)),)
+    evicted = project_child(
+        workload(
+            [
+                cond("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq"),
+                cond("Admitted", "True", "Admitted", "The workload is admitted"),
+                cond("Evicted", "True", "Preempted", "Preempted to accommodate a workload"),
+            ],
+            admission,
+        )
+    )
+    assert not evicted.workload.admitted
+    assert (evicted.workload.evicted, evicted.workload.message) == ("Preempted", "Preempted to accommodate a workload")
+    assert project_child(pod()).workload is None

@@ -148,10 +148,17 @@ def test_jobs_are_read_only_except_status() -> None:
     ids=lambda r: r.kind,
 )
 def test_children_can_be_watched_created_and_deleted_and_only_non_pods_patched(res: Resource) -> None:
-    """Pods are never changed in place (a new launch is a new pod); the other children are
+    """Pods are never changed in place (a new launch is a new pod), nor Kueue Workloads (a job
+    whose shape changed queues again with a new one: engine/admission.py); the other children are
     patched to the spec's desired state (engine.desired), never replaced wholesale."""
     verbs = {"get", "list", "watch", "create", "delete"}
-    assert grants(CLUSTER_ROLE["rules"], res.group, res.plural) == (verbs if res.kind == "Pod" else verbs | {"patch"})
+    replaced = res.kind in ("Pod", "Workload")
+    assert grants(CLUSTER_ROLE["rules"], res.group, res.plural) == (verbs if replaced else verbs | {"patch"})
+
+
+def test_resource_flavors_are_only_read() -> None:
+    """The node labels of Kueue's flavors are read for an admitted job's pods, never changed."""
+    assert grants(CLUSTER_ROLE["rules"], "kueue.x-k8s.io", "resourceflavors") == {"get", "list", "watch"}
 
 
 def test_secrets_can_only_be_created() -> None:
@@ -184,6 +191,9 @@ def test_exact_cluster_role() -> None:
         # t9k-priority-N classes, made on first use; never read, changed or deleted.
         ("scheduling.k8s.io", "priorityclasses"): {"create"},
         ("tensorstack.dev", "tensorboards"): updated,
+        # Kueue: a t9kScheduler job's Workload (deleted, never patched) and the flavors' node labels.
+        ("kueue.x-k8s.io", "workloads"): children,
+        ("kueue.x-k8s.io", "resourceflavors"): {"get", "list", "watch"},
     }
     assert granted == expected
     assert ("", "pods/status") not in granted and ("", "pods/exec") not in granted

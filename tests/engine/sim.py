@@ -22,6 +22,7 @@ from t9k_jobs.engine import (
     Observed,
     ObservedPod,
     Plan,
+    WorkloadState,
     desired_hash_of,
     reconcile,
     restart_attempt_label,
@@ -37,9 +38,21 @@ class Conflict(AssertionError):
 
 
 class Sim:
-    def __init__(self, manifest: dict[str, Any], *, now: float = T0, graceful: bool = False, gang: str = "t9k") -> None:
+    def __init__(
+        self,
+        manifest: dict[str, Any],
+        *,
+        now: float = T0,
+        graceful: bool = False,
+        gang: str = "t9k",
+        queueing: bool = False,
+    ) -> None:
         manifest = copy.deepcopy(manifest)
         self.gang = gang  # the runtime's gang mode for t9kScheduler (Observed.gang)
+        # Whether Kueue is served (Observed.queueing); the job's Workload's status, as Kueue
+        # writes it: a new Workload starts pending (tests admit or evict it with `workload`).
+        self.queueing = queueing
+        self.workload = WorkloadState()
         manifest.setdefault("metadata", {}).setdefault("uid", "job-uid")
         self.job = parse_job(manifest)
         self.now = now
@@ -64,6 +77,8 @@ class Sim:
             others=frozenset(self.others),
             desired_hashes={key: desired_hash_of(obj) for key, obj in self.others.items() if key[0] != "Secret"},
             gang=self.gang,
+            queueing=self.queueing,
+            workload=self.workload if ("Workload", self.job.name) in self.others else None,
         )
 
     def plan(self) -> Plan:
@@ -94,6 +109,8 @@ class Sim:
                 if key in self.others:
                     raise Conflict(f"{obj['kind']} {name} already exists")
                 self.others[key] = obj
+                if obj["kind"] == "Workload":
+                    self.workload = WorkloadState()
                 continue
             if name in self.pods:
                 raise Conflict(f"pod {name} already exists")

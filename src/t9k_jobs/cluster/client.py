@@ -106,8 +106,13 @@ TENSORBOARDS = Resource("tensorstack.dev", "v1beta1", "tensorboards", "TensorBoa
 #: T9k's own PodGroup is not served. Same kind name as T9k's; one runtime uses one of the two.
 NATIVE_PODGROUPS = Resource("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup")
 PRIORITYCLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
+#: Kueue's Workload (v0.17.0, storage version v1beta2): a t9kScheduler job's request for quota
+#: where Kueue is installed (issue 24; frameworks/queueing.py).
+WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
+#: Kueue's ResourceFlavors (cluster-scoped): the node labels of the flavor a Workload is admitted to.
+RESOURCEFLAVORS = Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False)
 CORE_CHILDREN = {r.kind: r for r in (PODS, SERVICES, CONFIGMAPS, SECRETS)}
-OPTIONAL_CHILDREN = {r.kind: r for r in (PODGROUPS, TENSORBOARDS)}
+OPTIONAL_CHILDREN = {r.kind: r for r in (PODGROUPS, TENSORBOARDS, WORKLOADS)}
 
 
 class TokenBucket:

@@ -32,6 +32,7 @@ from ..engine import (
     Observed,
     ObservedPod,
     Plan,
+    WorkloadState,
     desired_hash_of,
     reconcile,
     restart_attempt_label,
@@ -53,6 +54,7 @@ from .client import (
     NATIVE_PODGROUPS,
     OPTIONAL_CHILDREN,
     PRIORITYCLASSES,
+    RESOURCEFLAVORS,
     ApiError,
     KubeClient,
     Resource,
@@ -86,6 +88,9 @@ class Child:
     ready: bool = False  # a TensorBoard that reports itself ready
     resource_version: str = ""  # the precondition of an update
     desired_hash: str = ""  # its desired-hash annotation (engine.desired)
+    workload: WorkloadState | None = None  # a Kueue Workload's admission (node labels not resolved)
+    #: A Workload's admission: per pod set, the ResourceFlavors it was given (names).
+    flavors: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
     @property
@@ -122,14 +127,45 @@ def project_child(obj: dict[str, Any]) -> Child:
             if isinstance(cond, dict) and (cond.get("type"), cond.get("status")) == ("DisruptionTarget", "True"):
                 reason, message = cond.get("reason") or None, cond.get("message") or None
                 pod = replace(pod, disruption_reason=reason, disruption_message=message)
+    workload, flavors = _project_workload(obj.get("status") or {}) if obj.get("kind") == "Workload" else (None, ())
     return Child(
         obj.get("kind", ""), namespace, meta["name"], meta.get("uid", ""), owner, owner_uid, deleting, pod,
         ready=obj.get("kind") == "TensorBoard" and _reports_ready(obj.get("status") or {}),
+        workload=workload,
+        flavors=flavors,
         # Kept for children that may be updated; a pod's would make every status write of the
         # kubelet look like a change of what the engine reads.
         resource_version="" if pod is not None else str(meta.get("resourceVersion") or ""),
         desired_hash=desired_hash_of(obj),
     )
+
+
+def _project_workload(status: dict[str, Any]) -> tuple[WorkloadState, tuple[tuple[str, tuple[str, ...]], ...]]:
+    """A Kueue Workload's status as the engine reads it (:class:`~t9k_jobs.engine.WorkloadState`)
+    and, per pod set, the flavors of its admission (Kueue v0.17.0 ``workload_types.go``:
+    conditions ``QuotaReserved``, ``Admitted``, ``Evicted``; ``status.admission``)."""
+    conds = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+
+    def true(type_: str) -> dict[str, Any] | None:
+        c = conds.get(type_)
+        return c if c is not None and c.get("status") == "True" else None
+
+    evicted, admitted = true("Evicted"), true("Admitted")
+    said = evicted or (conds.get("QuotaReserved") if not admitted else admitted) or {}
+    admission = status.get("admission") or {}
+    flavors = tuple(
+        (str(a.get("name", "")), tuple(sorted({str(f) for f in (a.get("flavors") or {}).values()})))
+        for a in admission.get("podSetAssignments") or []
+        if isinstance(a, dict)
+    )
+    state = WorkloadState(
+        admitted=admitted is not None and evicted is None,
+        evicted=(evicted.get("reason") or "Evicted") if evicted is not None else None,
+        reason=said.get("reason") or None,
+        message=said.get("message") or None,
+        cluster_queue=admission.get("clusterQueue") or None,
+    )
+    return state, flavors
 
 
 def _reports_ready(status: dict[str, Any]) -> bool:
@@ -237,6 +273,7 @@ class Controller:
         self.expectations: Expectations[JobKey, ChildRef] = Expectations()
         self.job_informers: dict[str, list[Informer[dict[str, Any]]]] = {}
         self.child_informers: list[Informer[Child]] = []
+        self.flavors: Informer[dict[str, str]] | None = None
         # Every job the controller remembers something about (state.py); a record is dropped
         # as soon as it holds nothing (:meth:`_release`).
         self.jobs: dict[JobKey, JobState] = {}
@@ -262,9 +299,13 @@ class Controller:
                 )
                 child.add_handler(self._on_child)
                 self.child_informers.append(child)
+        if self.queueing:
+            # The node labels of Kueue's flavors, put on the pods of an admitted job.
+            self.flavors = Informer(self.client, RESOURCEFLAVORS, transform=_flavor_labels)
 
     def informers(self) -> list[Informer[Any]]:
-        return [i for infs in self.job_informers.values() for i in infs] + list(self.child_informers)
+        flavors: list[Informer[Any]] = [self.flavors] if self.flavors is not None else []
+        return [i for infs in self.job_informers.values() for i in infs] + list(self.child_informers) + flavors
 
     async def start_informers(self) -> None:
         """Start every informer and wait until each has listed once."""
@@ -442,6 +483,7 @@ class Controller:
         others: set[tuple[str, str]] = set()
         ready: set[tuple[str, str]] = set()
         desired_hashes: dict[tuple[str, str], str] = {}
+        workload = None
         state = self.jobs.get(key) or JobState()
         for ref, c in state.children.items():
             if uid and c.owner_uid != uid:
@@ -453,6 +495,8 @@ class Controller:
                 desired_hashes[(ref.kind, ref.name)] = c.desired_hash
                 if c.ready:
                     ready.add((ref.kind, ref.name))
+                if c.workload is not None and ref.name == key.name:
+                    workload = self._with_node_labels(c)
         others |= {("Secret", name) for name in state.secrets}
         return Observed(
             pods=pods,
@@ -462,7 +506,32 @@ class Controller:
             ready=frozenset(ready),
             unserved=frozenset(k for k in OPTIONAL_CHILDREN if k not in self.served_optional_kinds),
             gang=self.gang_mode,
+            queueing=self.queueing,
+            workload=workload,
         )
+
+    def _with_node_labels(self, c: Child) -> WorkloadState:
+        """``c``'s Workload with, per pod set, the node labels of the flavors it was admitted to
+        (merged; a flavor not in the cache adds none)."""
+        from dataclasses import replace
+
+        assert c.workload is not None
+        if not c.flavors or self.flavors is None:
+            return c.workload
+        selectors: dict[str, dict[str, str]] = {}
+        for pod_set, names in c.flavors:
+            labels: dict[str, str] = {}
+            for name in names:
+                labels.update(self.flavors.get("", name) or {})
+            if labels:
+                selectors[pod_set] = labels
+        return replace(c.workload, node_selectors=selectors)
+
+    @property
+    def queueing(self) -> bool:
+        """Whether ``t9kScheduler`` jobs are queued through Kueue here: its Workload API is served
+        (``kueue.x-k8s.io/v1beta2`` ``workloads``; issue 24, docs/scheduling.md)."""
+        return "Workload" in self.optional_kinds
 
     @property
     def gang_mode(self) -> str:
@@ -853,12 +922,22 @@ def namespace_terminating(exc: ApiError) -> bool:
     return exc.status == 403 and any(c.get("reason") == "NamespaceTerminating" for c in causes)
 
 
+def _flavor_labels(obj: dict[str, Any]) -> dict[str, str]:
+    """A ResourceFlavor as the controller keeps it: its ``spec.nodeLabels``."""
+    labels = (obj.get("spec") or {}).get("nodeLabels") or {}
+    return {str(k): str(v) for k, v in labels.items()}
+
+
 def _urgent(new: Child | None, old: Child | None) -> bool:
     """A child change that may end the job or needs a replacement: a pod gone or newly ended
     (:attr:`ObservedPod.terminal`: ended by its phase, or by its containers all terminated while
-    the kubelet still reports it Running)."""
+    the kubelet still reports it Running), or a Workload admitted or evicted (its pods are to be
+    created or stopped; the queue's own time is Kueue's, not ours to add to)."""
     if new is None:
         return old is not None and old.pod is not None
+    if new.workload is not None:
+        before = old.workload if old is not None else None
+        return before is None or (before.admitted, before.evicted) != (new.workload.admitted, new.workload.evicted)
     return (
         new.pod is not None
         and new.pod.terminal

@@ -237,6 +237,8 @@ class Operator:
                         else " (t9kScheduler jobs: the default scheduler, a GangScheduling condition and a Warning)"
                     )
                     if kind == "PodGroup"
+                    else " (t9kScheduler jobs are not queued: Kueue is not installed)"
+                    if kind == "Workload"
                     else "",
                 )
                 continue

@@ -31,11 +31,13 @@ from ..cluster.client import (
     LEASES,
     NATIVE_PODGROUPS,
     PODGROUPS,
+    RESOURCEFLAVORS,
     PRIORITYCLASSES,
     PODS,
     SECRETS,
     SERVICES,
     TENSORBOARDS,
+    WORKLOADS,
 )
 from ..render import to_yaml
 from . import generator_parser, report_check, stale_files, write_files
@@ -187,6 +189,11 @@ def cluster_role() -> dict[str, Any]:
         # Kubernetes 1.37's own PodGroups (scheduling.k8s.io/v1beta1), where T9k's are not
         # served: one per t9kScheduler job, its minCount patched when an elastic job scales.
         _rule(NATIVE_PODGROUPS.group, [NATIVE_PODGROUPS.plural], list(_UPDATED_CHILD_VERBS)),
+        # Kueue's Workloads, where Kueue is installed: one per t9kScheduler job, its request for
+        # quota; deleted (not patched) when the job's shape changes, it is paused or finishes, or
+        # Kueue evicted it. The ResourceFlavors are read for the node labels of an admission.
+        _rule(WORKLOADS.group, [WORKLOADS.plural], ["get", "list", "watch", "create", "delete"]),
+        _rule(RESOURCEFLAVORS.group, [RESOURCEFLAVORS.plural], ["get", "list", "watch"]),
         # The PriorityClasses t9k-priority-0 ... t9k-priority-100 that carry a job's
         # t9kScheduler priority on such a cluster: made on first use (a 409 means it exists),
         # never read, changed or deleted (other workloads may use them too). RBAC cannot limit

@@ -16,6 +16,7 @@ from .types import (
     Observed,
     ObservedPod,
     Plan,
+    WorkloadState,
     replica_name,
     restart_attempt_label,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "Observed",
     "ObservedPod",
     "Plan",
+    "WorkloadState",
     "build_pod",
     "children",
     "compute_desired_hash",

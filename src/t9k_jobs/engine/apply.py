@@ -7,7 +7,7 @@ for its decision and hands it here; the status is then derived from the tally on
 from __future__ import annotations
 
 from .context import Tally
-from .decisions import CleanUp, Ending, Preemption, Replica, Restarts, Walk
+from .decisions import CleanUp, Ending, Preemption, Queue, Replica, Restarts, Walk
 
 
 def apply_walk(t: Tally, walk: Walk) -> None:
@@ -28,6 +28,19 @@ def apply_walk(t: Tally, walk: Walk) -> None:
         t.delete_pod(pod, "ScaledDown")
 
 
+def apply_queue(t: Tally, d: Queue) -> None:
+    """The job waits for its queue: its pods go, its replicas wait, the deadline's clock stops, an
+    evicted Workload whose pods are gone is deleted (its quota given back; the next pass queues a
+    new one)."""
+    for pod in d.stop:
+        t.delete_pod(pod, "Evicted" if d.evicted else "NotAdmitted")
+    t.replicas = {rs.name: rs for rs in d.replicas}
+    t.start_time = None
+    t.queued = True
+    if d.requeue is not None:
+        t.plan.delete.append(d.requeue)
+
+
 def apply_preemption(t: Tally, d: Preemption) -> None:
     """The replicas a preemption relaunches with it, unjudged and uncounted, and its event."""
     for type_, i in d.unjudged:
@@ -35,6 +48,8 @@ def apply_preemption(t: Tally, d: Preemption) -> None:
         t.restarts = [r for r in t.restarts if (r[0].type, r[1]) != (type_, i)]
     for r in d.relaunched:
         _replica(t, r)
+        if r.create:
+            t.creates.append((r.group, r.index))
     if d.event is not None:
         t.plan.events.append(d.event)
 
@@ -75,6 +90,8 @@ def end(t: Tally, d: Ending) -> str:
     t.plan.create = [o for o in t.plan.create if o["kind"] != "Pod"]
     apply_clean_up(t, d.clean_up)
     t.plan.events.append(d.event)
+    if d.release is not None and all((x.kind, x.name) != ("Workload", d.release.name) for x in t.plan.delete):
+        t.plan.delete.append(d.release)
     return d.phase
 
 

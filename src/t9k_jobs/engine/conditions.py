@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..api.common import TERMINAL_PHASES, Condition, ReplicaStatus
 from ..frameworks import Outcome
+from .admission import queue_row
 from .context import Pass, Tally, rfc3339
 from .preemption import preempted_row
 from .replica_status import final_from_status
@@ -91,6 +92,9 @@ def conditions(p: Pass, t: Tally, phase: str, outcome: Outcome | None) -> list[C
     gang = gang_not_enforced(p)
     if gang:
         rows.append(("GangScheduling", False, "NotEnforced", gang))
+    queue = queue_row(p, t.queued, phase)
+    if queue is not None:
+        rows.append(queue)
     if phase == "Paused":
         rows.append(("Paused", True, "Paused", "The job is paused: its replicas are deleted or being deleted."))
     elif old.condition("Paused") is not None:
@@ -112,6 +116,13 @@ def gang_not_enforced(p: Pass) -> str:
     sched = p.job.scheduler.t9k_scheduler if p.job.scheduler else None
     if sched is None or p.ctx.gang != "none":
         return ""
+    if p.observed.queueing:
+        return (
+            f"spec.scheduler.t9kScheduler (queue {sched.queue_name}, priority {sched.priority}) is "
+            "enforced in part: Kueue admits the job by its queue and priority, but this cluster serves "
+            "neither T9k's PodGroup (scheduler.tensorstack.dev) nor scheduling.k8s.io/v1beta1 "
+            "podgroups, so the admitted pods go to the default scheduler one by one, without gang admission"
+        )
     return (
         f"spec.scheduler.t9kScheduler (queue {sched.queue_name}, priority {sched.priority}) is not "
         "enforced: this cluster serves neither T9k's PodGroup (scheduler.tensorstack.dev) nor "

@@ -79,7 +79,9 @@ class Tally:
     ``plan``: what the runtime is to do (its ``status`` is set last); ``replicas``: each replica's
     status; ``finals``: replicas that ended for good; ``restarts``: replicas that ended and may
     restart, with why; ``creates``: replicas whose pod is to be created; ``preempted``: replicas
-    taken by the scheduler's preemption on this pass; then the counters and times of the status.
+    taken by the scheduler's preemption on this pass; ``queued``/``admitted``: whether the job
+    waits for its queue or was admitted by it (:mod:`.admission`); then the counters and times of
+    the status.
     """
 
     plan: Plan
@@ -92,6 +94,10 @@ class Tally:
     restarts: list[tuple[ReplicaGroup, int, str]] = field(default_factory=list)
     creates: list[tuple[ReplicaGroup, int]] = field(default_factory=list)
     preempted: list[str] = field(default_factory=list)
+    #: The job waits for its queue's admission on this pass (:mod:`.admission`).
+    queued: bool = False
+    #: The job went through its queue and is admitted.
+    admitted: bool = False
 
     @classmethod
     def of(cls, old: JobStatus) -> Tally:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..api.common import ReplicaStatus
 from ..frameworks import Final, Outcome, ReplicaGroup
-from .types import Event, ObservedPod
+from .types import Delete, Event, ObservedPod
 
 
 @dataclass(frozen=True)
@@ -105,13 +105,15 @@ class CleanUp:
 @dataclass(frozen=True)
 class Ending:
     """The job ends on this pass with ``outcome`` (:func:`~.outcome.ending`): its terminal
-    ``phase``, ``completionTime``, clean-up and one event saying how it ended."""
+    ``phase``, ``completionTime``, clean-up and one event saying how it ended; ``release``: its
+    queue's Workload to delete, giving its quota back at once (:mod:`~.admission`)."""
 
     outcome: Outcome
     phase: str
     completion_time: str
     clean_up: CleanUp
     event: Event
+    release: Delete | None = None
 
 
 @dataclass(frozen=True)
@@ -141,3 +143,15 @@ class Pause:
 
     stop: tuple[ObservedPod, ...]
     replicas: tuple[ReplicaStatus, ...]
+
+
+@dataclass(frozen=True)
+class Queue:
+    """The job waits for its queue's admission (:func:`~.admission.admission`): its pods to delete
+    (reason ``Evicted`` when ``evicted``, else ``NotAdmitted``), every replica's status
+    (``Creating``), and the evicted Workload to delete once its pods are gone (``requeue``)."""
+
+    stop: tuple[ObservedPod, ...]
+    replicas: tuple[ReplicaStatus, ...]
+    requeue: Delete | None = None
+    evicted: bool = False

@@ -29,11 +29,16 @@ from ..frameworks.base import (
     tensorboard,
 )
 from ..frameworks.launch import Launcher
+from ..frameworks.queueing import workload
 from .types import Addressing, ClusterAddressing, Delete, Observed
 
 CLUSTER = ClusterAddressing()
-#: Children deleted when no longer desired (a replica scaled away leaves its Service).
-PRUNED_KINDS = frozenset({"Service"})
+#: Children deleted when no longer desired (a replica scaled away leaves its Service; a finished
+#: or paused job gives its Workload's quota back).
+PRUNED_KINDS = frozenset({"Service", "Workload"})
+#: Children deleted, not updated, when their content must change: Kueue refuses most changes to
+#: an admitted Workload, and a job whose shape changed queues again (engine/admission.py).
+REPLACED_KINDS = frozenset({"Workload"})
 
 
 def compute_desired_hash(obj: dict[str, Any]) -> str:
@@ -60,15 +65,23 @@ def desired_hash_of(obj: dict[str, Any]) -> str:
 
 
 def children(
-    job: JobBase, addressing: Addressing = CLUSTER, gang: GangMode = "t9k", launcher: Launcher | None = None
+    job: JobBase,
+    addressing: Addressing = CLUSTER,
+    gang: GangMode = "t9k",
+    launcher: Launcher | None = None,
+    queueing: bool = False,
 ) -> list[dict[str, Any]]:
     """Every object other than pods that ``job`` owns, in creation order, each with its desired hash;
     ``gang`` picks which PodGroup, if any (:func:`~t9k_jobs.frameworks.base.pod_group`);
-    ``launcher`` as for :func:`~t9k_jobs.engine.reconcile`."""
+    ``launcher`` as for :func:`~t9k_jobs.engine.reconcile`; ``queueing``: the runtime queues
+    ``t9kScheduler`` jobs through Kueue, so such a job owns a Workload
+    (:func:`~t9k_jobs.frameworks.queueing.workload`), made first: nothing else waits for it."""
     fw = framework_for(job)
     groups = fw.groups(job)
     ctx = BuildContext(addressing, groups=tuple(groups), gang=gang, launcher=launcher)
-    out: list[dict[str, Any]] = list(fw.extra_children(job, groups, ctx))
+    wl = workload(job, groups) if queueing else None
+    out: list[dict[str, Any]] = [wl] if wl is not None else []
+    out += fw.extra_children(job, groups, ctx)
     for g in groups:
         if g.service_ports is None:
             continue
@@ -110,6 +123,10 @@ def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext, 
     pod = base_pod(job, group, index, ctx.gang)
     pod["metadata"]["labels"][LABEL_RESTART_GENERATION] = str(restart_attempt)
     fw.decorate(job, group, index, pod, ctx)
+    flavor_labels = ctx.node_selectors.get(group.type)
+    if flavor_labels:
+        # Admitted by Kueue to a flavor: its pods go to that flavor's nodes (engine/admission.py).
+        pod["spec"]["nodeSelector"] = {**(pod["spec"].get("nodeSelector") or {}), **flavor_labels}
     mode = job.run_mode
     c = container(pod, group.training_container)
     if mode.debug_enabled and mode.debug is not None:
@@ -136,11 +153,13 @@ def plan_children(
     """``(create, update, delete)`` that bring the children other than pods to ``owned``.
 
     Missing children are created (not those whose name another object holds, nor kinds the
-    runtime does not serve); children whose reported desired hash differs are updated; Services no
-    longer desired (replicas scaled away) are deleted.
+    runtime does not serve); children whose reported desired hash differs are updated (a Workload
+    is deleted instead, and made again on a later pass); Services no longer desired (replicas
+    scaled away) and a Workload no longer desired (the job finished or paused) are deleted.
     """
     create: list[dict[str, Any]] = []
     update: list[dict[str, Any]] = []
+    replaced: list[Delete] = []
     wanted: set[tuple[str, str]] = set()
     for obj in owned:
         key = (obj["kind"], obj["metadata"]["name"])
@@ -150,9 +169,12 @@ def plan_children(
         if key not in observed.others:
             create.append(obj)
         elif key in observed.desired_hashes and observed.desired_hashes[key] != desired_hash_of(obj):
-            update.append(obj)
-    delete = [
-        Delete(kind, name, None, "ScaledDown")
+            if obj["kind"] in REPLACED_KINDS:
+                replaced.append(Delete(obj["kind"], key[1], None, "Changed"))
+            else:
+                update.append(obj)
+    delete = replaced + [
+        Delete(kind, name, None, "Released" if kind == "Workload" else "ScaledDown")
         for kind, name in sorted(observed.others - wanted)
         if kind in PRUNED_KINDS
     ]

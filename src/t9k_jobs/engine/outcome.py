@@ -6,13 +6,13 @@ from ..frameworks import Outcome
 from .clean_up import clean_up
 from .context import Pass, rfc3339
 from .decisions import Ending
-from .types import Event
+from .types import Delete, Event
 
 
 def ending(p: Pass, outcome: Outcome) -> Ending:
     """The job ends on this pass with ``outcome`` (the framework's, or the deadline's): its terminal
     phase, ``Succeeded`` or ``Failed``, its ``completionTime``, the clean-up policy applied from
-    then, and one event saying how it ended. Applying it also drops the pods still to be made and
+    then, one event saying how it ended, and its queue's Workload to delete. Applying it also drops the pods still to be made and
     a deadline's wake-up (:func:`~.apply.end`); the status is derived from it at the end of the
     pass (:func:`~.status.finish_status`)."""
     completion = rfc3339(p.now)
@@ -21,4 +21,6 @@ def ending(p: Pass, outcome: Outcome) -> Ending:
     else:
         event = Event("Warning", outcome.reason or "Failed", outcome.message)
     phase = "Succeeded" if outcome.succeeded else "Failed"
-    return Ending(outcome, phase, completion, clean_up(p, completion), event)
+    held = ("Workload", p.job.name) in p.observed.others and p.observed.queueing
+    release = Delete("Workload", p.job.name, None, "Released") if held else None
+    return Ending(outcome, phase, completion, clean_up(p, completion), event, release)

@@ -87,11 +87,17 @@ def preemption(p: Pass, walk: Walk) -> Preemption | None:
             if r.preempted:
                 continue
             unjudged.append((r.group.type, r.index))
+            prev = p.prior(r.name)
+            rc = prev.restart_count if prev else 0
             if r.pod is not None and not r.replacing:
-                prev = p.prior(r.name)
-                status = on_its_way_out(r.pod, prev.restart_count if prev else 0)
+                status = on_its_way_out(r.pod, rc)
                 peer = Replica(r.group, r.index, status, r.pod, delete="Preempted", replacing=True)
                 relaunched.append(peer)
+            elif r.pod is None and not r.create:
+                # Its pod is gone already (deleted by someone on this very pass): its end is not
+                # judged either, so it is created again with the others, uncounted.
+                creating = ReplicaStatus(name=r.name, phase="Creating", restart_count=rc)
+                relaunched.append(Replica(r.group, r.index, creating, create=True))
     event = None
     old = p.old.condition(PREEMPTED)
     if old is None or old.status != "True":

@@ -12,7 +12,8 @@ The pass, in order (reference sections in brackets):
 2. a finished job only applies its clean-up policy [§1.6];
 3. ``activeDeadlineSeconds`` past ``status.startTime`` (set on the first pass that acts on the
    job, cleared by a pause) fails the job [§1.4];
-4. pause deletes every replica pod [§1.5];
+4. pause deletes every replica pod [§1.5]; a queued job waits, with no pod, until its queue
+   admits it (:mod:`.admission`);
 5. each replica: create it, wait for it, or, once it ended, restart it by policy and backoff
    or record it as final [§1.4, §1.11]; a replica the scheduler preempted is recreated without
    counting anything (:mod:`.preemption`);
@@ -46,7 +47,8 @@ from ..api.kinds import JobBase
 from ..frameworks import BuildContext, Outcome, framework_for, spec_warnings
 from ..frameworks.base import GANG_MODES, GangMode
 from ..frameworks.launch import Launcher
-from .apply import apply_clean_up, apply_preemption, apply_restarts, apply_walk, end
+from .admission import admission, wants_workload
+from .apply import apply_clean_up, apply_preemption, apply_queue, apply_restarts, apply_walk, end
 from .clean_up import clean_up
 from .context import CONFLICT_RECHECK, UNFINISHED_GRACE, Pass, Tally, parse_time, rfc3339
 from .deadline import deadline, start_clock
@@ -99,8 +101,16 @@ def begin(
     groups = fw.groups(job)
     gang: GangMode = observed.gang if observed.gang in GANG_MODES else "t9k"  # type: ignore[assignment]
     resumed = old.condition("Paused") is not None
-    ctx = BuildContext(addressing, resumed=resumed, groups=tuple(groups), gang=gang, launcher=launcher)
-    p = Pass(job, fw, groups, observed, now, ctx, old, children(job, addressing, ctx.gang, launcher))
+    wl = observed.workload
+    ctx = BuildContext(
+        addressing, resumed=resumed, groups=tuple(groups), gang=gang, launcher=launcher,
+        node_selectors=wl.node_selectors if wl is not None and wl.admitted else {},
+    )  # fmt: skip
+    owned = children(job, addressing, ctx.gang, launcher, queueing=observed.queueing)
+    if old.phase in TERMINAL_PHASES or job.run_mode.pause_enabled:
+        # A finished or paused job holds no quota: its Workload is deleted (plan_children prunes it).
+        owned = [o for o in owned if o["kind"] != "Workload"]
+    p = Pass(job, fw, groups, observed, now, ctx, old, owned)
     t = Tally.of(old)
     if job.status is None:
         # The first pass: fields accepted without effect are said once, as `validate` says them.
@@ -136,6 +146,11 @@ def decide(p: Pass, t: Tally) -> tuple[str, Outcome | None]:
         t.replicas = {rs.name: rs for rs in pause.replicas}
         t.start_time = None
         return "Paused", None
+    waits = admission(p)
+    if waits is not None:
+        apply_queue(t, waits)
+        return "Pending", None
+    t.admitted = wants_workload(p)
     clock = start_clock(p, t.start_time)
     if clock is not None:
         t.start_time = clock.start_time

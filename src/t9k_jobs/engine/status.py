@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..api.common import Aggregate, DependentStatus, JobStatus, TaskStatus
 from ..frameworks import Outcome
+from .admission import queue_events
 from .conditions import conditions
 from .context import Pass, Tally
 from .preemption import preempted_now
@@ -57,6 +58,12 @@ def finish_status(p: Pass, t: Tally, phase: str, outcome: Outcome | None) -> Job
     s.phase = phase  # type: ignore[assignment]
     s.conditions = conditions(p, t, phase, outcome)
     s.tensorboard = tensorboard_status(p)
+    queued, before_queued = s.condition("Queued"), p.old.condition("Queued")
+    if queued is not None and outcome is None and phase not in ("Succeeded", "Failed"):
+        row = (queued.type, queued.status == "True", queued.reason or "", queued.message or "")
+        old_status, old_reason = (before_queued.status, before_queued.reason) if before_queued else (None, None)
+        for type_, reason, message in queue_events(old_reason, old_status, row):
+            t.event(type_, reason, message)
     gang = s.condition("GangScheduling")
     if gang is not None and p.old.condition("GangScheduling") is None:
         t.event("Warning", "GangNotEnforced", gang.message)

@@ -23,6 +23,7 @@ __all__ = [
     "Event",
     "Observed",
     "ObservedPod",
+    "WorkloadState",
     "PREEMPTION_BY_SCHEDULER",
     "Plan",
     "replica_name",
@@ -150,6 +151,30 @@ class ObservedPod:
 
 
 @dataclass(frozen=True)
+class WorkloadState:
+    """The job's Kueue ``Workload`` as its status stands (Kueue v0.17.0
+    ``apis/kueue/v1beta2/workload_types.go``; docs/scheduling.md).
+
+    ``admitted``: condition ``Admitted`` is True (quota reserved and every admission check ready)
+    and ``Evicted`` is not: the job may have pods. ``evicted``: the reason of an ``Evicted=True``
+    condition (``Preempted``, ``ClusterQueueStopped``, ``Deactivated``...), ``None`` without one.
+    ``reason``/``message``: Kueue's words on where the Workload stands: the ``Evicted`` condition's
+    when evicted, else ``QuotaReserved=False``'s (``Inadmissible``, "LocalQueue q doesn't exist";
+    ``Pending``, "couldn't assign flavors to pod set worker: insufficient unused quota for cpu in
+    flavor default, 3 more needed"), else the ``Admitted`` condition's.
+    ``cluster_queue``: the ClusterQueue that admitted it. ``node_selectors``: per pod set (replica
+    type), the node labels of the ResourceFlavors it was admitted to, which its pods must carry.
+    """
+
+    admitted: bool = False
+    evicted: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    cluster_queue: str | None = None
+    node_selectors: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Observed:
     """What exists now: the job's pods by name, and its other children as ``(kind, name)``.
 
@@ -177,6 +202,11 @@ class Observed:
     #: ``render`` assumes), ``native`` (``scheduling.k8s.io/v1beta1`` PodGroup) or ``none``
     #: (default scheduler; the job gets a ``GangScheduling`` condition and one Warning).
     gang: str = "t9k"
+    #: Whether this runtime queues ``t9kScheduler`` jobs through Kueue (its Workload API is
+    #: served): such a job gets a Workload and no pod until it is admitted (:mod:`.admission`).
+    queueing: bool = False
+    #: The job's Workload, when it exists and the runtime queues (``queueing``).
+    workload: WorkloadState | None = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from ..addressing import Addressing, replica_name
@@ -81,14 +81,16 @@ class ReplicaGroup:
 class BuildContext:
     """What one pass builds with, made once per pass: the addressing, whether resume overrides
     apply, the replica groups wanted now (``()``: ask the framework), how a ``t9kScheduler``
-    job is gang-scheduled (:data:`GangMode`), and the runtime's launcher of launches over ssh
-    (:class:`~t9k_jobs.frameworks.launch.Launcher`; ``None``: pods, as on a cluster)."""
+    job is gang-scheduled (:data:`GangMode`), the runtime's launcher of launches over ssh
+    (:class:`~t9k_jobs.frameworks.launch.Launcher`; ``None``: pods, as on a cluster), and, by
+    replica type, the node labels a queue's admission puts on its pods (Kueue's flavors)."""
 
     addressing: Addressing
     resumed: bool = False
     groups: tuple[ReplicaGroup, ...] = ()
     gang: GangMode = "t9k"
     launcher: Launcher | None = None
+    node_selectors: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

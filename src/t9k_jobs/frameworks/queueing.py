@@ -1,0 +1,60 @@
+"""A job's Kueue ``Workload``: how ``spec.scheduler.t9kScheduler`` asks a shared cluster for quota.
+
+Where Kueue's API is served (``kueue.x-k8s.io/v1beta2`` ``workloads``), a job that sets
+``t9kScheduler`` is queued: the operator writes one ``Workload`` for it, owned by the job, and
+creates no pod until Kueue admits it (docs/decisions.md, "Queues through Kueue"; docs/scheduling.md).
+Kueue's generic job integration (``pkg/controller/jobframework``) is Go only, so the Workload is
+written here, as Kueue's own integrations write theirs (Kueue v0.17.0
+``apis/kueue/v1beta2/workload_types.go``):
+
+- ``spec.queueName``: ``t9kScheduler.queue`` (absent, null or empty: ``default``), a LocalQueue
+  of the job's namespace;
+- ``spec.priority``: ``t9kScheduler.priority`` (0-100). Kueue does not resolve a priority for a
+  Workload it did not make (its scheduler reads ``spec.priority``, 0 when absent), so the number
+  is written, and no WorkloadPriorityClass is needed;
+- ``spec.podSets``: one per replica type (Kueue accepts at most 8), named like the type, ``count``
+  its replicas, ``template`` the replica template's pod spec, from which Kueue sums the requests.
+
+The pods themselves never carry ``kueue.x-k8s.io/queue-name``: Kueue's pod integration would
+gate and admit them a second time.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ..api.kinds import JobBase
+from .base import ReplicaGroup, child_meta
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+WORKLOAD_API = f"{KUEUE_GROUP}/v1beta2"
+#: Kueue refuses a Workload with more pod sets (``workload_types.go``, ``MaxItems=8``).
+MAX_POD_SETS = 8
+
+
+def queued(job: JobBase) -> bool:
+    """Whether ``job`` asks to be queued: it sets ``spec.scheduler.t9kScheduler``."""
+    return bool(job.scheduler and job.scheduler.t9k_scheduler)
+
+
+def workload(job: JobBase, groups: list[ReplicaGroup]) -> dict[str, Any] | None:
+    """The ``kueue.x-k8s.io/v1beta2`` ``Workload`` of ``job``, named like the job, or ``None`` when
+    the job does not set ``t9kScheduler``. Replica types with no replicas make no pod set. A job
+    with more than :data:`MAX_POD_SETS` replica types gets a Workload that Kueue's webhook refuses:
+    the create fails and the job's ``FailedCreateWorkload`` Warning event says why."""
+    sched = job.scheduler.t9k_scheduler if job.scheduler else None
+    if sched is None:
+        return None
+    pod_sets = []
+    for g in groups:
+        if g.replicas < 1:
+            continue
+        spec = copy.deepcopy(g.template.get("spec") or {})
+        pod_sets.append({"name": g.type, "count": g.replicas, "template": {"spec": spec}})
+    return {
+        "apiVersion": WORKLOAD_API,
+        "kind": "Workload",
+        "metadata": child_meta(job, job.name),
+        "spec": {"queueName": sched.queue_name, "priority": sched.priority, "podSets": pod_sets},
+    }
