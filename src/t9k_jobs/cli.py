@@ -610,7 +610,7 @@ def get(
         cols.insert(0, "kind")
     if client.target == "cluster" and target.all_namespaces:
         cols.insert(0, "namespace")
-    wide = ["backoff", "pid", "run_dir"] if client.target == "local" else ["backoff", "mode"]
+    wide = ["backoff", "pid", "run_dir"] if client.target == "local" else ["backoff", "mode", "queue", "priority"]
     if output is GetOutput.wide:
         cols += wide
 

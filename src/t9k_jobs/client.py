@@ -188,8 +188,10 @@ class JobSummary:
     """One row of ``t9k-jobs get``: ``kind``, ``name``, ``namespace`` (None for a local run),
     ``phase`` (``Stopped`` for a local run whose runtime is gone before it finished), ``ready``
     (``"running/replicas"``), ``restarts``, ``age`` (``3m20s``), ``backoff``; ``wide``: the
-    columns of ``-o wide`` (local: ``pid``, ``run_dir``; cluster: ``mode``); ``object``: the job
-    as a dict, as ``-o yaml`` prints it; ``ref``: ``kind.group/name`` (``-o name``)."""
+    columns of ``-o wide`` (local: ``pid``, ``run_dir``; cluster: ``mode``, ``queue``,
+    ``priority``); ``queue``/``priority``: the job's ``spec.scheduler.t9kScheduler`` on a cluster
+    (the LocalQueue it waits in where Kueue is installed; ``None`` without one, and for a local run);
+    ``object``: the job as a dict, as ``-o yaml`` prints it; ``ref``: ``kind.group/name`` (``-o name``)."""
 
     kind: str
     name: str
@@ -201,6 +203,8 @@ class JobSummary:
     backoff: int
     wide: dict[str, Any] = field(default_factory=dict)
     object: dict[str, Any] = field(default_factory=dict, repr=False)
+    queue: str | None = None
+    priority: int | None = None
     #: Makes ``object`` when it is first read (a local run's manifest is parsed only then: ``get``
     #: prints the rows of many runs without parsing any).
     loader: Callable[[], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
@@ -655,6 +659,8 @@ def _summary(view: JobView, cells: dict[str, Any]) -> JobSummary:
         age=cells["age"],
         backoff=cells["backoff"],
         wide=cells["wide"],
+        queue=cells["wide"].get("queue"),
+        priority=cells["wide"].get("priority"),
         loader=view.load_object,
     )
 

@@ -227,12 +227,18 @@ def rfc3339(when: float | None) -> str:
 def row(view: JobView, now: float) -> dict[str, Any]:
     """One row of ``get``: ``phase``, ``ready`` (``"running/replicas"``), ``restarts``, ``age``,
     ``backoff``; ``wide``: the columns of ``-o wide`` (local: ``pid``, ``run_dir``; cluster:
-    ``mode``). ``now``: epoch seconds."""
+    ``mode``, ``queue``, ``priority``: the job's ``t9kScheduler``, None without one: a local run
+    has no queue). ``now``: epoch seconds."""
     status = view.status
     if view.target == "local":
         wide: dict[str, Any] = {"pid": view.pid, "run_dir": str(view.run_dir)}
     else:
-        wide = {"mode": run_mode(view.job)}
+        sched = view.job.scheduler.t9k_scheduler if view.job is not None and view.job.scheduler else None
+        wide = {
+            "mode": run_mode(view.job),
+            "queue": sched.queue_name if sched is not None else None,
+            "priority": sched.priority if sched is not None else None,
+        }
     return {
         "phase": view.phase,
         "ready": f"{view.running}/{view.replicas}",
@@ -250,7 +256,8 @@ def why(view: JobView) -> str | None:
     """One line saying why the job is not (or no longer) Running, None when it runs well.
 
     In order: a local run whose state cannot be told or whose runtime is gone; no status yet;
-    how a finished job ended; pause; resuming; a native gang the scheduler could not place
+    how a finished job ended; pause; resuming; a job its Kueue queue has not admitted (the
+    ``Queued`` condition's message: ``waiting in LocalQueue q: LocalQueue q doesn't exist``); a native gang the scheduler could not place
     (``gang of 3 waiting: 2 of 3 fit (1 of 1 nodes: Insufficient cpu)``: the view's ``gang``);
     replicas that wait for a reason
     (unschedulable with the scheduler's message, an image that cannot be pulled, a missing
@@ -294,6 +301,10 @@ def _why(view: JobView) -> str | None:
     waits = waiting_summary(view.live_replicas) or waiting_summary([rs for t in status.tasks for rs in t.replicas])
     if phase == "Resuming":
         return "resuming from pause" + (f": {waits}" if waits else "")
+    queued = status.condition("Queued")
+    if queued is not None and queued.status == "True":
+        # Not admitted by its Kueue queue yet (or evicted): Kueue's own words (engine/admission.py).
+        return queued.message
     if view.gang:
         return view.gang
     if waits:

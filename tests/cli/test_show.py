@@ -79,7 +79,7 @@ def test_a_replica_that_does_not_run_well_is_named_on_both_targets() -> None:
 
 ROWS = [
     ("local", {"pid": 42, "run_dir": "/runs/g"}, {"pid": 42, "run_dir": "/runs/g"}),
-    ("cluster", {}, {"mode": "Immediate"}),
+    ("cluster", {}, {"mode": "Immediate", "queue": None, "priority": None}),
 ]
 
 

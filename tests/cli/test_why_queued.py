@@ -1,0 +1,44 @@
+"""``describe`` and ``get -o wide`` of a job queued through Kueue (issue 24).
+
+The job objects are shaped as the operator writes them (engine/admission.py): a ``Queued``
+condition, True with Kueue's words while the job waits, False once admitted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from t9k_jobs import show
+from t9k_jobs.cluster.verbs import raw_view
+from tests import helpers
+from tests.helpers import replica, template
+
+MISSING = "waiting in LocalQueue team-a: LocalQueue team-a doesn't exist"
+
+
+def job(conditions: list[dict[str, Any]], sched: dict[str, Any] | None = None, phase: str = "Pending") -> dict[str, Any]:
+    spec: dict[str, Any] = {"replicaSpecs": [replica("worker", 2, template(name="c", image="x"))]}
+    if sched is not None:
+        spec["scheduler"] = {"t9kScheduler": sched}
+    status = {"phase": phase, "conditions": conditions}
+    return helpers.job("GenericJob", "g", spec, namespace="ns", status=status)
+
+
+def queued(status: str, reason: str, message: str) -> dict[str, Any]:
+    return {"type": "Queued", "status": status, "reason": reason, "message": message}
+
+
+def test_a_job_kueue_has_not_admitted_says_kueues_words():
+    raw = job([queued("True", "Inadmissible", MISSING)], {"queue": "team-a", "priority": 40})
+    assert show.why(raw_view(raw, [], None, detail=True)) == MISSING
+
+
+def test_an_admitted_job_says_why_as_any_other():
+    raw = job([queued("False", "Admitted", "admitted by ClusterQueue cq from LocalQueue team-a")], {"queue": "team-a"})
+    assert show.why(raw_view(raw, [], None, detail=True)) == "Pending: no pods yet"
+
+
+def test_the_row_has_the_queue_and_priority():
+    cells = show.row(raw_view(job([], {"queue": None, "priority": 7}), [], None), now=0.0)
+    assert (cells["wide"]["queue"], cells["wide"]["priority"]) == ("default", 7)
+    cells = show.row(raw_view(job([]), [], None), now=0.0)
+    assert (cells["wide"]["queue"], cells["wide"]["priority"]) == (None, None)
