@@ -213,3 +213,17 @@ def test_the_deadline_counts_from_admission():
     sim.tick(31)
     sim.step()
     assert sim.status.phase == "Failed"
+
+
+def test_a_job_running_before_kueue_came_is_left_running():
+    sim = Sim(pytorch([("worker", 2)], name="j", scheduler=SCHED), gang="native")
+    sim.settle()
+    assert sim.status.phase == "Running"
+    sim.queueing = True  # Kueue installed, the operator restarted
+    plan = sim.step()
+    assert created(plan, "Workload") == [] and deleted(plan, "Pod") == []
+    assert sim.status.phase == "Running" and sim.condition("Queued") is None
+    sim.succeed("j-worker-0")
+    sim.succeed("j-worker-1")
+    sim.step()
+    assert sim.status.phase == "Succeeded"

@@ -22,16 +22,27 @@ docs/decisions.md, "Queues through Kueue".
 
 from __future__ import annotations
 
-from ..api.common import ReplicaStatus
+from ..api.common import JobStatus, ReplicaStatus
+from ..api.kinds import JobBase
 from ..frameworks.queueing import queued
 from .context import Pass
 from .decisions import Queue
-from .types import Delete
+from .types import Delete, Observed
 
 
 def wants_workload(p: Pass) -> bool:
-    """Whether this pass goes through a queue: the runtime queues and the job sets t9kScheduler."""
-    return p.observed.queueing and queued(p.job)
+    """Whether this pass goes through a queue (:func:`in_queue`)."""
+    return in_queue(p.job, p.observed, p.old)
+
+
+def in_queue(job: JobBase, observed: Observed, old: JobStatus) -> bool:
+    """Whether ``job`` goes through a queue: the runtime queues, the job sets t9kScheduler, and it
+    is not a job that was running before queueing began (Kueue installed later: pods of its own
+    and no ``Queued`` condition ever written). Such a job is left to run; it is queued from its
+    next start with no pod (a restart of every replica, a pause)."""
+    if not (observed.queueing and queued(job)):
+        return False
+    return old.condition("Queued") is not None or not any(not pod.deleting for pod in observed.pods.values())
 
 
 def admission(p: Pass) -> Queue | None:

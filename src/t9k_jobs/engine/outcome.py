@@ -21,6 +21,6 @@ def ending(p: Pass, outcome: Outcome) -> Ending:
     else:
         event = Event("Warning", outcome.reason or "Failed", outcome.message)
     phase = "Succeeded" if outcome.succeeded else "Failed"
-    held = ("Workload", p.job.name) in p.observed.others and p.observed.queueing
+    held = ("Workload", p.job.name) in p.observed.others
     release = Delete("Workload", p.job.name, None, "Released") if held else None
     return Ending(outcome, phase, completion, clean_up(p, completion), event, release)

@@ -47,7 +47,7 @@ from ..api.kinds import JobBase
 from ..frameworks import BuildContext, Outcome, framework_for, spec_warnings
 from ..frameworks.base import GANG_MODES, GangMode
 from ..frameworks.launch import Launcher
-from .admission import admission, wants_workload
+from .admission import admission, in_queue, wants_workload
 from .apply import apply_clean_up, apply_preemption, apply_queue, apply_restarts, apply_walk, end
 from .clean_up import clean_up
 from .context import CONFLICT_RECHECK, UNFINISHED_GRACE, Pass, Tally, parse_time, rfc3339
@@ -106,7 +106,7 @@ def begin(
         addressing, resumed=resumed, groups=tuple(groups), gang=gang, launcher=launcher,
         node_selectors=wl.node_selectors if wl is not None and wl.admitted else {},
     )  # fmt: skip
-    owned = children(job, addressing, ctx.gang, launcher, queueing=observed.queueing)
+    owned = children(job, addressing, ctx.gang, launcher, queueing=in_queue(job, observed, old))
     if old.phase in TERMINAL_PHASES or job.run_mode.pause_enabled:
         # A finished or paused job holds no quota: its Workload is deleted (plan_children prunes it).
         owned = [o for o in owned if o["kind"] != "Workload"]

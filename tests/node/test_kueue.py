@@ -1,0 +1,142 @@
+"""Issue 24 on the real node: ``t9kScheduler`` queues and priorities through Kueue v0.17.0, with the
+operator in the cluster, real pods, the real kube-scheduler and Kueue's own controller.
+
+Each test makes its own ResourceFlavor, ClusterQueue and LocalQueue (conftest ``make_queues``) with
+a CPU quota sized from what the node has free when the test starts: ``r``, 40 % of the free CPU, is
+one job's request and the whole quota, so Kueue admits one job at a time while the node could run
+two: what holds a job back is the quota, not the node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ..cluster.kube import Kube, core_path
+from .conftest import KUEUE, delete_queues, make_queues, wait_phase
+from .test_gang import create, describe, free_millicpu, gang_job, job_pods
+
+
+def queued_job(name: str, cpu_m: int, priority: int, command: str, queue: str = "default") -> dict[str, Any]:
+    job = gang_job(name, 1, cpu_m, priority, command)
+    job["spec"]["scheduler"]["t9kScheduler"]["queue"] = queue
+    return job
+
+
+def condition(job: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((c for c in (job.get("status") or {}).get("conditions") or [] if c["type"] == type_), None)
+
+
+def workloads(kube: Kube, ns: str) -> list[dict[str, Any]]:
+    return kube.list(f"{KUEUE}/namespaces/{ns}/workloads")
+
+
+def events_of(kube: Kube, ns: str, name: str) -> list[str]:
+    return [e["reason"] for e in kube.list(core_path(ns, "events")) if e["involvedObject"]["name"] == name]
+
+
+@pytest.fixture
+def quota(kube: Kube, namespace: str):
+    """One job's worth of CPU (``r`` millicpu) as the LocalQueue ``default``'s quota, preemption
+    ``LowerPriority`` within the ClusterQueue; yields ``r``."""
+    r = free_millicpu(kube) * 2 // 5
+    make_queues(kube, namespace, cpu=f"{r}m")
+    yield r
+    delete_queues(kube, namespace)
+
+
+def test_the_quota_admits_one_job_at_a_time_and_by_priority(node, kube: Kube, namespace: str, quota: int) -> None:
+    first = create(kube, namespace, queued_job("first", quota, 50, "sleep 6"))
+    Kube.wait_for(
+        lambda: [p for p in job_pods(kube, namespace, "first") if p["status"].get("phase") == "Running"],
+        timeout=180, interval=0.3, what="the first job running",
+    )
+    low = create(kube, namespace, queued_job("low", quota, 10, "sleep 1"))
+    high = create(kube, namespace, queued_job("high", quota, 40, "sleep 1"))
+    # Both wait for quota, with no pod, and say so in Kueue's words.
+    for path, name in ((low, "low"), (high, "high")):
+        waiting = Kube.wait_for(
+            lambda path=path: (q := condition(kube.get(path), "Queued")) and q["reason"] == "Pending" and kube.get(path),
+            timeout=60, interval=0.3, what=f"{name} to wait for quota",
+        )
+        assert "insufficient unused quota for cpu" in condition(waiting, "Queued")["message"], waiting["status"]
+        assert waiting["status"]["phase"] == "Pending"
+        assert job_pods(kube, namespace, name) == []
+    done = {n: wait_phase(kube, p, ("Succeeded", "Failed"), timeout=240) for n, p in
+            (("first", first), ("high", high), ("low", low))}  # fmt: skip
+    assert {n: j["status"]["phase"] for n, j in done.items()} == dict.fromkeys(done, "Succeeded")
+    # One at a time, and the higher priority first although submitted later.
+    assert done["first"]["status"]["completionTime"] <= done["high"]["status"]["startTime"]
+    assert done["high"]["status"]["completionTime"] <= done["low"]["status"]["startTime"]
+    assert "Admitted" in events_of(kube, namespace, "low")
+    # Every quota given back: the finished jobs' Workloads are gone.
+    Kube.wait_for(lambda: workloads(kube, namespace) == [], timeout=30, what="the Workloads deleted")
+
+
+def test_a_higher_priority_job_preempts_a_lower_one_and_both_succeed(
+    node, kube: Kube, namespace: str, quota: int
+) -> None:
+    low = create(kube, namespace, queued_job("low", quota, 10, "sleep 8"))
+    Kube.wait_for(
+        lambda: [p for p in job_pods(kube, namespace, "low") if p["status"].get("phase") == "Running"],
+        timeout=180, interval=0.3, what="the low job running",
+    )
+    (before,) = workloads(kube, namespace)
+    high = create(kube, namespace, queued_job("high", quota, 90, "sleep 1"))
+    seen: set[str] = set()
+
+    def low_phase() -> dict[str, Any]:
+        job = kube.get(low)
+        seen.add(job["status"]["phase"])
+        return job
+
+    high_done = wait_phase(kube, high, ("Succeeded", "Failed"), timeout=240)
+    assert high_done["status"]["phase"] == "Succeeded", high_done["status"]
+    low_done = Kube.wait_for(
+        lambda: (j := low_phase())["status"]["phase"] in ("Succeeded", "Failed") and j,
+        timeout=240, interval=0.3, what="the low job to end",
+    )
+    st = low_done["status"]
+    assert st["phase"] == "Succeeded" and "Failed" not in seen, (seen, st)
+    assert st.get("backoffCount", 0) == 0 and all(t.get("restartCount", 0) == 0 for t in st["tasks"]), st
+    assert condition(low_done, "Failed")["status"] == "False"
+    reasons = events_of(kube, namespace, "low")
+    assert "Evicted" in reasons and "RestartingReplica" not in reasons, reasons
+    # It ran again after the other: evicted, queued with a new Workload, admitted again.
+    assert high_done["status"]["completionTime"] <= st["startTime"]
+    kueue_events = [e for e in kube.list(core_path(namespace, "events"))
+                    if e["involvedObject"].get("uid") == before["metadata"]["uid"]]  # fmt: skip
+    assert any(e["reason"] == "Preempted" for e in kueue_events), [(e["reason"], e["message"]) for e in kueue_events]
+
+
+def test_a_missing_queue_is_named_and_the_job_holds_no_pod(node, kube: Kube, namespace: str, quota: int) -> None:
+    path = create(kube, namespace, queued_job("lost", quota, 10, "true", queue="no-such-queue"))
+    job = Kube.wait_for(
+        lambda: (q := condition(kube.get(path), "Queued")) and q["reason"] == "Inadmissible" and kube.get(path),
+        timeout=60, interval=0.3, what="Kueue to find the queue missing",
+    )
+    assert job["status"]["phase"] == "Pending"
+    assert "LocalQueue no-such-queue doesn't exist" in condition(job, "Queued")["message"]
+    assert job_pods(kube, namespace, "lost") == []
+    text = describe(node, namespace, "genericjob", "lost")
+    assert "waiting in LocalQueue no-such-queue: LocalQueue no-such-queue doesn't exist" in text, text
+    assert "Inadmissible" in events_of(kube, namespace, "lost")
+    (wl,) = workloads(kube, namespace)
+    assert wl["spec"]["queueName"] == "no-such-queue" and wl["spec"]["priority"] == 10
+    kube.delete(path)
+    # The garbage collector deletes the Workload with its job.
+    Kube.wait_for(lambda: workloads(kube, namespace) == [], timeout=60, what="the Workload deleted with the job")
+
+
+def test_a_job_without_t9k_scheduler_is_untouched_by_kueue(node, kube: Kube, namespace: str, quota: int) -> None:
+    job = queued_job("plain", quota, 0, "echo plain")
+    del job["spec"]["scheduler"]
+    path = create(kube, namespace, job)
+    done = wait_phase(kube, path, ("Succeeded", "Failed"), timeout=180)
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert condition(done, "Queued") is None
+    assert workloads(kube, namespace) == []
+    (pod,) = job_pods(kube, namespace, "plain")
+    assert not any(k.startswith("kueue.x-k8s.io/") for k in pod["metadata"].get("labels") or {})
+    assert not pod["spec"].get("schedulingGates")
