@@ -79,8 +79,8 @@ class Tally:
     ``plan``: what the runtime is to do (its ``status`` is set last); ``replicas``: each replica's
     status; ``finals``: replicas that ended for good; ``restarts``: replicas that ended and may
     restart, with why; ``creates``: replicas whose pod is to be created; ``preempted``: replicas
-    taken by the scheduler's preemption on this pass; ``queued``/``admitted``: whether the job
-    waits for its queue or was admitted by it (:mod:`.admission`); then the counters and times of
+    taken by the scheduler's preemption on this pass; ``queued``: whether the job waits
+    for its queue's admission (:mod:`.admission`); then the counters and times of
     the status.
     """
 
@@ -96,8 +96,6 @@ class Tally:
     preempted: list[str] = field(default_factory=list)
     #: The job waits for its queue's admission on this pass (:mod:`.admission`).
     queued: bool = False
-    #: The job went through its queue and is admitted.
-    admitted: bool = False
 
     @classmethod
     def of(cls, old: JobStatus) -> Tally:

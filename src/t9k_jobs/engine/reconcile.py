@@ -47,7 +47,7 @@ from ..api.kinds import JobBase
 from ..frameworks import BuildContext, Outcome, framework_for, spec_warnings
 from ..frameworks.base import GANG_MODES, GangMode
 from ..frameworks.launch import Launcher
-from .admission import admission, in_queue, wants_workload
+from .admission import admission, in_queue
 from .apply import apply_clean_up, apply_preemption, apply_queue, apply_restarts, apply_walk, end
 from .clean_up import clean_up
 from .context import CONFLICT_RECHECK, UNFINISHED_GRACE, Pass, Tally, parse_time, rfc3339
@@ -150,7 +150,6 @@ def decide(p: Pass, t: Tally) -> tuple[str, Outcome | None]:
     if waits is not None:
         apply_queue(t, waits)
         return "Pending", None
-    t.admitted = wants_workload(p)
     clock = start_clock(p, t.start_time)
     if clock is not None:
         t.start_time = clock.start_time
