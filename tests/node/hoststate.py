@@ -1,6 +1,7 @@
 """What a node could leave behind on the host, as comparable data: mounts, network links and
-namespaces, the host's iptables rules, cgroups, kernel and network settings, the fixed paths the
-kubelet and containerd use, and the node's processes.
+namespaces, the host's routes (the node adds one, to its pod network) and iptables rules, cgroups,
+kernel and network settings, the fixed paths the kubelet and containerd use, and the node's
+processes.
 
 ``snapshot()`` before ``tools/node`` starts a node and after it is taken down must be equal
 (:func:`differences` lists what is not).
@@ -9,6 +10,7 @@ kubelet and containerd use, and the node's processes.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,16 @@ def _sysctls() -> dict[str, str]:
             except OSError:
                 pass
     return out
+
+
+def routes() -> list[str]:
+    """Every IPv4 and IPv6 route of the host, all tables (an address's remaining lifetime left out)."""
+    out = []
+    for family in ("-4", "-6"):
+        listing = subprocess.run(["ip", family, "route", "show", "table", "all"], capture_output=True, text=True,
+                                 check=False).stdout
+        out += [re.sub(r" expires \S+", "", line.strip()) for line in listing.splitlines() if line.strip()]
+    return sorted(out)
 
 
 def _cgroups() -> list[str]:
@@ -91,6 +103,7 @@ def snapshot(node_dir: str | os.PathLike, cgroup: str, veth: str, private: tuple
             if name.startswith(veth) or name == "cni0"
         ),
         "netns": sorted(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else None,
+        "routes": routes(),
         "iptables": [line for line in run("iptables-save").splitlines() if not line.startswith(("#", ":"))],
         "cgroups": [c for c in _cgroups() if c.endswith("/" + cgroup) or "kubepods" in c],
         "sysctls": _sysctls(),

@@ -3,6 +3,7 @@
 runc, bridge CNI, kube-proxy and CoreDNS, for tests and trials (``tools/node/up.sh``, ``down.sh``).
 
     node.py up --dir DIR [--cp-bin BINDIR] [--node-bin BINDIR] [--crds PATH]... [--image ARCHIVE]...
+               [--kueue MANIFESTS]   # also install Kueue (tools/kueue/manifests.sh) and wait for it
     node.py down --dir DIR
     node.py status --dir DIR
     node.py restart --dir DIR COMPONENT   # stop and start one daemon (containerd, kubelet, etcd...)
@@ -15,6 +16,9 @@ The shape (docs/cluster.md has the walk-through):
   live there, and vanish with the node's last process. The host gets one veth pair into it: the host
   side is ``HOST_IP`` (the API server binds it), the node side ``NODE_IP`` (the kubelet, CoreDNS).
   The node has no default route, so nothing leaves this machine (an image pull fails at once).
+  The host routes the pod network ``POD_CIDR`` to ``NODE_IP`` over the veth (the route goes with
+  the veth), and the API server runs with ``--enable-aggregator-routing``, so that it reaches
+  webhooks and aggregated APIs served by pods (Kueue's) at their pod IPs.
 * **A cgroup of its own.** The daemons run in ``<cgroup>/system`` and the kubelet puts pods under
   ``<cgroup>/kubepods`` (its ``cgroupRoot``), so ``down`` finds every process of the node,
   containers and the shims that containerd double-forks included, freezes, kills and removes them.
@@ -55,6 +59,13 @@ from controlplane import ControlPlane, ControlPlaneError  # noqa: E402
 NODE_NAME = "t9k-node"
 HOST_IP, NODE_IP, PREFIX = "198.18.0.1", "198.18.0.2", 30  # RFC 2544 benchmarking range: never routed
 POD_CIDR = "10.244.0.0/24"
+# The API server calls webhooks, CRD conversion webhooks and aggregated APIs at an endpoint pod IP
+# of their Service (not its ClusterIP, which only kube-proxy's rules inside the node know); the
+# host reaches POD_CIDR through the route up() adds.
+APISERVER_ARGS = ("--enable-aggregator-routing=true",)
+KUEUE_NAMESPACE, KUEUE_DEPLOYMENT = "kueue-system", "kueue-controller-manager"
+KUEUE_API = "/apis/kueue.x-k8s.io"
+KUEUE_TIMEOUT = 180.0  # seconds for Kueue to be Available and answer once its manifests are applied
 CLUSTER_DNS = NODE_IP
 CNI_BIN = Path("/usr/lib/cni")
 SANDBOX_IMAGE = "registry.k8s.io/pause:3.10"
@@ -265,9 +276,11 @@ class Node:
         self.cgroup = "t9k-node-" + hashlib.sha256(str(self.dir).encode()).hexdigest()[:8]
         self.veth = "t9kn-" + hashlib.sha256(str(self.dir).encode()).hexdigest()[:6]
         self.plane = ControlPlane(
-            self.dir / "cp", cp_bin, scheduler=True, crds=self.crds, address=HOST_IP, serve_pods=True
+            self.dir / "cp", cp_bin, scheduler=True, crds=self.crds, address=HOST_IP, serve_pods=True,
+            apiserver_args=APISERVER_ARGS,
         )
         self.state: dict = {}
+        self.kueue_seconds: float | None = None  # how long install_kueue() took
 
     # -- state ------------------------------------------------------------------------------------
     def _save(self) -> None:
@@ -296,11 +309,18 @@ class Node:
         return ["nsenter", "-t", str(self.state["anchor"]), "--mount", "--net", "--", *cmd]
 
     # -- up ---------------------------------------------------------------------------------------
-    def up(self, images: list[str | os.PathLike] = (), timeout: float = 120.0) -> Node:
+    def up(
+        self,
+        images: list[str | os.PathLike] = (),
+        timeout: float = 120.0,
+        kueue: str | os.PathLike | None = None,
+    ) -> Node:
         """Start everything and wait (``timeout`` seconds per step) until the node is Ready, untainted,
         serves DNS and the ``default`` ServiceAccount exists. ``images``: OCI archives to import into
-        containerd (the sandbox image must be among them or already there). On failure everything
-        started is stopped and NodeError (or ControlPlaneError) is raised."""
+        containerd (the sandbox image must be among them or already there). ``kueue``: Kueue's
+        install manifests (``tools/kueue/manifests.sh --no-visibility``; its image among ``images``):
+        installed once the node is Ready, see :meth:`install_kueue`. On failure everything started
+        is stopped and NodeError (or ControlPlaneError) is raised."""
         preflight()
         self.node_bin = self.node_bin or Path(
             subprocess.run(["bash", str(HERE / "build.sh")], stdout=subprocess.PIPE, text=True, check=True)
@@ -336,6 +356,8 @@ class Node:
             self._start_kube_proxy()
             self._start_coredns()
             self._wait_ready(timeout)
+            if kueue is not None:
+                self.install_kueue(kueue)
         except BaseException:
             self.down()
             raise
@@ -374,6 +396,9 @@ class Node:
         run(*ns("ip", "link", "set", peer, "name", "eth0"))
         run(*ns("ip", "addr", "add", f"{NODE_IP}/{PREFIX}", "dev", "eth0"))
         run(*ns("ip", "link", "set", "eth0", "up"))
+        # The API server (on the host) reaches pods, webhook servers among them, through the node;
+        # the route is the veth's and goes with it.
+        run("ip", "route", "add", POD_CIDR, "via", NODE_IP, "dev", self.veth)
         for path in PRIVATE_PATHS:
             real = os.path.realpath(path)
             if not os.path.isdir(real):
@@ -607,6 +632,100 @@ healthzBindAddress: {NODE_IP}:10256
                 return {}
             raise
 
+    def call(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+        """One request to the API server as admin: (HTTP status, decoded answer), errors included."""
+        headers = {"Authorization": f"Bearer {self.plane.token}", "Accept": "application/json"}
+        data = None if body is None else json.dumps(body).encode()
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(self.plane.server + path, data=data, method=method, headers=headers)
+        ctx = ssl.create_default_context(cafile=str(self.plane.ca_file))
+        try:
+            with urllib.request.urlopen(req, context=ctx, timeout=30) as resp:
+                return resp.status, json.load(resp)
+        except urllib.error.HTTPError as exc:
+            try:
+                return exc.code, json.load(exc)
+            except ValueError:
+                return exc.code, {"message": exc.reason}
+
+    # -- Kueue --------------------------------------------------------------------------------------
+    def install_kueue(self, manifests: str | os.PathLike, timeout: float = KUEUE_TIMEOUT) -> float:
+        """Install Kueue from its rendered manifests (``tools/kueue/manifests.sh --no-visibility``;
+        the image ``localhost/kueue`` imported already) and wait until it answers: its Deployment is
+        Available, its admission webhooks answer (a server-side dry-run create of a ResourceFlavor)
+        and its CRD conversion webhook converts (a dry-run create of a ``v1beta1`` ClusterQueue:
+        the API server converts it to ``v1beta2``, the storage version, and the answer back).
+        Applied server-side: the workloads CRD is over the 256 KB that client-side apply's
+        annotation may hold. Returns the seconds it took (also in ``kueue_seconds``); NodeError,
+        naming what did not answer, after ``timeout`` seconds."""
+        started = time.monotonic()
+        end = started + timeout
+        run(*self.kubectl, f"--cache-dir={self.dir / 'kubectl-cache'}", "apply", "--server-side",
+            "--force-conflicts", "-f", str(manifests), timeout=timeout)
+        deployment = f"/apis/apps/v1/namespaces/{KUEUE_NAMESPACE}/deployments/{KUEUE_DEPLOYMENT}"
+
+        def available() -> str:
+            _, dep = self.call("GET", deployment)
+            conditions = dep.get("status", {}).get("conditions", [])
+            if any(c["type"] == "Available" and c["status"] == "True" for c in conditions):
+                return ""
+            return self._kueue_pods()
+
+        def dry_run(version: str, plural: str, kind: str, spec: dict) -> str:
+            obj = {"apiVersion": f"kueue.x-k8s.io/{version}", "kind": kind,
+                   "metadata": {"generateName": "t9k-node-probe-"}, "spec": spec}
+            status, answer = self.call("POST", f"{KUEUE_API}/{version}/{plural}?dryRun=All", obj)
+            if status == 201 and answer.get("apiVersion") == obj["apiVersion"]:
+                return ""
+            return f"HTTP {status}: {answer.get('message') or answer}"
+
+        steps = (
+            (f"its Deployment {KUEUE_NAMESPACE}/{KUEUE_DEPLOYMENT} is not Available", available),
+            ("its admission webhooks do not answer (a dry-run create of a v1beta2 ResourceFlavor)",
+             lambda: dry_run("v1beta2", "resourceflavors", "ResourceFlavor", {})),
+            ("its conversion webhook does not answer (a dry-run create of a v1beta1 ClusterQueue)",
+             lambda: dry_run("v1beta1", "clusterqueues", "ClusterQueue", {"namespaceSelector": {}})),
+        )
+        for what, check in steps:
+            last = "no answer yet"
+            while True:
+                try:
+                    last = check()
+                except (OSError, ValueError) as exc:  # the API server itself: retry until the deadline
+                    last = repr(exc)
+                if not last:
+                    break
+                if time.monotonic() > end:
+                    raise NodeError(
+                        f"Kueue did not answer in {timeout:.0f} s: {what} (last: {last})\n"
+                        f"--- tail of Kueue's log ---\n{self._kueue_log_tail()}"
+                    )
+                time.sleep(0.5)
+        self.kueue_seconds = time.monotonic() - started
+        return self.kueue_seconds
+
+    def _kueue_pods(self) -> str:
+        """Kueue's pods in a few words: name, phase, readiness, why a container waits."""
+        _, pods = self.call("GET", f"/api/v1/namespaces/{KUEUE_NAMESPACE}/pods")
+        out = []
+        for pod in pods.get("items", []):
+            status = pod.get("status", {})
+            words = [pod["metadata"]["name"], status.get("phase", "?")]
+            for c in status.get("containerStatuses", []):
+                waiting = c.get("state", {}).get("waiting")
+                words.append(f"{c['name']} ready={c.get('ready')} restarts={c.get('restartCount', 0)}"
+                             + (f" waiting={waiting.get('reason')}" if waiting else ""))
+            out.append(" ".join(words))
+        return "; ".join(out) or "no pod yet"
+
+    def _kueue_log_tail(self, lines: int = 20) -> str:
+        logs = sorted((self.dir / "pod-logs").glob(f"{KUEUE_NAMESPACE}_*/*/*.log"), key=lambda f: f.stat().st_mtime)
+        if not logs:
+            return "(no log: the container never started)"
+        text = logs[-1].read_text(errors="replace").splitlines()[-lines:]
+        return f"{logs[-1]}\n" + "\n".join(text)
+
     # -- down -------------------------------------------------------------------------------------
     def _live(self) -> bool:
         state = self._load()
@@ -791,13 +910,19 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--crds", action="append", default=[], help="CRD file or dir to install (repeatable)")
             p.add_argument("--image", action="append", default=[], help="OCI archive to import (repeatable)")
             p.add_argument("--timeout", type=float, default=120.0, help="seconds per step")
+            p.add_argument("--kueue", metavar="MANIFESTS",
+                           help="also install Kueue from these (tools/kueue/manifests.sh --no-visibility)")
     args = parser.parse_args(argv)
     node = Node(args.dir, getattr(args, "cp_bin", None), getattr(args, "node_bin", None), getattr(args, "crds", []))
     try:
         if args.command == "up":
             started = time.monotonic()
-            node.up(args.image, args.timeout)
-            print(f"node: {NODE_NAME} Ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
+            node.up(args.image, args.timeout, kueue=args.kueue)
+            took = time.monotonic() - started
+            if node.kueue_seconds is not None:
+                print(f"node: Kueue installed, Available, its webhooks answering in "
+                      f"{node.kueue_seconds:.1f} s", file=sys.stderr)
+            print(f"node: {NODE_NAME} Ready in {took:.1f} s", file=sys.stderr)
             print(f"export KUBECONFIG={node.kubeconfig}")
         elif args.command == "down":
             node.down()

@@ -2,24 +2,30 @@
 # Start the test control plane plus one real node (containerd, runc, bridge CNI, kubelet,
 # kube-proxy, CoreDNS) on this machine, and print the KUBECONFIG to use:
 #
-#   tools/node/up.sh DIR [--image NAME]...     # then: export KUBECONFIG=DIR/cp/kubeconfig
+#   tools/node/up.sh DIR [--image NAME]... [--kueue]   # then: export KUBECONFIG=DIR/cp/kubeconfig
 #   tools/node/down.sh DIR                     # stops it and leaves nothing behind
 #
 # Installs the Debian packages it needs when missing (root), builds and caches the binaries
 # (tools/controlplane/build.sh, tools/node/build.sh) and the images (tools/images/build.sh: the
 # sandbox image always; --image training / --image operator for the training and operator images),
 # imports them into the node's containerd, installs the CRDs, and waits until the node is Ready
-# and DNS answers. Everything stays on this machine (tools/node/node.py tells how).
+# and DNS answers. --kueue also builds Kueue v0.17.0 and its image (tools/kueue/build.sh, cold about
+# 12 minutes on 2 cores, then cached), renders its manifests (tools/kueue/manifests.sh
+# --no-visibility), applies them server-side and waits (180 s at most) until its Deployment is
+# Available and its admission and conversion webhooks answer. Everything stays on this machine
+# (tools/node/node.py tells how).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-dir="${1:?usage: tools/node/up.sh DIR [--image NAME]...}"
+dir="${1:?usage: tools/node/up.sh DIR [--image NAME]... [--kueue]}"
 shift
 images=(pause)
+kueue=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --image) images+=("${2:?--image needs a name: training or operator}"); shift 2 ;;
-    *) echo "up.sh: unknown option $1 (accepted: --image NAME)" >&2; exit 2 ;;
+    --kueue) kueue=1; shift ;;
+    *) echo "up.sh: unknown option $1 (accepted: --image NAME, --kueue)" >&2; exit 2 ;;
   esac
 done
 if [ "$(id -u)" -ne 0 ]; then
@@ -31,8 +37,13 @@ py="$(bash "$here/python.sh")"
 cp_bin="$(bash "$root/tools/controlplane/build.sh")"
 node_bin="$(bash "$here/build.sh")"
 args=()
+if [ "$kueue" = 1 ]; then
+  images+=(kueue)
+  args+=(--kueue "$(bash "$root/tools/kueue/manifests.sh" --no-visibility)")
+fi
+built="$(bash "$root/tools/images/build.sh" "${images[@]}")"  # `NAME ARCHIVE` lines; a failed build stops here
 while read -r _ archive; do
   args+=(--image "$archive")
-done < <(bash "$root/tools/images/build.sh" "${images[@]}")
+done <<<"$built"
 exec "$py" "$here/node.py" up --dir "$dir" --cp-bin "$cp_bin" --node-bin "$node_bin" \
   --crds "$root/deploy/crds" "${args[@]}"
