@@ -73,6 +73,9 @@ def test_a_job_waits_with_no_pod_and_says_what_kueue_says():
     assert sim.status.phase == "Pending"
     q = sim.condition("Queued")
     assert (q.status, q.reason) == ("True", "Creating")
+    sim.step()  # made; Kueue has not written a condition yet
+    q = sim.condition("Queued")
+    assert (q.status, q.reason) == ("True", "Submitted") and "Kueue has not looked at its Workload yet" in q.message
     sim.workload = WorkloadState(reason="Inadmissible", message="LocalQueue team-a doesn't exist")
     plan = sim.step()
     assert created(plan, "Pod") == [] and sim.pods == {}

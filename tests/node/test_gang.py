@@ -5,6 +5,10 @@ operator running in the cluster.
 CPU requests are sized from what the node has free when each test starts (its allocatable CPU less
 what the pods on it request), so the tests hold whatever else runs on the node: ``r`` is 40 % of
 it, so two ranks of ``r`` fit and three do not.
+
+The node runs Kueue, so the operator queues these jobs through it first: each test's namespace has
+the LocalQueue ``default`` over a quota no test reaches (conftest ``default_queue``), Kueue admits
+every job at once, and placement is the scheduler's, as tested here.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 from tests import helpers
 from tests.helpers import replica, template
 
@@ -20,13 +26,16 @@ from ..cluster.kube import Kube, core_path, job_path, pod_path
 from .conftest import TRAINING_IMAGE, wait_phase
 
 NATIVE = "/apis/scheduling.k8s.io/v1beta1"
+#: Namespaces whose pods stay on the node for the whole session (the operator's, Kueue's, CoreDNS's).
+SYSTEM_NAMESPACES = ("t9k-jobs-system", "kueue-system", "kube-system")
+pytestmark = pytest.mark.usefixtures("default_queue")
 
 
 def free_millicpu(kube: Kube) -> int:
     """The node's allocatable CPU less the requests of the pods bound to it that have not ended,
-    once no pod of another test is left running (the operator's pods stay)."""
+    once no pod of another test is left running (the operator's and Kueue's pods stay)."""
     Kube.wait_for(
-        lambda: not [p for p in node_pods(kube) if p[0] != "t9k-jobs-system" and p[2] not in ("Succeeded", "Failed")],
+        lambda: not [p for p in node_pods(kube) if p[0] not in SYSTEM_NAMESPACES and p[2] not in ("Succeeded", "Failed")],
         timeout=180, interval=0.5, what=f"the pods of earlier tests to end: {node_pods(kube)}",
     )
     (node,) = kube.list("/api/v1/nodes")

@@ -87,8 +87,10 @@ def queue_row(p: Pass, queued_now: bool, phase: str) -> tuple[str, bool, str, st
     if wl.evicted is not None:
         words = f": {wl.message}" if wl.message else ""
         return ("Queued", True, wl.evicted, f"evicted{words}; waiting in LocalQueue {queue} again")
+    if wl.reason is None:  # Kueue has written no condition yet
+        return ("Queued", True, "Submitted", f"waiting in LocalQueue {queue}: Kueue has not looked at its Workload yet")
     words = wl.message or "waiting for Kueue to reserve quota"
-    return ("Queued", True, wl.reason or "Pending", f"waiting in LocalQueue {queue}: {words}")
+    return ("Queued", True, wl.reason, f"waiting in LocalQueue {queue}: {words}")
 
 
 def queue_events(old_reason: str | None, old_status: str | None, row: tuple[str, bool, str, str]) -> list[tuple[str, str, str]]:
@@ -104,6 +106,6 @@ def queue_events(old_reason: str | None, old_status: str | None, row: tuple[str,
         return [("Normal", "Admitted", message)]
     if reason == "Inadmissible":
         return [("Warning", "Inadmissible", message)]
-    if reason not in ("Creating", "Pending", "Paused") and old_status == "False":
+    if reason not in ("Creating", "Submitted", "Pending", "Paused") and old_status == "False":
         return [("Normal", "Evicted", message)]
     return []
