@@ -1,20 +1,26 @@
 """Fixtures for the tests on a real node: the test control plane plus a kubelet, containerd, runc,
 bridge CNI, kube-proxy and CoreDNS on this machine (``tools/node``), images built here
-(``tools/images``), and t9k-jobs' operator running in the cluster as a Deployment. Real pods only:
-no test writes a pod's status.
+(``tools/images``), Kueue v0.17.0 (``tools/kueue``, installed as ``tools/node/up.sh --kueue`` does)
+and t9k-jobs' operator running in the cluster as a Deployment. Real pods only: no test writes a
+pod's status.
 
-The builds (node binaries, images) run after collection, before the first test, so a cold build is
-not charged to a test's timeout; ``scripts/test.sh`` runs them even earlier. Where a node cannot run
-(not root, no cgroups, a build that fails) every node test fails with one line that says why;
-``bash scripts/test.sh --no-node`` leaves them out.
+The builds (node binaries, images, Kueue: about 12 minutes cold) run after collection, before the
+first test, so a cold build is not charged to a test's timeout; ``scripts/test.sh`` runs them even
+earlier. Where a node cannot run (not root, no cgroups, a build that fails) every node test fails
+with one line that says why; ``bash scripts/test.sh --no-node`` leaves them out.
 
 Fixtures:
-* ``node`` (session): the started :class:`Node` (``kubeconfig``, ``kubectl``, ``plane``), with the
-  operator installed and leading. The last test, ``test_tooling.py::test_down_leaves_the_machine_as_it_was``,
-  takes it down.
+* ``node`` (session): the started :class:`Node` (``kubeconfig``, ``kubectl``, ``plane``), with
+  Kueue answering (``node.kueue_seconds``: how long its install took) and the operator installed
+  and leading (Kueue before the operator: tests/node/test_kueue_install.py). The last test,
+  ``test_tooling.py::test_down_leaves_the_machine_as_it_was``, takes it down.
 * ``kube`` (session): a :class:`~tests.cluster.kube.Kube` client for it.
 * ``kubectl`` (session): ``kubectl(*args, check=True, input=None, timeout=120) -> CompletedProcess``.
 * ``namespace`` (function): a fresh namespace ``n-<random>``, deleted afterwards.
+* ``default_queue`` (function): Kueue's LocalQueue ``default`` in ``namespace``, over a ClusterQueue
+  of its own whose quota no test reaches, so that ``t9kScheduler`` jobs (queue ``default``) are
+  admitted at once and placed by the scheduler as without Kueue; ``make_queues`` sets up a smaller
+  quota.
 """
 
 from __future__ import annotations
@@ -37,7 +43,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO / "tools" / "node"))
 from node import PRIVATE_PATHS, Node, NodeError, preflight  # noqa: E402
 
-IMAGES = ("pause", "training", "operator")
+IMAGES = ("pause", "training", "operator", "kueue")
+KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 VERSION = "0.1.0"
 TRAINING_IMAGE = f"localhost/t9k-jobs-training:{VERSION}"
 OPERATOR_IMAGE = f"localhost/t9k-jobs:{VERSION}"
@@ -82,6 +89,9 @@ def _prepare() -> None:
         _build["cp_bin"] = Path(_run("bash", str(REPO / "tools" / "controlplane" / "build.sh")).split()[-1])
         _build["node_bin"] = Path(_run("bash", str(REPO / "tools" / "node" / "build.sh")).split()[-1])
         _build["helm"] = Path(_run("bash", str(REPO / "tools" / "helm" / "build.sh")).split()[-1])
+        _build["kueue"] = Path(
+            _run("bash", str(REPO / "tools" / "kueue" / "manifests.sh"), "--no-visibility").split()[-1]
+        )
         lines = _run("bash", str(REPO / "tools" / "images" / "build.sh"), *IMAGES).splitlines()
         _build["images"] = dict(line.split(None, 1) for line in lines if line.strip())
     except NodeError as exc:
@@ -106,7 +116,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     before = hoststate.snapshot(node.dir, node.cgroup, node.veth, PRIVATE_PATHS)
     error = ""
     try:
-        node.up([_build["images"][name] for name in IMAGES])
+        node.up([_build["images"][name] for name in IMAGES], kueue=_build["kueue"])
         install_operator(node)
     except (NodeError, AssertionError, subprocess.CalledProcessError) as exc:
         error = str(exc)
@@ -182,6 +192,57 @@ def namespace(kube: Kube) -> Iterator[str]:
     except KubeError as exc:
         if exc.status != 404:
             raise
+
+
+def make_queues(
+    kube: Kube, namespace: str, cpu: str = "1000", memory: str = "1Ti", preemption: str = "LowerPriority",
+    queue: str = "default",
+) -> str:
+    """Kueue's queues for the jobs of ``namespace``: a ResourceFlavor and a ClusterQueue of its own
+    (both named ``<kind>-<namespace>``, so no other test meets them) with a ``cpu`` and ``memory``
+    quota and ``withinClusterQueue`` preemption ``preemption``, and the LocalQueue ``queue`` in
+    ``namespace`` pointing to it; waits until the LocalQueue is Active. Returns the ClusterQueue's
+    name; :func:`delete_queues` removes them."""
+    flavor, cluster_queue = f"flavor-{namespace}", f"queue-{namespace}"
+    kube.create(f"{KUEUE}/resourceflavors", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                                             "metadata": {"name": flavor}})
+    quota = [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": memory}]
+    kube.create(f"{KUEUE}/clusterqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": cluster_queue},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [{"coveredResources": ["cpu", "memory"],
+                                "flavors": [{"name": flavor, "resources": quota}]}],
+            "preemption": {"withinClusterQueue": preemption},
+        },
+    })
+    local = f"{KUEUE}/namespaces/{namespace}/localqueues"
+    kube.create(local, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                        "metadata": {"name": queue}, "spec": {"clusterQueue": cluster_queue}})
+    Kube.wait_for(
+        lambda: any(c["type"] == "Active" and c["status"] == "True"
+                    for c in kube.get(f"{local}/{queue}").get("status", {}).get("conditions", [])),
+        timeout=60, interval=0.2, what=f"LocalQueue {namespace}/{queue} to be Active",
+    )
+    return cluster_queue
+
+
+def delete_queues(kube: Kube, namespace: str, queue: str = "default") -> None:
+    """Delete what :func:`make_queues` made (Kueue finishes a ClusterQueue's or a flavor's deletion
+    once nothing admitted uses it)."""
+    for path in (f"{KUEUE}/namespaces/{namespace}/localqueues/{queue}",
+                 f"{KUEUE}/clusterqueues/queue-{namespace}", f"{KUEUE}/resourceflavors/flavor-{namespace}"):
+        try:
+            kube.delete(path)
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+
+
+@pytest.fixture
+def default_queue(kube: Kube, namespace: str) -> Iterator[str]:
+    yield make_queues(kube, namespace)
+    delete_queues(kube, namespace)
 
 
 def wait_phase(kube: Kube, path: str, phases: tuple[str, ...], timeout: float = 300) -> dict[str, Any]:

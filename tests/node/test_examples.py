@@ -63,10 +63,13 @@ def test_generic_exchange_example_succeeds(node, kube: Kube, kubectl, namespace:
     assert all(rs["phase"] == "Succeeded" for rs in replicas(done).values()), done["status"]
 
 
-def test_ddp_example_with_the_t9k_scheduler_trains_as_a_gang(node, kube: Kube, kubectl, namespace: str) -> None:
+def test_ddp_example_with_the_t9k_scheduler_trains_as_a_gang(
+    node, kube: Kube, kubectl, namespace: str, default_queue: str
+) -> None:
     """The main example with ``scheduler.t9kScheduler`` added as real T9k manifests write it (the
     sample's DeepSpeed gpt-125m: queue default, priority 50): on this 1.37 cluster the operator
-    gives it a native PodGroup, kube-scheduler binds both ranks as one gang, and it trains."""
+    gives it a native PodGroup, kube-scheduler binds both ranks as one gang, and it trains (Kueue,
+    on the node, admits it first through the LocalQueue ``default``: conftest ``default_queue``)."""
     job = apply_example(kubectl, "pytorch-ddp", namespace, scheduler={"t9kScheduler": {"queue": "default", "priority": 50}})
     name = job["metadata"]["name"]
     done = wait_phase(kube, job_path(namespace, "PyTorchTrainingJob", name), ("Succeeded", "Failed"), timeout=600)
