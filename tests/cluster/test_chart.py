@@ -279,16 +279,23 @@ def test_values_reach_the_deployment() -> None:
 
 def test_watch_namespaces_grant_roles_instead_of_a_cluster_role() -> None:
     objects = render("--set", "watchNamespaces={team-a,team-b}")
-    kinds = [o["kind"] for o in objects]
-    assert "ClusterRole" not in kinds and "ClusterRoleBinding" not in kinds
+    # Only the cluster-scoped rules (PriorityClasses made, Kueue's ResourceFlavors read) stay in a
+    # ClusterRole of their own: a Role cannot grant them.
+    (wide,) = [o for o in objects if o["kind"] == "ClusterRole"]
+    (wide_binding,) = [o for o in objects if o["kind"] == "ClusterRoleBinding"]
+    assert wide["rules"] == rbac.cluster_scoped_rules() and len(wide["rules"]) == 2
+    assert wide["metadata"]["name"] == wide_binding["roleRef"]["name"] == "t9k-jobs-operator-cluster-scoped"
+    assert "namespace" not in wide["metadata"]
+    assert wide_binding["subjects"] == [{"kind": "ServiceAccount", "name": rbac.NAME, "namespace": rbac.NAMESPACE}]
     args = container(objects)["args"]
     assert flag(args, "--namespace") == ["team-a", "team-b"]
     roles = {o["metadata"]["namespace"]: o for o in objects if o["kind"] == "Role"}
     bindings = {o["metadata"]["namespace"]: o for o in objects if o["kind"] == "RoleBinding"}
     assert set(roles) == set(bindings) == {"team-a", "team-b", rbac.NAMESPACE}
     for ns in ("team-a", "team-b"):
-        # The same rules as the ClusterRole, only in the watched namespace.
-        assert roles[ns]["rules"] == rbac.cluster_role()["rules"]
+        # The ClusterRole's rules on namespaced resources, only in the watched namespace.
+        assert roles[ns]["rules"] == rbac.namespaced_rules()
+        assert rbac.namespaced_rules() + rbac.cluster_scoped_rules() == rbac.cluster_role()["rules"]
         assert roles[ns]["metadata"]["name"] == bindings[ns]["roleRef"]["name"] == "t9k-jobs-operator-jobs"
         assert bindings[ns]["roleRef"]["kind"] == "Role"
         assert bindings[ns]["subjects"] == [

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from ..cluster.kube import Kube, core_path
-from .conftest import KUEUE, delete_queues, make_queues, wait_phase
+from ..cluster.kube import Kube, core_path, pod_path
+from .conftest import KUEUE, delete_queues, lease_holder, make_queues, wait_phase
 from .test_gang import create, describe, free_millicpu, gang_job, job_pods
 
 
@@ -140,3 +140,45 @@ def test_a_job_without_t9k_scheduler_is_untouched_by_kueue(node, kube: Kube, nam
     (pod,) = job_pods(kube, namespace, "plain")
     assert not any(k.startswith("kueue.x-k8s.io/") for k in pod["metadata"].get("labels") or {})
     assert not pod["spec"].get("schedulingGates")
+
+
+def test_restarts_of_the_operator_and_of_kueue_lose_nothing_and_duplicate_nothing(
+    node, kube: Kube, kubectl, namespace: str, quota: int
+) -> None:
+    """A job waits for quota held by another; the operator's leader pod and Kueue's pod are
+    deleted (both come back through their Deployments). The waiting job keeps its one Workload
+    (same uid), gets no pod while it waits, and is admitted and succeeds once the quota is free."""
+    holder = create(kube, namespace, queued_job("holder", quota, 50, "while [ ! -f /tmp/done ]; do sleep 0.2; done"))
+    Kube.wait_for(
+        lambda: [p for p in job_pods(kube, namespace, "holder") if p["status"].get("phase") == "Running"],
+        timeout=180, interval=0.3, what="the holder running",
+    )
+    waiter = create(kube, namespace, queued_job("waiter", quota, 10, "echo waited"))
+    Kube.wait_for(lambda: (q := condition(kube.get(waiter), "Queued")) and q["reason"] == "Pending",
+                  timeout=60, interval=0.3, what="the waiter to wait for quota")
+    (wl,) = [w for w in workloads(kube, namespace) if w["metadata"]["name"] == "waiter"]
+    leader = lease_holder(kube)
+    pods = kube.list("/api/v1/namespaces/t9k-jobs-system/pods", label_selector="app.kubernetes.io/name=t9k-jobs")
+    leader_pod = next(p["metadata"]["name"] for p in pods if leader.startswith(p["metadata"]["name"]))
+    kubectl("delete", "pod", "-n", "t9k-jobs-system", leader_pod, "--wait=false")
+    for pod in kube.list(pod_path("kueue-system")):
+        kubectl("delete", "pod", "-n", "kueue-system", pod["metadata"]["name"], "--wait=false")
+    Kube.wait_for(lambda: (h := lease_holder(kube)) and not h.startswith(leader_pod), timeout=120,
+                  interval=0.5, what="another operator pod to take the Lease")
+    Kube.wait_for(
+        lambda: kube.get("/apis/apps/v1/namespaces/kueue-system/deployments/kueue-controller-manager")["status"]
+        .get("readyReplicas", 0) >= 1 and len(kube.list(pod_path("kueue-system"))) == 1,
+        timeout=240, interval=0.5, what="Kueue back with one ready pod",
+    )
+    assert job_pods(kube, namespace, "waiter") == []
+    kubectl("exec", "-n", namespace, "holder-worker-0", "--", "touch", "/tmp/done")
+    done = wait_phase(kube, waiter, ("Succeeded", "Failed"), timeout=240)
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert wait_phase(kube, holder, ("Succeeded", "Failed"))["status"]["phase"] == "Succeeded"
+    created = [e for e in kube.list(core_path(namespace, "events"))
+               if e["involvedObject"].get("kind") == "Workload" and e["involvedObject"]["name"] == "waiter"]  # fmt: skip
+    # Every event Kueue wrote about a "waiter" Workload is about the one made before the restarts.
+    assert {e["involvedObject"].get("uid") for e in created} <= {wl["metadata"]["uid"]}, created
+    (pod,) = job_pods(kube, namespace, "waiter")
+    assert pod["status"]["phase"] == "Succeeded"
+    assert done["status"].get("backoffCount", 0) == 0

@@ -448,7 +448,7 @@ def _rbac_template() -> str:
         "apiVersion": role["apiVersion"],
         "kind": "Role",
         "metadata": _meta(scoped, jobs_name, namespace="$ns", ctx="$"),
-        "rules": copy.deepcopy(rbac.cluster_role()["rules"]),
+        "rules": rbac.namespaced_rules(),
     }
     ns_binding = {
         "apiVersion": binding["apiVersion"],
@@ -457,12 +457,31 @@ def _rbac_template() -> str:
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": scoped.expr(jobs_name)},
         "subjects": _subjects(scoped, "$"),
     }
+    # Cluster-scoped resources (PriorityClasses, Kueue's ResourceFlavors) cannot be granted by a
+    # Role: a small ClusterRole holds those rules alone.
+    wide = _Template()
+    wide_name = 'printf "%s-cluster-scoped" (include "t9k-jobs.fullname" .)'
+    wide_role = {
+        "apiVersion": role["apiVersion"],
+        "kind": "ClusterRole",
+        "metadata": _meta(wide, wide_name, namespace=None),
+        "rules": rbac.cluster_scoped_rules(),
+    }
+    wide_binding = {
+        "apiVersion": binding["apiVersion"],
+        "kind": "ClusterRoleBinding",
+        "metadata": _meta(wide, wide_name, namespace=None),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": wide.expr(wide_name)},
+        "subjects": _subjects(wide),
+    }
     return (
         _TEMPLATE_HEADER
         + "{{- if .Values.watchNamespaces }}\n"
         + "{{- range $ns := .Values.watchNamespaces }}\n---\n"
         + scoped.dump([ns_role, ns_binding])
-        + "{{- end }}\n{{- else }}\n"
+        + "{{- end }}\n---\n"
+        + wide.dump([wide_role, wide_binding])
+        + "{{- else }}\n"
         + cluster.dump([role, binding])
         + "{{- end }}\n"
     )

@@ -215,6 +215,27 @@ def cluster_role_binding() -> dict[str, Any]:
     }
 
 
+#: Resources of :func:`cluster_role` that are cluster-scoped: a Role in a namespace cannot grant
+#: them, so an operator that watches only some namespaces gets them from a small ClusterRole
+#: (:func:`cluster_scoped_rules`; the chart's ``watchNamespaces``).
+CLUSTER_SCOPED = frozenset({(PRIORITYCLASSES.group, PRIORITYCLASSES.plural), (RESOURCEFLAVORS.group, RESOURCEFLAVORS.plural)})
+
+
+def _is_cluster_scoped(rule: dict[str, Any]) -> bool:
+    return all((g, r) in CLUSTER_SCOPED for g in rule["apiGroups"] for r in rule["resources"])
+
+
+def namespaced_rules() -> list[dict[str, Any]]:
+    """The rules of :func:`cluster_role` on namespaced resources: a watched namespace's Role."""
+    return [r for r in cluster_role()["rules"] if not _is_cluster_scoped(r)]
+
+
+def cluster_scoped_rules() -> list[dict[str, Any]]:
+    """The rules of :func:`cluster_role` on cluster-scoped resources (the t9k-priority-N
+    PriorityClasses it makes, the Kueue ResourceFlavors it reads)."""
+    return [r for r in cluster_role()["rules"] if _is_cluster_scoped(r)]
+
+
 # --------------------------------------------------------------------------- leader election
 
 
