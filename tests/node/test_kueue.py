@@ -179,6 +179,7 @@ def test_restarts_of_the_operator_and_of_kueue_lose_nothing_and_duplicate_nothin
                if e["involvedObject"].get("kind") == "Workload" and e["involvedObject"]["name"] == "waiter"]  # fmt: skip
     # Every event Kueue wrote about a "waiter" Workload is about the one made before the restarts.
     assert {e["involvedObject"].get("uid") for e in created} <= {wl["metadata"]["uid"]}, created
-    (pod,) = job_pods(kube, namespace, "waiter")
-    assert pod["status"]["phase"] == "Succeeded"
+    # One pod, never replaced; the kubelet reports its phase a moment after its container ended.
+    Kube.wait_for(lambda: [p["status"].get("phase") for p in job_pods(kube, namespace, "waiter")] == ["Succeeded"],
+                  timeout=60, interval=0.3, what="the waiter's one pod Succeeded")
     assert done["status"].get("backoffCount", 0) == 0
