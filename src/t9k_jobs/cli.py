@@ -228,6 +228,14 @@ def operator(
             help="Seconds between checks of the APIs served (PodGroups); a change restarts the operator (exit 3). 0: at start only.",
         ),
     ] = 300.0,
+    node_lost_after: Annotated[
+        float,
+        typer.Option(
+            "--node-lost-after",
+            min=1,
+            help="Seconds a node may be NotReady/Unknown before the replicas on it fail with reason NodeLost and their pods are deleted, then force-deleted after their grace period.",
+        ),
+    ] = 60.0,
 ) -> None:
     """Reconcile GenericJob, PyTorchTrainingJob, DeepSpeedJob and ColossalAIJob on a cluster."""
     import os
@@ -253,6 +261,7 @@ def operator(
         qps=qps,
         burst=burst,
         discovery_interval=discovery_interval,
+        node_lost_after=node_lost_after,
     )
     try:
         code = run_operator(config, log_level)
@@ -823,6 +832,36 @@ def scale(
 ) -> None:
     """Set an elastic job's expectedReplicas (PyTorchTrainingJob, DeepSpeedJob with spec.elastic.enabled)."""
     _spec_verb("scale", kind, name, target, replicas)
+
+
+@app.command()
+@_takes_target(all_namespaces=True)
+def dashboard(
+    port: Annotated[
+        str, typer.Option("--port", help="The port (0: any free one); HOST:PORT only for a loopback HOST.")
+    ] = "8700",
+    address: Annotated[
+        Optional[str],
+        typer.Option("--address", help="Bind here instead of 127.0.0.1 (0.0.0.0: every interface; no login)."),
+    ] = None,
+    allow_actions: Annotated[
+        bool, typer.Option("--allow-actions", help="Offer pause, resume, scale and delete (each confirmed).")
+    ] = False,
+    *,
+    target: _Target,
+) -> None:
+    """Serve a web dashboard of the jobs (this machine's runs, or a cluster's) on 127.0.0.1 and print
+    its URL: live job list, job pages (why not Running, replicas, events, timeline), logs, loss plots.
+    Read-only unless --allow-actions. Needs the dashboard extra (docs/dashboard.md)."""
+    from .dashboard import missing
+
+    if missing():
+        _fail([f"dashboard: {', '.join(missing())} not installed: bash scripts/bootstrap.sh examples,dashboard"], 1)
+    from .dashboard.server import serve
+
+    with _verb():
+        code = serve(target.client, port, address, allow_actions, target.all_namespaces, echo=lambda s: typer.echo(s))
+    raise typer.Exit(code)
 
 
 @app.command()

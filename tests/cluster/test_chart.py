@@ -279,11 +279,11 @@ def test_values_reach_the_deployment() -> None:
 
 def test_watch_namespaces_grant_roles_instead_of_a_cluster_role() -> None:
     objects = render("--set", "watchNamespaces={team-a,team-b}")
-    # Only the cluster-scoped rules (PriorityClasses made, Kueue's ResourceFlavors read) stay in a
+    # Only the cluster-scoped rules (PriorityClasses made, Kueue's ResourceFlavors and Nodes read) stay in a
     # ClusterRole of their own: a Role cannot grant them.
     (wide,) = [o for o in objects if o["kind"] == "ClusterRole"]
     (wide_binding,) = [o for o in objects if o["kind"] == "ClusterRoleBinding"]
-    assert wide["rules"] == rbac.cluster_scoped_rules() and len(wide["rules"]) == 2
+    assert wide["rules"] == rbac.cluster_scoped_rules() and len(wide["rules"]) == 3
     assert wide["metadata"]["name"] == wide_binding["roleRef"]["name"] == "t9k-jobs-operator-cluster-scoped"
     assert "namespace" not in wide["metadata"]
     assert wide_binding["subjects"] == [{"kind": "ServiceAccount", "name": rbac.NAME, "namespace": rbac.NAMESPACE}]

@@ -194,6 +194,7 @@ def test_exact_cluster_role() -> None:
         # Kueue: a t9kScheduler job's Workload (deleted, never patched) and the flavors' node labels.
         ("kueue.x-k8s.io", "workloads"): children,
         ("kueue.x-k8s.io", "resourceflavors"): {"get", "list", "watch"},
+        ("", "nodes"): {"get", "list", "watch"},
     }
     assert granted == expected
     assert ("", "pods/status") not in granted and ("", "pods/exec") not in granted

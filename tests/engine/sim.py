@@ -64,6 +64,10 @@ class Sim:
         self.deleted: list[str] = []  # every pod name ever deleted by a plan, in order
         self.plans: list[Plan] = []
         self._uids = 0
+        # Nodes whose kubelet stopped answering (Observed.unreachable_nodes) and the limit.
+        self.unreachable: dict[str, float] = {}
+        self.node_lost_after = 60.0
+        self.grace = 30.0  # a graceful deletion's grace period (deletion_deadline = now + grace)
 
     # ------------------------------------------------------------------ the runtime
 
@@ -79,6 +83,8 @@ class Sim:
             gang=self.gang,
             queueing=self.queueing,
             workload=self.workload if ("Workload", self.job.name) in self.others else None,
+            unreachable_nodes=dict(self.unreachable),
+            node_lost_after=self.node_lost_after,
         )
 
     def plan(self) -> Plan:
@@ -146,8 +152,9 @@ class Sim:
             if pod is None or (d.uid is not None and pod.uid != d.uid):
                 continue
             self.deleted.append(d.name)
-            if self.graceful:
-                self.pods[d.name] = replace(pod, deleting=True)
+            if self.graceful and not d.force:
+                if not pod.deleting:
+                    self.pods[d.name] = replace(pod, deleting=True, deletion_deadline=self.now + self.grace)
             else:
                 del self.pods[d.name]
         self.job = self.job.model_copy(update={"status": plan.status})

@@ -98,6 +98,8 @@ CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 SECRETS = Resource("", "v1", "secrets", "Secret")
 EVENTS = Resource("", "v1", "events", "Event")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+#: Nodes (cluster-scoped): the operator reads their ``Ready`` condition to tell a lost node.
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
 PODGROUPS = Resource("scheduler.tensorstack.dev", "v1beta1", "podgroups", "PodGroup")
@@ -333,11 +335,16 @@ class KubeClient:
         *,
         uid: str | None = None,
         propagation: str = "Background",
+        grace_period: int | None = None,
     ) -> dict[str, Any]:
-        """Delete, only if the object still has ``uid`` when given (a UID precondition)."""
+        """Delete, only if the object still has ``uid`` when given (a UID precondition).
+        ``grace_period``: seconds for a pod to stop (``gracePeriodSeconds``; 0 deletes it at once,
+        without waiting for its kubelet); ``None`` keeps the pod's own."""
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
         if uid:
             body["preconditions"] = {"uid": uid}
+        if grace_period is not None:
+            body["gracePeriodSeconds"] = grace_period
         return await self.request("DELETE", res.path(namespace, _segment(name, "name")), body=body)
 
     async def watch(

@@ -21,6 +21,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import aiohttp
@@ -38,6 +39,7 @@ from ..engine import (
     restart_attempt_label,
     rfc3339,
 )
+from ..engine.node_loss import NODE_LOST_AFTER
 from ..frameworks import parse_job
 from ..frameworks.base import (
     LABEL_OWNER_KIND,
@@ -52,6 +54,7 @@ from .client import (
     CORE_CHILDREN,
     EVENTS,
     NATIVE_PODGROUPS,
+    NODES,
     OPTIONAL_CHILDREN,
     PRIORITYCLASSES,
     RESOURCEFLAVORS,
@@ -194,6 +197,8 @@ def _project_pod(obj: dict[str, Any], labels: dict[str, str], deleting: bool) ->
     except ValueError:
         index = 0
     return ObservedPod(
+        node=spec.get("nodeName") or None,
+        deletion_deadline=_epoch(meta.get("deletionTimestamp")),
         name=meta["name"],
         uid=meta.get("uid", ""),
         replica_type=labels.get(LABEL_REPLICA_TYPE, ""),
@@ -210,6 +215,30 @@ def _project_pod(obj: dict[str, Any], labels: dict[str, str], deleting: bool) ->
         desired_hash=desired_hash_of(obj) or None,
         restart_attempt=restart_attempt_label(labels),
     )
+
+
+def _epoch(stamp: Any) -> float | None:
+    """An RFC 3339 timestamp of the API (``2026-11-27T03:04:05Z``) as seconds since the epoch;
+    ``None`` when absent or not in that form."""
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def unreachable_since(obj: dict[str, Any]) -> float | None:
+    """When a Node's ``Ready`` condition left True (its ``lastTransitionTime``, seconds since the
+    epoch) if it is ``False`` or ``Unknown`` now; ``None`` for a Ready node or one without the
+    condition (just registered). kube-controller-manager's node lifecycle controller sets it
+    ``Unknown`` when the kubelet stopped posting status for ``--node-monitor-grace-period``."""
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
+            if cond.get("status") == "True":
+                return None
+            return _epoch(cond.get("lastTransitionTime")) or time.time()
+    return None
 
 
 def _project_containers(statuses: list[dict[str, Any]] | None) -> tuple[ContainerState, ...]:
@@ -251,8 +280,12 @@ class Controller:
         identity: str = "",
         batch_period: float = 1.0,
         native_gang: bool = False,
+        node_lost_after: float = NODE_LOST_AFTER,
     ) -> None:
         self.client = client
+        # Seconds a node may be unreachable before the replicas on it count as lost (issue 25;
+        # :mod:`t9k_jobs.engine.node_loss`); the operator's --node-lost-after.
+        self.node_lost_after = node_lost_after
         # Whether scheduling.k8s.io/v1beta1 PodGroups are served (Kubernetes 1.37, gate
         # GenericWorkload): used for t9kScheduler jobs where T9k's own PodGroup is not served.
         self.native_gang = native_gang and "PodGroup" not in (optional_kinds or set())
@@ -274,6 +307,8 @@ class Controller:
         self.job_informers: dict[str, list[Informer[dict[str, Any]]]] = {}
         self.child_informers: list[Informer[Child]] = []
         self.flavors: Informer[dict[str, str]] | None = None
+        # Every node, as when it stopped being Ready (None: Ready): a replica's node lost.
+        self.nodes: Informer[float | None] | None = None
         # Every job the controller remembers something about (state.py); a record is dropped
         # as soon as it holds nothing (:meth:`_release`).
         self.jobs: dict[JobKey, JobState] = {}
@@ -302,10 +337,25 @@ class Controller:
         if self.queueing:
             # The node labels of Kueue's flavors, put on the pods of an admitted job.
             self.flavors = Informer(self.client, RESOURCEFLAVORS, transform=_flavor_labels)
+        # Nodes' readiness: the replicas of a node unreachable for node_lost_after are lost.
+        self.nodes = Informer(self.client, NODES, transform=unreachable_since)
+        self.nodes.add_handler(self._on_node)
 
     def informers(self) -> list[Informer[Any]]:
-        flavors: list[Informer[Any]] = [self.flavors] if self.flavors is not None else []
-        return [i for infs in self.job_informers.values() for i in infs] + list(self.child_informers) + flavors
+        extra: list[Informer[Any]] = [i for i in (self.flavors, self.nodes) if i is not None]
+        return [i for infs in self.job_informers.values() for i in infs] + list(self.child_informers) + extra
+
+    def _on_node(self, event: str, key: Key, new: float | None, old: float | None) -> None:
+        """A node turned unreachable, or Ready again, or went: look at once at every job with a
+        pod on it (the engine then asks to look again when the node's limit passes)."""
+        if event == "MODIFIED" and new == old:
+            return
+        if event != "DELETED" and new is None and old is None:
+            return
+        node = key[1]
+        for jkey, state in list(self.jobs.items()):
+            if any(c.pod is not None and c.pod.node == node for c in state.children.values()):
+                self.queue.add(jkey)
 
     async def start_informers(self) -> None:
         """Start every informer and wait until each has listed once."""
@@ -498,6 +548,12 @@ class Controller:
                 if c.workload is not None and ref.name == key.name:
                     workload = self._with_node_labels(c)
         others |= {("Secret", name) for name in state.secrets}
+        unreachable: dict[str, float] = {}
+        if self.nodes is not None:
+            for pod in pods.values():
+                since = self.nodes.get("", pod.node) if pod.node else None
+                if since is not None:
+                    unreachable[pod.node] = since  # type: ignore[index]
         return Observed(
             pods=pods,
             others=frozenset(others),
@@ -508,6 +564,8 @@ class Controller:
             gang=self.gang_mode,
             queueing=self.queueing,
             workload=workload,
+            unreachable_nodes=unreachable,
+            node_lost_after=self.node_lost_after,
         )
 
     def _with_node_labels(self, c: Child) -> WorkloadState:
@@ -839,7 +897,7 @@ class Controller:
     async def _delete(self, key: JobKey, job: Job, d: Any) -> None:
         res = self.resource(d.kind)
         try:
-            await self.client.delete(res, job.namespace, d.name, uid=d.uid)
+            await self.client.delete(res, job.namespace, d.name, uid=d.uid, grace_period=0 if d.force else None)
         except ApiError as exc:
             self.expectations.observed_delete(key, ChildRef(d.kind, d.name))
             if exc.status in (404, 409):

@@ -28,6 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import leader
 from .client import DEFAULT_BURST, DEFAULT_QPS, NATIVE_PODGROUPS, OPTIONAL_CHILDREN, ApiError, KubeClient
+from ..engine.node_loss import NODE_LOST_AFTER
 from .controller import Controller
 
 log = logging.getLogger("t9k_jobs.operator")
@@ -60,6 +61,8 @@ class OperatorConfig:
     burst: int = DEFAULT_BURST
     #: Seconds between two checks of what the API server serves (0: checked at start only).
     discovery_interval: float = 300.0
+    #: Seconds a node may be unreachable before the replicas on it are lost (``--node-lost-after``).
+    node_lost_after: float = NODE_LOST_AFTER
 
 
 class Operator:
@@ -99,6 +102,7 @@ class Operator:
                 optional_kinds=served,
                 identity=self.identity,
                 native_gang=native,
+                node_lost_after=c.node_lost_after,
             )
             log.info("t9kScheduler jobs: gang mode %s", self.controller.gang_mode)
             log.info(

@@ -111,6 +111,9 @@ VALUES: tuple[Value, ...] = (
           "Client requests per second to the API server, 0 for no limit (--kube-api-qps)."),
     Value("kubeApi.burst", rbac.KUBE_API_BURST, {"type": "integer", "minimum": 1},
           "Client request burst (--kube-api-burst)."),
+    Value("nodeLostAfter", rbac.NODE_LOST_AFTER, {"type": "integer", "minimum": 1},
+          "Seconds a node may be NotReady/Unknown before the replicas on it fail with reason "
+          "NodeLost and their pods are deleted, then force-deleted (--node-lost-after)."),
     Value("logLevel", rbac.LOG_LEVEL, {"type": "string", "enum": ["DEBUG", "INFO", "WARNING", "ERROR"]},
           "Operator log level (--log-level)."),
     Value("metrics.port", rbac.METRICS_PORT, {"type": "integer", "minimum": 1, "maximum": 65535},
@@ -509,6 +512,7 @@ _FLAG_VALUES = {
     "--kube-api-qps": ".Values.kubeApi.qps | float64",
     "--kube-api-burst": ".Values.kubeApi.burst | int",
     "--log-level": ".Values.logLevel",
+    "--node-lost-after": ".Values.nodeLostAfter | int",
 }
 
 

@@ -16,7 +16,9 @@ The pass, in order (reference sections in brackets):
    admits it (:mod:`.admission`);
 5. each replica: create it, wait for it, or, once it ended, restart it by policy and backoff
    or record it as final [§1.4, §1.11]; a replica the scheduler preempted is recreated without
-   counting anything (:mod:`.preemption`);
+   counting anything (:mod:`.preemption`); a replica whose node is lost has ended, failed
+   (reason ``NodeLost``), and its pod is deleted, then force-deleted once its grace period has
+   passed (:mod:`.node_loss`, whatever the job's phase);
 6. the framework decides success or failure from the final replicas [§2.3, §3.2, §4.4, §5.3];
 7. replicas that wait for a reason (no image, no ConfigMap, no node) are reported, once;
 8. phase, conditions, tasks, aggregate and counters are derived, once, from what the steps
@@ -52,6 +54,8 @@ from .apply import apply_clean_up, apply_preemption, apply_queue, apply_restarts
 from .clean_up import clean_up
 from .context import CONFLICT_RECHECK, UNFINISHED_GRACE, Pass, Tally, parse_time, rfc3339
 from .deadline import deadline, start_clock
+from .node_loss import NODE_LOST, force_deletes, losses, project
+from .node_loss import wake as node_loss_wake
 from .desired import CLUSTER, build_pod, children, plan_children
 from .outcome import ending
 from .preemption import preemption
@@ -87,6 +91,12 @@ def reconcile(
     """
     p, t = begin(job, observed, now, addressing, launcher)
     phase, outcome = decide(p, t)
+    for d, ev in force_deletes(p.observed, now):
+        # A pod on a lost node past its grace period, whoever deleted it (issue 25).
+        if not any(x.force and x.name == d.name for x in t.plan.delete):
+            t.plan.delete = [x for x in t.plan.delete if (x.kind, x.name) != ("Pod", d.name)] + [d]
+            t.plan.events.append(ev)
+    t.wake(node_loss_wake(p.observed, now))
     t.plan.status = finish_status(p, t, phase, outcome)  # the status, derived once, at the end
     return t.plan
 
@@ -97,6 +107,7 @@ def begin(
     """A pass over ``job`` (what it reads) and its tally, holding step 1: the children other than
     pods to create, update or delete, and the spec's warnings on the first pass."""
     fw = framework_for(job)
+    observed = project(observed, now)  # replicas on lost nodes read as failed (:mod:`.node_loss`)
     old = job.status or JobStatus()
     groups = fw.groups(job)
     gang: GangMode = observed.gang if observed.gang in GANG_MODES else "t9k"  # type: ignore[assignment]
@@ -155,6 +166,9 @@ def decide(p: Pass, t: Tally) -> tuple[str, Outcome | None]:
         t.start_time = clock.start_time
         t.wake(clock.wake)
 
+    for pod, lost in losses(p.observed, p.now):
+        t.delete_pod(pod, NODE_LOST)
+        t.plan.events.append(lost)
     walk = classify(p, t.backoff_count)
     apply_walk(t, walk)
     taken = preemption(p, walk)

@@ -102,6 +102,11 @@ class ObservedPod:
     restart_attempt: int | None = None
     disruption_reason: str | None = None
     disruption_message: str | None = None
+    #: The node the pod is bound to (``spec.nodeName``), ``None`` while unscheduled or locally.
+    node: str | None = None
+    #: When the pod's grace period ends (its ``deletionTimestamp``, seconds since the epoch): the
+    #: kubelet should have stopped it by then; ``None`` when it is not being deleted.
+    deletion_deadline: float | None = None
 
     @property
     def preempted(self) -> bool:
@@ -207,16 +212,26 @@ class Observed:
     queueing: bool = False
     #: The job's Workload, when it exists and the runtime queues (``queueing``).
     workload: WorkloadState | None = None
+    #: Nodes of the job's pods whose kubelet stopped answering: node name -> when its ``Ready``
+    #: condition left True (seconds since the epoch; ``False`` or ``Unknown`` since then). A node
+    #: that is Ready, or that a runtime does not know (a local run), is absent (:mod:`.node_loss`).
+    unreachable_nodes: dict[str, float] = field(default_factory=dict)
+    #: Seconds a node stays unreachable before the replicas on it count as lost (reason
+    #: ``NodeLost``); the operator's ``--node-lost-after``.
+    node_lost_after: float = 60.0
 
 
 @dataclass(frozen=True)
 class Delete:
-    """Delete ``kind``/``name``, only if its UID is still ``uid`` (``None``: no precondition)."""
+    """Delete ``kind``/``name``, only if its UID is still ``uid`` (``None``: no precondition).
+    ``force``: with a zero grace period, not waiting for a kubelet to confirm (a pod on a lost
+    node whose grace period has passed: :mod:`.node_loss`)."""
 
     kind: str
     name: str
     uid: str | None
     reason: str
+    force: bool = False
 
 
 @dataclass(frozen=True)
