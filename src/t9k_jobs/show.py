@@ -276,6 +276,7 @@ def why(view: JobView) -> str | None:
 
 
 def _why(view: JobView) -> str | None:
+    from .engine.node_loss import NODE_LOST
     from .engine.replica_status import being_replaced
     from .engine.types import PREEMPTION_BY_SCHEDULER
 
@@ -319,6 +320,15 @@ def _why(view: JobView) -> str | None:
         if being_replaced(rs) or (rs.phase == "Creating" and rs.reason == PREEMPTION_BY_SCHEDULER)
     ]
     preempted = [rs for rs in replacing if rs.reason == PREEMPTION_BY_SCHEDULER]
+    lost = [rs for rs in replacing if rs.reason == NODE_LOST]
+    if lost:
+        # Its node stopped answering (engine/node_loss.py): what happened and what follows.
+        return "; ".join(
+            f"{rs.name} lost with its node ({rs.message or 'unreachable'}): its pod is deleted, force-deleted "
+            f"once its grace period has passed, and the replica restarted (restart {rs.restart_count}, "
+            f"backoff count {status.backoff_count})"
+            for rs in lost
+        )
     if preempted:
         names = ", ".join(rs.name for rs in preempted)
         return f"{names} preempted: recreated once the scheduler's deletion ends (no restart counted)"
