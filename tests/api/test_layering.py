@@ -29,6 +29,7 @@ LEVELS: list[set[str]] = [
     {"local", "cluster"},  # the two runtimes: the process supervisor, the operator; each its backend
     {"deploy"},  # CRDs, RBAC, Deployment, Helm chart, `t9k-jobs install` (from cluster's tables)
     {"client"},  # the SDK
+    {"dashboard"},  # the web dashboard, over the SDK (t9k-jobs dashboard)
     {"cli"},
 ]
 LAYERS = {name: level for level, names in enumerate(LEVELS) for name in names}
