@@ -14,6 +14,11 @@ Fixtures:
   Kueue answering (``node.kueue_seconds``: how long its install took) and the operator installed
   and leading (Kueue before the operator: tests/node/test_kueue_install.py). The last test,
   ``test_tooling.py::test_down_leaves_the_machine_as_it_was``, takes it down.
+* ``second_node`` (module): node 2, ``t9k-node-2`` (198.18.0.3, pods in 10.244.1.0/24), joined to
+  the session's cluster with ``Node.add_node`` and the images pause and training; yields its name
+  (Ready, untainted) and takes it out again (``Node.remove_node``) after the module's tests, unless
+  a test removed it already. ``node.second_node_join_s``: the seconds its join took;
+  ``node.second_node_before``: the host's state before it joined (hoststate.snapshot of node 2).
 * ``kube`` (session): a :class:`~tests.cluster.kube.Kube` client for it.
 * ``kubectl`` (session): ``kubectl(*args, check=True, input=None, timeout=120) -> CompletedProcess``.
 * ``namespace`` (function): a fresh namespace ``n-<random>``, deleted afterwards.
@@ -42,6 +47,8 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO / "tools" / "node"))
 from node import PRIVATE_PATHS, Node, NodeError, preflight  # noqa: E402
+
+SECOND_NODE_IMAGES = ("pause", "training")
 
 IMAGES = ("pause", "training", "operator", "kueue")
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
@@ -126,6 +133,32 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     node.host_before = before  # type: ignore[attr-defined]
     yield node
     node.down()
+
+
+def archives(*names: str) -> list[Path]:
+    """The OCI archives of the images ``names`` (pause, training, operator, kueue), built once."""
+    _prepare()
+    return [Path(_build["images"][name]) for name in names]
+
+
+@pytest.fixture(scope="module")
+def second_node(node: Node) -> Iterator[str]:
+    m = node.member(2)
+    if 2 in node.members():
+        node.remove_node(2)  # left behind by a module whose teardown did not finish
+    before = hoststate.snapshot(m.home, m.cgroup, m.veth)
+    started = time.monotonic()
+    try:
+        name = node.add_node(2, archives(*SECOND_NODE_IMAGES))
+    except NodeError as exc:
+        pytest.fail(f"node 2 did not join: {exc}", pytrace=False)
+    node.second_node_join_s = time.monotonic() - started  # type: ignore[attr-defined]
+    node.second_node_before = before  # type: ignore[attr-defined]
+    try:
+        yield name
+    finally:
+        if 2 in node.members():
+            node.remove_node(2)
 
 
 def install_operator(node: Node) -> None:

@@ -1,7 +1,8 @@
-"""What a node could leave behind on the host, as comparable data: mounts, network links and
-namespaces, the host's routes (the node adds one, to its pod network) and iptables rules, cgroups,
-kernel and network settings, the fixed paths the kubelet and containerd use, and the node's
-processes.
+"""What a node could leave behind on the host, as comparable data: mounts, network links (its
+veth, the host bridge) and namespaces, the host's routes (one to each node's pod network) and
+iptables rules, cgroups, kernel and network settings, the fixed paths the kubelet and containerd
+use, and the node's processes. Node K >= 2 of the same cluster is covered by the same snapshot
+(its cgroup, veth and directory are named after node 1's, with ``-K``).
 
 ``snapshot()`` before ``tools/node`` starts a node and after it is taken down must be equal
 (:func:`differences` lists what is not).
@@ -70,6 +71,11 @@ def _cgroups() -> list[str]:
     return sorted(out)
 
 
+def bridge_of(veth: str) -> str:
+    """The host bridge of the cluster whose node 1 has the host link ``veth`` (tools/node/node.py)."""
+    return "t9kb-" + veth.removeprefix("t9kn-")
+
+
 def _processes(node_dir: str, cgroup: str) -> list[str]:
     """Processes of the node: in its cgroup, or with its directory on their command line."""
     out = []
@@ -88,9 +94,10 @@ def _processes(node_dir: str, cgroup: str) -> list[str]:
 
 def snapshot(node_dir: str | os.PathLike, cgroup: str, veth: str, private: tuple[str, ...] = ()) -> dict[str, Any]:
     """The host's state that the node of ``node_dir`` (cgroup ``cgroup``, host link ``veth``)
-    touches: its own mounts, links, cgroups and processes (another node started meanwhile does
-    not count), and the machine-wide iptables rules, network namespaces, kernel settings and fixed
-    paths. ``private``: the paths the node covers with a tmpfs of its own. Root needed (iptables)."""
+    touches: its own mounts, links (``veth``, ``veth-K``, the host bridge), cgroups (``cgroup``,
+    ``cgroup-K``) and processes (another cluster started meanwhile does not count), and the
+    machine-wide iptables rules, network namespaces, kernel settings and fixed paths. ``private``:
+    the paths the node covers with a tmpfs of its own. Root needed (iptables)."""
     run = lambda *c: subprocess.run(c, capture_output=True, text=True, check=False).stdout  # noqa: E731
     ours = (str(node_dir), *private)
     return {
@@ -100,12 +107,13 @@ def snapshot(node_dir: str | os.PathLike, cgroup: str, veth: str, private: tuple
         ),
         "links": sorted(
             name for name in (line.split(":")[1].strip().split("@")[0] for line in run("ip", "-o", "link").splitlines())
-            if name.startswith(veth) or name == "cni0"
+            if name.startswith(veth) or name in ("cni0", bridge_of(veth))
         ),
         "netns": sorted(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else None,
         "routes": routes(),
         "iptables": [line for line in run("iptables-save").splitlines() if not line.startswith(("#", ":"))],
-        "cgroups": [c for c in _cgroups() if c.endswith("/" + cgroup) or "kubepods" in c],
+        "cgroups": [c for c in _cgroups()
+                    if c.endswith("/" + cgroup) or f"/{cgroup}-" in c or "kubepods" in c],
         "sysctls": _sysctls(),
         "paths": {p: os.path.lexists(p) for p in FIXED_PATHS},
         "processes": _processes(str(node_dir), cgroup),

@@ -8,6 +8,7 @@ checked by the session's last test (test_tooling.py::test_down_leaves_the_machin
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -60,9 +61,11 @@ def test_kueue_runs_and_answers(node, kube: Kube) -> None:
 
 
 def test_the_host_routes_the_pod_network_into_the_node(node) -> None:
-    """The API server (on the host, at HOST_IP) reaches Kueue's webhook pod through a route of the
-    node's veth, absent before the node started (the last test finds it gone again)."""
-    ours = f"{POD_CIDR} via {NODE_IP} dev {node.veth}"
+    """The API server (on the host, at HOST_IP) reaches Kueue's webhook pod through a route over
+    the host bridge that joins the nodes' veths (node 1's among its ports), absent before the node
+    started (the last test finds it gone again)."""
+    ours = f"{POD_CIDR} via {NODE_IP} dev {node.bridge}"
+    assert Path(f"/sys/class/net/{node.veth}/master").resolve().name == node.bridge
     now = hoststate.routes()
     assert any(r.startswith(ours) for r in now), now
     assert not any(r.startswith(POD_CIDR) for r in node.host_before["routes"]), node.host_before["routes"]

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from . import hoststate
-from .conftest import PRIVATE_PATHS, REPO, Node, NodeError
+from .conftest import PRIVATE_PATHS, REPO, Node, NodeError, archives
 
 
 def test_up_refuses_without_root_in_one_line(tmp_path) -> None:
@@ -29,7 +29,12 @@ def test_a_second_node_is_refused_while_one_runs(node, tmp_path) -> None:
 
 def test_down_leaves_the_machine_as_it_was(node) -> None:
     """Runs last (conftest orders it): no process, mount, cgroup, link, network namespace, iptables
-    rule, fixed path or kernel setting of the node is left after down."""
+    rule, fixed path or kernel setting of the node is left after down; with a second node joined
+    and lost (frozen) at the time, so that down also finds, thaws and stops node 2, its veth,
+    routes and cgroups, and removes the host bridge."""
+    if 2 not in node.members():
+        node.add_node(2, archives("pause"))
+    node.lose("t9k-node-2")
     node.down()
     after = hoststate.snapshot(node.dir, node.cgroup, node.veth, PRIVATE_PATHS)
     diff = hoststate.differences(node.host_before, after)

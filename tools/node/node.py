@@ -1,31 +1,46 @@
 #!/usr/bin/env python3
-"""One real Kubernetes node on this machine: the test control plane plus a kubelet, containerd,
-runc, bridge CNI, kube-proxy and CoreDNS, for tests and trials (``tools/node/up.sh``, ``down.sh``).
+"""Real Kubernetes nodes on this machine: the test control plane plus, per node, a kubelet,
+containerd, runc, bridge CNI and kube-proxy (and CoreDNS on the first), for tests and trials
+(``tools/node/up.sh``, ``down.sh``, ``fault.sh``).
 
     node.py up --dir DIR [--cp-bin BINDIR] [--node-bin BINDIR] [--crds PATH]... [--image ARCHIVE]...
                [--kueue MANIFESTS]   # also install Kueue (tools/kueue/manifests.sh) and wait for it
+               [--nodes N]           # N real nodes (default 1): t9k-node, t9k-node-2, ...
     node.py down --dir DIR
     node.py status --dir DIR
-    node.py restart --dir DIR COMPONENT   # stop and start one daemon (containerd, kubelet, etcd...)
+    node.py restart --dir DIR COMPONENT   # stop and start one daemon of node 1 (containerd, kubelet, etcd...)
+    node.py fault --dir DIR lose|restore NODE   # freeze a node whole / thaw it in two steps
 
 The shape (docs/cluster.md has the walk-through):
 
+* **Several nodes.** Node 1 is ``t9k-node`` (``NODE_IP`` 198.18.0.2, pods in 10.244.0.0/24); node
+  K >= 2 is ``t9k-node-K`` (198.18.0.(K+1), pods in 10.244.(K-1).0/24), each with its own
+  namespaces, cgroup, containerd (image store ``~/.cache/t9k-jobs/node/containerd-K``), kubelet
+  and kube-proxy, everything below said of "the node" holding for each. CoreDNS runs on node 1
+  only; every kubelet gives its pods ``CLUSTER_DNS`` (node 1's address). The host side of every
+  node's veth is a port of one host bridge that holds ``HOST_IP``/24: the nodes reach each other
+  over it, each node routes the other nodes' pod networks via their addresses and the host routes
+  every pod network to its node. Pods talk to pods without NAT.
 * **A namespace of its own.** Everything of the node runs in one network namespace and one private
   mount namespace, held open by an anchor process: the pod bridge ``cni0``, kube-proxy's iptables
   rules, ``ip_forward``, the pods' network namespaces and every mount the kubelet and containerd make
   live there, and vanish with the node's last process. The host gets one veth pair into it: the host
-  side is ``HOST_IP`` (the API server binds it), the node side ``NODE_IP`` (the kubelet, CoreDNS).
-  The node has no default route, so nothing leaves this machine (an image pull fails at once).
-  The host routes the pod network ``POD_CIDR`` to ``NODE_IP`` over the veth (the route goes with
-  the veth), and the API server runs with ``--enable-aggregator-routing``, so that it reaches
+  side is a port of the host bridge, which holds ``HOST_IP`` (the API server binds it), the node
+  side ``NODE_IP`` (the kubelet, CoreDNS). The node has no default route, so nothing leaves this
+  machine (an image pull fails at once). The host routes the pod network ``POD_CIDR`` to
+  ``NODE_IP`` over the bridge (the route goes with the bridge), and the API server runs with
+  ``--enable-aggregator-routing``, so that it reaches
   webhooks and aggregated APIs served by pods (Kueue's) at their pod IPs.
 * **A cgroup of its own.** The daemons run in ``<cgroup>/system`` and the kubelet puts pods under
   ``<cgroup>/kubepods`` (its ``cgroupRoot``), so ``down`` finds every process of the node,
   containers and the shims that containerd double-forks included, freezes, kills and removes them.
+  ``fault lose`` freezes ``system`` and ``kubepods`` (the cgroup freezer) so that the node looks
+  powered off to the control plane; ``fault restore`` thaws the daemons first and the pods only
+  once every process of a pod deleted meanwhile has SIGKILL pending (see :meth:`Node.restore`).
 * **State in DIR**: logs in DIR/logs, the control plane in DIR/cp, the kubelet's root in
   DIR/kubelet, CNI and containerd configuration, ``node.json`` (what ``down`` undoes). containerd's
   image store is kept in the cache (``~/.cache/t9k-jobs/node/containerd``) so that images survive a
-  restart of the node; one node runs at a time on a machine (a lock on that store).
+  restart of the node; one cluster runs at a time on a machine (a lock on each store).
 * **Host settings restored**: the kubelet sets a few kernel sysctls (``vm.overcommit_memory``...);
   ``up`` records them and ``down`` puts them back.
 
@@ -37,6 +52,7 @@ tools/node/build.sh.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import fcntl
 import hashlib
 import json
@@ -49,6 +65,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -57,8 +74,15 @@ sys.path.insert(0, str(HERE.parent / "controlplane"))
 from controlplane import ControlPlane, ControlPlaneError  # noqa: E402
 
 NODE_NAME = "t9k-node"
-HOST_IP, NODE_IP, PREFIX = "198.18.0.1", "198.18.0.2", 30  # RFC 2544 benchmarking range: never routed
+HOST_IP, NODE_IP, PREFIX = "198.18.0.1", "198.18.0.2", 24  # RFC 2544 benchmarking range: never routed
 POD_CIDR = "10.244.0.0/24"
+CLUSTER_CIDR = "10.244.0.0/16"  # every node's pod network (kube-proxy's clusterCIDR)
+MAX_NODES = 20  # node K: 198.18.0.(K+1), 10.244.(K-1).0/24, link names within 15 characters
+LOSE_REFUSED = (
+    "t9k-node (node 1) hosts CoreDNS, the cluster's DNS at 198.18.0.2 for the pods of every node: "
+    "losing it would take name resolution from the whole cluster; lose another node"
+)
+RESTORE_TIMEOUT = 120.0  # seconds restore waits (kubelet heartbeat, stale pods' SIGKILL) before thawing pods
 # The API server calls webhooks, CRD conversion webhooks and aggregated APIs at an endpoint pod IP
 # of their Service (not its ClusterIP, which only kube-proxy's rules inside the node know); the
 # host reaches POD_CIDR through the route up() adds.
@@ -103,10 +127,31 @@ REQUIRED = {
 }
 CGROUP_FS = Path("/sys/fs/cgroup")
 NODE_DAEMONS = ("containerd", "kubelet", "kube-proxy", "coredns")  # started by up, in the node's namespaces
+SIGKILL_BIT = 1 << (signal.SIGKILL - 1)  # in /proc/PID/status SigPnd, ShdPnd
+
+
+def node_name(k: int) -> str:
+    """The name of node ``k`` (1-based): ``t9k-node``, ``t9k-node-2``..."""
+    return NODE_NAME if k == 1 else f"{NODE_NAME}-{k}"
+
+
+def node_ip(k: int) -> str:
+    """The address of node ``k`` on the host bridge: 198.18.0.(k+1)."""
+    return f"198.18.0.{k + 1}"
+
+
+def pod_cidr(k: int) -> str:
+    """The pod network of node ``k``: 10.244.(k-1).0/24."""
+    return f"10.244.{k - 1}.0/24"
 
 
 class NodeError(RuntimeError):
     """The node cannot start here, or a component failed; the message is one line (plus a log tail)."""
+
+
+class NodeInputError(NodeError):
+    """A request that names no node of the cluster, or asks for what is already so (a node lost
+    twice); one line, the command line exits 2."""
 
 
 # ------------------------------------------------------------------------------------------ cgroups
@@ -171,12 +216,18 @@ def cgroup_pids(name: str) -> set[int]:
 
 def kill_cgroup(name: str, spare: int | None = None, timeout: float = 30.0) -> None:
     """SIGKILL every process under ``name`` but ``spare`` (frozen first where the freezer allows,
-    so nothing forks away) until none is left. Raises NodeError on a timeout."""
+    so nothing forks away; sub-cgroups frozen by ``fault lose`` are thawed under the frozen parent)
+    until none is left. Raises NodeError on a timeout."""
     freezer = next((h / name for h in cgroup_hierarchies() if (h / name / "freezer.state").exists()), None)
     end = time.monotonic() + timeout
     while pids := cgroup_pids(name) - {spare}:
         if freezer is not None:
             _write(freezer / "freezer.state", "FROZEN")
+            # Below a frozen parent a thawed child stays frozen until the parent thaws: sub-cgroups
+            # that froze themselves (fault lose) thaw with SIGKILL pending and die at once.
+            for dirpath, _, _ in os.walk(freezer):
+                if dirpath != str(freezer):
+                    _write(Path(dirpath) / "freezer.state", "THAWED")
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -213,6 +264,79 @@ def _write(path: Path, text: str) -> None:
         path.write_text(text)
     except OSError:
         pass
+
+
+def freezer_dir(name: str) -> Path | None:
+    """The cgroup ``name`` in the hierarchy that freezes (v1 ``freezer``, v2 root), None without one."""
+    for h in cgroup_hierarchies():
+        if (h / name / "freezer.state").exists() or (h / name / "cgroup.freeze").exists():
+            return h / name
+    return None
+
+
+def set_frozen(path: Path, frozen: bool) -> None:
+    """Freeze or thaw the cgroup at ``path`` (v1 freezer.state, v2 cgroup.freeze); OSError passes up."""
+    if (path / "freezer.state").exists():
+        (path / "freezer.state").write_text("FROZEN" if frozen else "THAWED")
+    else:
+        (path / "cgroup.freeze").write_text("1" if frozen else "0")
+
+
+def frozen_state(path: Path) -> str:
+    """FROZEN, FREEZING or THAWED for the cgroup at ``path`` (v2: from cgroup.events); '' if absent."""
+    try:
+        if (path / "freezer.state").exists():
+            return (path / "freezer.state").read_text().strip()
+        events = dict(line.split() for line in (path / "cgroup.events").read_text().splitlines())
+        if events.get("frozen") == "1":
+            return "FROZEN"
+        return "FREEZING" if (path / "cgroup.freeze").read_text().strip() == "1" else "THAWED"
+    except (OSError, ValueError):
+        return ""
+
+
+def thaw_tree(name: str) -> None:
+    """Thaw the cgroup ``name`` and every cgroup below it, top down (a v1 cgroup frozen by itself
+    stays frozen when only its parent is thawed, and its processes cannot be killed meanwhile)."""
+    top = freezer_dir(name)
+    if top is None:
+        return
+    for dirpath, _, _ in sorted(os.walk(top), key=lambda w: len(w[0])):
+        try:
+            set_frozen(Path(dirpath), False)
+        except OSError:
+            pass
+
+
+def sigkill_pending(pid: int) -> bool:
+    """Whether ``pid`` has SIGKILL pending (for a thread or the whole process); False once it is gone."""
+    try:
+        fields = dict(
+            line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
+        )
+    except OSError:
+        return False
+    return any(int(fields.get(k, "0").strip() or "0", 16) & SIGKILL_BIT for k in ("SigPnd", "ShdPnd"))
+
+
+def pod_processes(cgroup: str) -> dict[str, set[int]]:
+    """pod uid -> the processes under ``cgroup`` whose cgroup path has a ``pod<uid>`` component (the
+    kubelet's pod cgroups; the systemd driver writes the uid's dashes as underscores)."""
+    out: dict[str, set[int]] = {}
+    top = freezer_dir(cgroup) or next((h / cgroup for h in cgroup_hierarchies()), None)
+    if top is None or not top.exists():
+        return out
+    for dirpath, _, files in os.walk(top):
+        uid = next((c[3:].replace("_", "-") for c in Path(dirpath).relative_to(top).parts
+                    if c.startswith("pod") and len(c) > 30), None)
+        if uid is None or "cgroup.procs" not in files:
+            continue
+        try:
+            procs = Path(dirpath, "cgroup.procs").read_text().split()
+            out.setdefault(uid, set()).update(int(p) for p in procs)
+        except OSError:
+            pass
+    return out
 
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -253,11 +377,29 @@ def preflight() -> None:
 # ---------------------------------------------------------------------------------------------- node
 
 
+@dataclass(frozen=True)
+class Member:
+    """What node ``k`` of a cluster is called and where its things are (see :meth:`Node.member`)."""
+
+    k: int
+    name: str  # its Node object
+    ip: str  # its address on the host bridge (the kubelet's node IP)
+    cidr: str  # its pod network
+    cgroup: str  # its cgroup, in every hierarchy: daemons in <cgroup>/system, pods in <cgroup>/kubepods
+    veth: str  # the host end of its veth pair (a port of the host bridge); the node end is eth0
+    home: Path  # its configuration and the kubelet's root: DIR for node 1, DIR/node-K
+    logs: Path  # its daemons' logs
+    socket: Path  # its containerd's socket
+    store: Path  # its containerd's root (in the cache: images persist)
+    lock: Path  # the lock on that store
+
+
 class Node:
-    """The node whose state lives in ``dir``. ``up()`` starts the control plane and the node and
-    waits until the node is Ready and DNS answers; ``down()`` (also from another process) undoes
-    everything. After ``up()``: ``plane`` (the ControlPlane: ``kubeconfig``, ``server``, ``token``,
-    ``bin_dir``), ``containerd_socket``, ``kubectl`` (argv prefix)."""
+    """The cluster whose state lives in ``dir``. ``up()`` starts the control plane and node 1 (more
+    with ``nodes=N`` or :meth:`add_node`) and waits until every node is Ready and DNS answers;
+    ``down()`` (also from another process) undoes everything. After ``up()``: ``plane`` (the
+    ControlPlane: ``kubeconfig``, ``server``, ``token``, ``bin_dir``), ``containerd_socket`` (node
+    1's), ``kubectl`` (argv prefix), ``cgroup`` and ``veth`` (node 1's), ``bridge`` (the host bridge)."""
 
     def __init__(
         self,
@@ -273,14 +415,28 @@ class Node:
         self.logs = self.dir / "logs"
         self.state_file = self.dir / "node.json"
         self.containerd_socket = self.dir / "containerd.sock"
-        self.cgroup = "t9k-node-" + hashlib.sha256(str(self.dir).encode()).hexdigest()[:8]
-        self.veth = "t9kn-" + hashlib.sha256(str(self.dir).encode()).hexdigest()[:6]
+        digest = hashlib.sha256(str(self.dir).encode()).hexdigest()
+        self.cgroup = "t9k-node-" + digest[:8]
+        self.veth = "t9kn-" + digest[:6]
+        self.bridge = "t9kb-" + digest[:6]
         self.plane = ControlPlane(
             self.dir / "cp", cp_bin, scheduler=True, crds=self.crds, address=HOST_IP, serve_pods=True,
             apiserver_args=APISERVER_ARGS,
         )
         self.state: dict = {}
         self.kueue_seconds: float | None = None  # how long install_kueue() took
+
+    def member(self, k: int) -> Member:
+        """Names and paths of node ``k`` (1 to MAX_NODES); NodeInputError otherwise."""
+        if not isinstance(k, int) or not 1 <= k <= MAX_NODES:
+            raise NodeInputError(f"no node {k!r}: nodes are numbered 1 to {MAX_NODES}")
+        if k == 1:
+            return Member(1, NODE_NAME, NODE_IP, POD_CIDR, self.cgroup, self.veth, self.dir, self.logs,
+                          self.containerd_socket, CACHE / "containerd", CACHE / "containerd.lock")
+        home = self.dir / f"node-{k}"
+        return Member(k, node_name(k), node_ip(k), pod_cidr(k), f"{self.cgroup}-{k}", f"{self.veth}-{k}",
+                      home, home / "logs", self.dir / f"containerd-{k}.sock", CACHE / f"containerd-{k}",
+                      CACHE / f"containerd-{k}.lock")
 
     # -- state ------------------------------------------------------------------------------------
     def _save(self) -> None:
@@ -292,6 +448,29 @@ class Node:
         except (OSError, ValueError):
             return {}
 
+    def _st(self, k: int) -> dict:
+        """The recorded state of node ``k``: node 1's at the top of node.json, node K's in nodes[K]."""
+        return self.state if k == 1 else self.state.setdefault("nodes", {}).setdefault(str(k), {})
+
+    def members(self) -> list[int]:
+        """The numbers of the nodes recorded in node.json (started, or half started), ascending."""
+        state = self._load() or self.state
+        if not state:
+            return []
+        return [1, *sorted(int(k) for k in state.get("nodes", {}))]
+
+    def node_names(self) -> list[str]:
+        """The names of the cluster's nodes, node 1's first (``t9k-node``, ``t9k-node-2``...)."""
+        return [node_name(k) for k in self.members()]
+
+    def index(self, name: str) -> int:
+        """The number of the node called ``name``; NodeInputError naming the nodes there are."""
+        for k in self.members():
+            if node_name(k) == name:
+                return k
+        known = ", ".join(self.node_names()) or "none: the cluster is down"
+        raise NodeInputError(f"no node {name!r} in the cluster of {self.dir} (nodes: {known})")
+
     @property
     def kubeconfig(self) -> Path:
         return self.plane.kubeconfig
@@ -300,13 +479,16 @@ class Node:
     def kubectl(self) -> list[str]:
         return [str(self.plane.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}"]
 
-    def ctr(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-        """``ctr`` against this node's containerd, namespace k8s.io."""
-        return run("ctr", "-a", str(self.containerd_socket), "-n", "k8s.io", *args, check=check, timeout=timeout)
+    def ctr(
+        self, *args: str, check: bool = True, timeout: float = 600, k: int = 1
+    ) -> subprocess.CompletedProcess:
+        """``ctr`` against node ``k``'s containerd, namespace k8s.io."""
+        socket = str(self.member(k).socket)
+        return run("ctr", "-a", socket, "-n", "k8s.io", *args, check=check, timeout=timeout)
 
-    def nsenter(self, *cmd: str) -> list[str]:
-        """argv that runs ``cmd`` inside the node's network and mount namespaces."""
-        return ["nsenter", "-t", str(self.state["anchor"]), "--mount", "--net", "--", *cmd]
+    def nsenter(self, *cmd: str, k: int = 1) -> list[str]:
+        """argv that runs ``cmd`` inside node ``k``'s network and mount namespaces."""
+        return ["nsenter", "-t", str(self._st(k)["anchor"]), "--mount", "--net", "--", *cmd]
 
     # -- up ---------------------------------------------------------------------------------------
     def up(
@@ -314,13 +496,18 @@ class Node:
         images: list[str | os.PathLike] = (),
         timeout: float = 120.0,
         kueue: str | os.PathLike | None = None,
+        nodes: int = 1,
     ) -> Node:
         """Start everything and wait (``timeout`` seconds per step) until the node is Ready, untainted,
         serves DNS and the ``default`` ServiceAccount exists. ``images``: OCI archives to import into
         containerd (the sandbox image must be among them or already there). ``kueue``: Kueue's
         install manifests (``tools/kueue/manifests.sh --no-visibility``; its image among ``images``):
-        installed once the node is Ready, see :meth:`install_kueue`. On failure everything started
-        is stopped and NodeError (or ControlPlaneError) is raised."""
+        installed once the node is Ready, see :meth:`install_kueue`. ``nodes``: how many real nodes
+        (1 to MAX_NODES); nodes 2..N join after node 1 (and Kueue) as :meth:`add_node` joins them,
+        with the same images. On failure everything started is stopped and NodeError (or
+        ControlPlaneError) is raised; NodeInputError for a bad ``nodes``."""
+        if not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
+            raise NodeInputError(f"--nodes must be 1 to {MAX_NODES}, not {nodes!r}")
         preflight()
         self.node_bin = self.node_bin or Path(
             subprocess.run(["bash", str(HERE / "build.sh")], stdout=subprocess.PIPE, text=True, check=True)
@@ -335,25 +522,20 @@ class Node:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
         CACHE.mkdir(parents=True, exist_ok=True)
-        lock = os.open(CACHE / "containerd.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(lock)
-            raise NodeError(
-                f"another node holds containerd's store {CACHE / 'containerd'} (see {REGISTRY}); stop it first"
-            ) from None
+        m = self.member(1)
+        lock = self._lock(m)
         self.state = {"dir": str(self.dir), "cgroup": self.cgroup, "veth": self.veth, "pids": {}, "made_dirs": []}
         self.state["sysctls"] = {k: Path("/proc/sys", k).read_text().strip() for k in KUBELET_SYSCTLS}
         self._save()
         REGISTRY.write_text(json.dumps({"dir": str(self.dir)}))
         try:
-            self._namespaces(lock)
+            self._host_bridge()
+            self._namespaces(m, lock)
             self.plane.start()
-            self._start_containerd()
+            self._start_containerd(m)
             self.import_images(list(images))
-            self._start_kubelet()
-            self._start_kube_proxy()
+            self._start_kubelet(m)
+            self._start_kube_proxy(m)
             self._start_coredns()
             self._wait_ready(timeout)
             if kueue is not None:
@@ -363,10 +545,85 @@ class Node:
             raise
         finally:
             os.close(lock)  # the anchor holds it from here on, as long as the node lives
+        try:
+            for k in range(2, nodes + 1):
+                self.add_node(k, images, timeout)
+        except BaseException:
+            self.down()
+            raise
         return self
 
-    def _namespaces(self, lock: int) -> None:
-        make_cgroup(self.cgroup)
+    def add_node(self, k: int, images: list[str | os.PathLike] = (), timeout: float = 120.0) -> str:
+        """Join node ``k`` (2 to MAX_NODES) to the running cluster: its namespaces, cgroup, veth and
+        routes, its containerd (``images`` imported, those already there skipped), kubelet and
+        kube-proxy; wait (``timeout`` seconds per step) until it is Ready and untainted and its
+        kube-proxy healthy. Returns its name. NodeInputError when ``k`` is out of range or already
+        a node, NodeError when no cluster runs from this DIR or the node does not come up (then
+        nothing of it is left: :meth:`remove_node`)."""
+        self.state = self._load()
+        m = self.member(k)
+        if k == 1:
+            raise NodeInputError("node 1 is started by up, not added")
+        if not self.state or not alive(self.state.get("anchor", 0)):
+            raise NodeError(f"no cluster runs from {self.dir}; start one with tools/node/up.sh {self.dir}")
+        if str(k) in self.state.get("nodes", {}):
+            raise NodeInputError(f"{m.name} is already a node of the cluster of {self.dir}")
+        self.node_bin = self.node_bin or Path(self.state["node_bin"])
+        m.logs.mkdir(parents=True, exist_ok=True)
+        lock = self._lock(m)
+        self._st(k).update({"cgroup": m.cgroup, "veth": m.veth, "pids": {}, "made_dirs": []})
+        self._save()
+        try:
+            self._namespaces(m, lock)
+            self._start_containerd(m)
+            self.import_images(list(images), k=k)
+            self._start_kubelet(m)
+            proxy = self._start_kube_proxy(m)
+            self._wait_member(m, timeout)
+            self._until(m, "kube-proxy", "healthy", lambda: _http_ok(f"http://{m.ip}:10256/healthz"), timeout,
+                        proxy)
+        except BaseException:
+            self.remove_node(k)
+            raise
+        finally:
+            os.close(lock)
+        return m.name
+
+    def _lock(self, m: Member) -> int:
+        """Lock ``m``'s containerd store; its anchor inherits the descriptor and holds it."""
+        CACHE.mkdir(parents=True, exist_ok=True)
+        lock = os.open(m.lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(lock)
+            raise NodeError(
+                f"another node holds containerd's store {m.store} (see {REGISTRY}); stop it first"
+            ) from None
+        return lock
+
+    def _host_bridge(self) -> None:
+        """The host bridge that holds HOST_IP and joins the nodes' veths; where the host passes
+        bridged traffic through iptables (br_netfilter), a FORWARD rule that accepts it (recorded,
+        removed by down)."""
+        self.state["bridge"] = self.bridge
+        self._save()
+        run("ip", "link", "add", self.bridge, "type", "bridge")
+        run("ip", "addr", "add", f"{HOST_IP}/{PREFIX}", "dev", self.bridge)
+        run("ip", "link", "set", self.bridge, "up")
+        try:
+            bridged = Path("/proc/sys/net/bridge/bridge-nf-call-iptables").read_text().strip() == "1"
+        except OSError:
+            bridged = False
+        if bridged:
+            rule = ["FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT"]
+            self.state["iptables"] = [rule]
+            self._save()
+            run("iptables", "-w", "-I", *rule[:1], "1", *rule[1:])
+
+    def _namespaces(self, m: Member, lock: int) -> None:
+        st = self._st(m.k)
+        make_cgroup(m.cgroup)
         # The anchor also holds the lock on containerd's store: containerd would hand its copy on to
         # the shims it starts (Go leaves inherited descriptors open), which outlive a containerd
         # restart, so that a restarted containerd could not lock the store again.
@@ -376,78 +633,88 @@ class Node:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=join_cgroup(self.cgroup),
+            preexec_fn=join_cgroup(m.cgroup),
             pass_fds=(lock,),
         )
-        self.state["anchor"] = anchor.pid
+        st["anchor"] = anchor.pid
         self._save()
         end = time.monotonic() + 10
         while os.readlink(f"/proc/{anchor.pid}/ns/net") == os.readlink("/proc/self/ns/net"):
             if anchor.poll() is not None or time.monotonic() > end:
                 raise NodeError(f"unshare of the node's namespaces failed (exit {anchor.poll()})")
             time.sleep(0.02)
-        peer = self.veth + "p"
-        run("ip", "link", "add", self.veth, "type", "veth", "peer", "name", peer)
+        peer = m.veth + "p"
+        run("ip", "link", "add", m.veth, "type", "veth", "peer", "name", peer)
         run("ip", "link", "set", peer, "netns", str(anchor.pid))
-        run("ip", "addr", "add", f"{HOST_IP}/{PREFIX}", "dev", self.veth)
-        run("ip", "link", "set", self.veth, "up")
-        ns = self.nsenter
+        run("ip", "link", "set", m.veth, "master", self.bridge)
+        run("ip", "link", "set", m.veth, "up")
+        ns = lambda *cmd: self.nsenter(*cmd, k=m.k)  # noqa: E731
         run(*ns("ip", "link", "set", "lo", "up"))
         run(*ns("ip", "link", "set", peer, "name", "eth0"))
-        run(*ns("ip", "addr", "add", f"{NODE_IP}/{PREFIX}", "dev", "eth0"))
+        run(*ns("ip", "addr", "add", f"{m.ip}/{PREFIX}", "dev", "eth0"))
         run(*ns("ip", "link", "set", "eth0", "up"))
         # The API server (on the host) reaches pods, webhook servers among them, through the node;
-        # the route is the veth's and goes with it.
-        run("ip", "route", "add", POD_CIDR, "via", NODE_IP, "dev", self.veth)
+        # the route is the bridge's and goes with it. The nodes route each other's pod networks.
+        run("ip", "route", "replace", m.cidr, "via", m.ip, "dev", self.bridge)
+        for j in self.members():
+            if j == m.k or not self._st(j).get("anchor"):
+                continue
+            other = self.member(j)
+            run(*ns("ip", "route", "replace", other.cidr, "via", other.ip, "dev", "eth0"))
+            run(*self.nsenter("ip", "route", "replace", m.cidr, "via", m.ip, "dev", "eth0", k=j), check=False)
         for path in PRIVATE_PATHS:
             real = os.path.realpath(path)
             if not os.path.isdir(real):
                 os.makedirs(real)
-                self.state["made_dirs"].append(real)
+                st["made_dirs"].append(real)
             run(*ns("mount", "-t", "tmpfs", "-o", "mode=0755", "t9k-node", real))
         self._save()
 
-    def _spawn(self, name: str, *argv: str, **kw) -> subprocess.Popen:
-        self.state.setdefault("argv", {})[name] = list(argv)  # for start_component()
-        with open(self.logs / f"{name}.log", "ab") as log:
+    def _spawn(self, name: str, *argv: str, k: int = 1, **kw) -> subprocess.Popen:
+        m, st = self.member(k), self._st(k)
+        st.setdefault("argv", {})[name] = list(argv)  # for start_component()
+        with open(m.logs / f"{name}.log", "ab") as log:
             proc = subprocess.Popen(
-                self.nsenter(*argv),
+                self.nsenter(*argv, k=k),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=join_cgroup(self.cgroup),
+                preexec_fn=join_cgroup(m.cgroup),
                 **kw,
             )
-        self.state["pids"][name] = proc.pid
+        st["pids"][name] = proc.pid
         self._save()
         return proc
 
-    def _fail(self, name: str, why: str) -> NodeError:
+    def _fail(self, m: Member, name: str, why: str) -> NodeError:
+        log = m.logs / f"{name}.log"
         try:
-            tail = "\n".join((self.logs / f"{name}.log").read_text(errors="replace").splitlines()[-25:])
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
         except OSError:
             tail = "(no log)"
-        return NodeError(f"{name} {why}\n--- tail of {self.logs / (name + '.log')} ---\n{tail}")
+        where = "" if m.k == 1 or name.startswith("kube-controller") else f" of {m.name}"
+        return NodeError(f"{name}{where} {why}\n--- tail of {log} ---\n{tail}")
 
-    def _until(self, name: str, what: str, check, timeout: float, proc: subprocess.Popen | None = None) -> None:
+    def _until(self, m: Member, name: str, what: str, check, timeout: float,
+               proc: subprocess.Popen | None = None) -> None:
         end = time.monotonic() + timeout
         while True:
             if proc is not None and proc.poll() is not None:
-                raise self._fail(name, f"exited with status {proc.returncode} before {what}")
+                raise self._fail(m, name, f"exited with status {proc.returncode} before {what}")
             try:
                 if check():
                     return
             except Exception:  # noqa: BLE001 - readiness polling: retry until the deadline
                 pass
             if time.monotonic() > end:
-                raise self._fail(name, f"not {what} after {timeout:.0f} s")
+                raise self._fail(m, name, f"not {what} after {timeout:.0f} s")
             time.sleep(0.2)
 
-    def _start_containerd(self) -> None:
-        root = CACHE / "containerd"
-        conf = self.dir / "containerd.toml"
-        cni = self.dir / "cni"
+    def _start_containerd(self, m: Member) -> None:
+        root = m.store
+        conf = m.home / "containerd.toml"
+        cni = m.home / "cni"
         (cni / "net.d").mkdir(parents=True, exist_ok=True)
         (cni / "net.d" / "10-t9k-bridge.conflist").write_text(
             json.dumps(
@@ -459,11 +726,12 @@ class Node:
                             "type": "bridge",
                             "bridge": "cni0",
                             "isGateway": True,
-                            "ipMasq": True,
+                            # No NAT: the host and every node route each pod network to its node.
+                            "ipMasq": False,
                             "hairpinMode": True,
                             "ipam": {
                                 "type": "host-local",
-                                "ranges": [[{"subnet": POD_CIDR}]],
+                                "ranges": [[{"subnet": m.cidr}]],
                                 "routes": [{"dst": "0.0.0.0/0"}],
                             },
                         },
@@ -478,7 +746,7 @@ class Node:
 root = "{root}"
 state = "/run/containerd"
 [grpc]
-  address = "{self.containerd_socket}"
+  address = "{m.socket}"
 [plugins."io.containerd.internal.v1.opt"]
   path = "{CACHE / 'opt'}"
 [plugins."io.containerd.grpc.v1.cri"]
@@ -496,42 +764,44 @@ state = "/run/containerd"
         SystemdCgroup = false
 """
         )
-        self.containerd_socket.unlink(missing_ok=True)
-        proc = self._spawn("containerd", "containerd", "--config", str(conf))
+        m.socket.unlink(missing_ok=True)
+        proc = self._spawn("containerd", "containerd", "--config", str(conf), k=m.k)
         self._until(
+            m,
             "containerd",
             "serving",
-            lambda: run("ctr", "-a", str(self.containerd_socket), "version", check=False, timeout=5).returncode == 0,
+            lambda: run("ctr", "-a", str(m.socket), "version", check=False, timeout=5).returncode == 0,
             60,
             proc,
         )
-        self._remove_stale_containers()
+        self._remove_stale_containers(m.k)
 
-    def _remove_stale_containers(self) -> None:
+    def _remove_stale_containers(self, k: int = 1) -> None:
         """Containers a node left in the store when it died without ``down`` (their processes are
         gone with its cgroup; the records would make the kubelet chase dead sandboxes)."""
-        for c in self.ctr("containers", "ls", "-q", timeout=60).stdout.split():
-            self.ctr("tasks", "rm", "-f", c, check=False, timeout=30)
-            self.ctr("containers", "rm", c, check=False, timeout=30)
+        for c in self.ctr("containers", "ls", "-q", timeout=60, k=k).stdout.split():
+            self.ctr("tasks", "rm", "-f", c, check=False, timeout=30, k=k)
+            self.ctr("containers", "rm", c, check=False, timeout=30, k=k)
 
-    def import_images(self, archives: list[str | os.PathLike]) -> None:
-        """Import OCI archives into the node's containerd (namespace k8s.io), skipping those whose
+    def import_images(self, archives: list[str | os.PathLike], k: int = 1) -> None:
+        """Import OCI archives into node ``k``'s containerd (namespace k8s.io), skipping those whose
         image is already there with the same manifest digest (tools/images/images.py import)."""
         if archives:
             run(sys.executable, str(ROOT / "tools" / "images" / "images.py"), "import",
-                str(self.containerd_socket), *map(str, archives), timeout=1800)
+                str(self.member(k).socket), *map(str, archives), timeout=1800)
 
-    def _start_kubelet(self) -> None:
-        kdir = self.dir / "kubelet"
-        kdir.mkdir(exist_ok=True)
-        (self.dir / "resolv.conf").write_text(f"nameserver {CLUSTER_DNS}\n")
-        conf = self.dir / "kubelet.yaml"
+    def _start_kubelet(self, m: Member) -> None:
+        self.state["node_bin"] = str(self.node_bin)  # for add_node() from another process
+        kdir = m.home / "kubelet"
+        kdir.mkdir(parents=True, exist_ok=True)
+        (m.home / "resolv.conf").write_text(f"nameserver {CLUSTER_DNS}\n")
+        conf = m.home / "kubelet.yaml"
         conf.write_text(
             f"""apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-containerRuntimeEndpoint: unix://{self.containerd_socket}
+containerRuntimeEndpoint: unix://{m.socket}
 cgroupDriver: cgroupfs
-cgroupRoot: /{self.cgroup}
+cgroupRoot: /{m.cgroup}
 cgroupsPerQOS: true
 enforceNodeAllocatable: ["pods"]
 failSwapOn: false
@@ -540,14 +810,14 @@ authentication: {{anonymous: {{enabled: true}}, webhook: {{enabled: false}}, x50
 authorization: {{mode: AlwaysAllow}}
 clusterDomain: cluster.local
 clusterDNS: ["{CLUSTER_DNS}"]
-resolvConf: {self.dir / 'resolv.conf'}
-address: {NODE_IP}
+resolvConf: {m.home / 'resolv.conf'}
+address: {m.ip}
 port: 10250
 readOnlyPort: 0
-healthzBindAddress: {NODE_IP}
+healthzBindAddress: {m.ip}
 healthzPort: 10248
-podLogsDir: {self.dir / 'pod-logs'}
-volumePluginDir: {self.dir / 'volume-plugins'}
+podLogsDir: {m.home / 'pod-logs'}
+volumePluginDir: {m.home / 'volume-plugins'}
 serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
@@ -562,27 +832,31 @@ evictionHard: {{memory.available: "100Mi", nodefs.available: "1%", imagefs.avail
             f"--kubeconfig={self.kubeconfig}",
             f"--root-dir={kdir}",
             f"--cert-dir={kdir / 'pki'}",
-            f"--node-ip={NODE_IP}",
-            f"--hostname-override={NODE_NAME}",
+            f"--node-ip={m.ip}",
+            f"--hostname-override={m.name}",
             "--v=2",
+            k=m.k,
         )
-        self._until("kubelet", "serving", lambda: _http_ok(f"http://{NODE_IP}:10248/healthz"), 90, proc)
+        self._until(m, "kubelet", "serving", lambda: _http_ok(f"http://{m.ip}:10248/healthz"), 90, proc)
 
-    def _start_kube_proxy(self) -> None:
-        conf = self.dir / "kube-proxy.yaml"
+    def _start_kube_proxy(self, m: Member) -> subprocess.Popen:
+        conf = m.home / "kube-proxy.yaml"
         conf.write_text(
             f"""apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
-clusterCIDR: {POD_CIDR}
-hostnameOverride: {NODE_NAME}
+clusterCIDR: {CLUSTER_CIDR}
+hostnameOverride: {m.name}
 clientConnection: {{kubeconfig: {self.kubeconfig}}}
 conntrack: {{maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}}
 metricsBindAddress: 127.0.0.1:10249
-healthzBindAddress: {NODE_IP}:10256
+healthzBindAddress: {m.ip}:10256
 """
         )
-        self._kube_proxy = self._spawn("kube-proxy", str(self.node_bin / "kube-proxy"), f"--config={conf}")
+        proc = self._spawn("kube-proxy", str(self.node_bin / "kube-proxy"), f"--config={conf}", k=m.k)
+        if m.k == 1:
+            self._kube_proxy = proc
+        return proc
 
     def _start_coredns(self) -> None:
         conf = self.dir / "Corefile"
@@ -601,18 +875,26 @@ healthzBindAddress: {NODE_IP}:10256
         )
         self._coredns = self._spawn("coredns", str(self.node_bin / "coredns"), "-conf", str(conf))
 
-    def _wait_ready(self, timeout: float) -> None:
+    def _wait_member(self, m: Member, timeout: float) -> None:
+        """Wait (``timeout`` seconds) until node ``m`` is Ready and untainted; NodeError otherwise."""
         def node_ready() -> bool:
-            node = self.api(f"/api/v1/nodes/{NODE_NAME}")
+            node = self.api(f"/api/v1/nodes/{m.name}")
             ready = any(
                 c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", [])
             )
             return ready and not node.get("spec", {}).get("taints")
 
-        self._until("kubelet", "Ready and untainted", node_ready, timeout)
-        self._until("kube-proxy", "healthy", lambda: _http_ok(f"http://{NODE_IP}:10256/healthz"), timeout, self._kube_proxy)
-        self._until("coredns", "ready", lambda: _http_ok(f"http://{NODE_IP}:8181/ready"), timeout, self._coredns)
+        self._until(m, "kubelet", "Ready and untainted", node_ready, timeout)
+
+    def _wait_ready(self, timeout: float) -> None:
+        m = self.member(1)
+        self._wait_member(m, timeout)
+        self._until(m, "kube-proxy", "healthy", lambda: _http_ok(f"http://{NODE_IP}:10256/healthz"), timeout,
+                    self._kube_proxy)
+        self._until(m, "coredns", "ready", lambda: _http_ok(f"http://{NODE_IP}:8181/ready"), timeout,
+                    self._coredns)
         self._until(
+            m,
             "kube-controller-manager",
             "done with the default ServiceAccount",
             lambda: self.api("/api/v1/namespaces/default/serviceaccounts/default")
@@ -620,8 +902,24 @@ healthzBindAddress: {NODE_IP}:10256
             timeout,
         )
 
+    def _attach(self) -> None:
+        """For a cluster started by another process: the API server's address and the admin token
+        (from DIR/cp/kubeconfig and tokens.csv), and the binaries' directory."""
+        if self.plane.server:
+            return
+        try:
+            kubeconfig = self.plane.kubeconfig.read_text()
+            self.plane.token = (self.plane.dir / "tokens.csv").read_text().split(",", 1)[0]
+            launch = json.loads((self.plane.dir / "kube-apiserver.launch.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise NodeError(f"no control plane runs from {self.plane.dir} ({exc})") from None
+        self.plane.server = next(line.split("server:", 1)[1].strip() for line in kubeconfig.splitlines()
+                                 if "server:" in line)
+        self.plane.bin_dir = self.plane.bin_dir or Path(launch["argv"][0]).parent
+
     def api(self, path: str) -> dict:
         """GET ``path`` from the API server as admin; {} when it answers 404."""
+        self._attach()
         req = urllib.request.Request(self.plane.server + path, headers={"Authorization": f"Bearer {self.plane.token}"})
         ctx = ssl.create_default_context(cafile=str(self.plane.ca_file))
         try:
@@ -634,6 +932,7 @@ healthzBindAddress: {NODE_IP}:10256
 
     def call(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
         """One request to the API server as admin: (HTTP status, decoded answer), errors included."""
+        self._attach()
         headers = {"Authorization": f"Bearer {self.plane.token}", "Accept": "application/json"}
         data = None if body is None else json.dumps(body).encode()
         if data is not None:
@@ -729,22 +1028,21 @@ healthzBindAddress: {NODE_IP}:10256
     # -- down -------------------------------------------------------------------------------------
     def _live(self) -> bool:
         state = self._load()
-        return any(alive(p) for p in [state.get("anchor", 0), *state.get("pids", {}).values()] if p) or bool(
-            state.get("cgroup") and cgroup_pids(state["cgroup"])
+        parts = [state, *state.get("nodes", {}).values()]
+        return any(
+            any(alive(p) for p in [st.get("anchor", 0), *st.get("pids", {}).values()] if p)
+            or bool(st.get("cgroup") and cgroup_pids(st["cgroup"]))
+            for st in parts
         )
 
-    def down(self) -> None:
-        """Stop the node and its control plane and undo what ``up`` changed on the host: no process,
-        mount, cgroup, network namespace, veth, iptables rule or sysctl of the node is left. Safe to
-        call on a node that is half up, already down, or was started by another process."""
-        state = self._load() or self.state
-        if not state:
-            self.plane.stop()
-            return
-        pids = state.get("pids", {})
-        # The daemons end first, with a moment for containerd to close its store; then everything
-        # left in the node's cgroup (containers, shims, the anchor) is killed.
-        daemons = [pids[n] for n in ("kubelet", "kube-proxy", "coredns", "containerd") if pids.get(n)]
+    def _stop_daemons(self, sts: list[dict]) -> None:
+        """SIGTERM the daemons of these nodes' states (thawed first: a frozen process cannot die),
+        and give them five seconds to end (containerd closes its store)."""
+        for st in sts:
+            if st.get("cgroup"):
+                thaw_tree(f"{st['cgroup']}/system")
+        daemons = [st["pids"][n] for st in sts for n in ("kubelet", "kube-proxy", "coredns", "containerd")
+                   if st.get("pids", {}).get(n)]
         for pid in daemons:
             try:
                 os.kill(pid, signal.SIGTERM)
@@ -753,41 +1051,236 @@ healthzBindAddress: {NODE_IP}:10256
         end = time.monotonic() + 5
         while any(alive(p) for p in daemons) and time.monotonic() < end:
             time.sleep(0.05)
-        # Everything else but the anchor, whose namespaces keep the node's network (and the API
-        # server's address, the host end of the veth) up; the control plane stops while that
-        # address still exists (without it, the API server's shutdown hangs on its own
-        # connections), then the anchor goes and the namespaces with it.
-        cgroup = state.get("cgroup", self.cgroup)
-        kill_cgroup(cgroup, spare=state.get("anchor"))
-        self.plane.stop()
-        kill_cgroup(cgroup)
-        remove_cgroup(cgroup)
-        for pid in [state.get("anchor"), *pids.values()]:
+
+    def _clear(self, st: dict) -> None:
+        """After its processes are gone: node ``st``'s cgroups, zombies, host link, made dirs."""
+        cgroup = st.get("cgroup")
+        if cgroup:
+            kill_cgroup(cgroup)
+            remove_cgroup(cgroup)
+        for pid in [st.get("anchor"), *st.get("pids", {}).values()]:
             if pid:
-                try:
-                    os.waitpid(pid, os.WNOHANG)  # our own children: reap them
-                except ChildProcessError:
-                    pass
+                _reap(pid)  # our own children: reap them
         # A container whose shim was killed first is re-parented to PID 1 and stays a zombie (still
         # in the node's cgroup) until PID 1 reaps it, which some init systems do only now and then.
         end = time.monotonic() + 10
-        while _zombies(cgroup) and time.monotonic() < end:
+        while cgroup and _zombies(cgroup) and time.monotonic() < end:
             time.sleep(0.05)
-        veth = state.get("veth", self.veth)
-        if Path(f"/sys/class/net/{veth}").exists():
+        veth = st.get("veth")
+        if veth and Path(f"/sys/class/net/{veth}").exists():
             run("ip", "link", "del", veth, check=False)
-        for path in reversed(state.get("made_dirs", [])):
+        for path in reversed(st.get("made_dirs", [])):
             try:
                 os.rmdir(path)
             except OSError:
                 pass
+
+    def down(self) -> None:
+        """Stop every node and the control plane and undo what ``up`` and ``add_node`` changed on
+        the host: no process, mount, cgroup, network namespace, veth, bridge, route, iptables rule
+        or sysctl of any node is left. Frozen nodes (``fault lose``) are thawed first. Safe to call
+        on a cluster that is half up, already down, or was started by another process."""
+        state = self._load() or self.state
+        if not state:
+            self.plane.stop()
+            return
+        sts = [*state.get("nodes", {}).values(), state]
+        # The daemons end first, with a moment for containerd to close its store; then everything
+        # left in each node's cgroup (containers, shims) but the anchors is killed. The control plane
+        # stops while the network is still up (without the API server's address, its shutdown hangs
+        # on its own connections); then the anchors go and the namespaces with them.
+        self._stop_daemons(sts)
+        for st in sts:
+            if st.get("cgroup"):
+                kill_cgroup(st["cgroup"], spare=st.get("anchor"))
+        self.plane.stop()
+        for st in sts:
+            self._clear(st)
+        bridge = state.get("bridge")
+        if bridge and Path(f"/sys/class/net/{bridge}").exists():
+            run("ip", "link", "del", bridge, check=False)  # its address and routes go with it
+        for rule in state.get("iptables", []):
+            while run("iptables", "-w", "-D", *rule, check=False).returncode == 0:
+                pass
         for key, value in state.get("sysctls", {}).items():
             _write(Path("/proc/sys", key), value)
+        for k in state.get("nodes", {}):
+            self.member(int(k)).socket.unlink(missing_ok=True)
         self.containerd_socket.unlink(missing_ok=True)
         self.state_file.unlink(missing_ok=True)
         if _registered() == str(self.dir):
             REGISTRY.unlink(missing_ok=True)
         self.state = {}
+
+    def remove_node(self, k: int, timeout: float = 60.0) -> None:
+        """Take node ``k`` (2 to MAX_NODES) out of the cluster: stop its daemons, pods and anchor
+        (thawed first if lost), remove its cgroups, veth, routes (on the host and in the other
+        nodes) and Node object (its Lease goes with it; its pods' objects are collected by the
+        pod garbage collector), so that nothing of it is left on the host. Safe on a node that is
+        half up. NodeInputError for node 1 or a node the cluster does not have; NodeError when the
+        API server does not delete the Node within ``timeout`` seconds."""
+        self.state = self._load()
+        m = self.member(k)
+        if k == 1:
+            raise NodeInputError("node 1 leaves with the cluster: tools/node/down.sh")
+        st = self.state.get("nodes", {}).get(str(k))
+        if st is None:
+            raise NodeInputError(f"{m.name} is not a node of the cluster of {self.dir}")
+        self._stop_daemons([st])
+        self._clear(st)
+        run("ip", "route", "del", m.cidr, "via", m.ip, check=False)
+        for j in self.members():
+            if j != k and alive(self._st(j).get("anchor", 0)):
+                run(*self.nsenter("ip", "route", "del", m.cidr, k=j), check=False)
+        m.socket.unlink(missing_ok=True)
+        self.state.get("frozen", {}).pop(m.name, None)
+        del self.state["nodes"][str(k)]
+        self._save()
+        if self.state.get("anchor") and alive(self.state["anchor"]):
+            end = time.monotonic() + timeout
+            while True:
+                try:
+                    status, answer = self.call("DELETE", f"/api/v1/nodes/{m.name}")
+                    if status in (200, 404):
+                        break
+                    why = f"HTTP {status}: {answer.get('message')}"
+                except OSError as exc:
+                    why = repr(exc)
+                if time.monotonic() > end:
+                    raise NodeError(f"the API server did not delete Node {m.name} in {timeout:.0f} s ({why})")
+                time.sleep(0.5)
+
+    # -- faults: a whole node lost and restored (tools/node/fault.sh) ------------------------------
+    def lose(self, name: str, timeout: float = 30.0) -> float:
+        """Freeze every process of node ``name`` at once, as a power loss or a partition looks to
+        the control plane: its ``system`` cgroup (kubelet, containerd, the shims, kube-proxy) and
+        its ``kubepods`` cgroup (every container). The parent is left alone, so that
+        :meth:`restore` can thaw the two one after the other (in cgroup v1 a child cannot thaw
+        while its parent is frozen). Recorded in node.json (``frozen``): restore and down work
+        from another process. Returns the seconds until both report FROZEN. NodeInputError for an
+        unknown node, one already lost, or node 1 (``LOSE_REFUSED``); NodeError when no freezer is
+        mounted or the freeze does not complete within ``timeout`` seconds."""
+        self.state = self._load()
+        k = self.index(name)
+        if k == 1:
+            raise NodeInputError(LOSE_REFUSED)
+        if name in self.state.get("frozen", {}):
+            raise NodeInputError(f"{name} is lost already (since {self.state['frozen'][name]['since']}); "
+                                 f"restore it first")
+        m = self.member(k)
+        parts = [freezer_dir(f"{m.cgroup}/{sub}") for sub in ("system", "kubepods")]
+        if None in parts:
+            raise NodeError(f"no freezer for the cgroups of {name} ({m.cgroup}/system, {m.cgroup}/kubepods)")
+        started = time.monotonic()
+        self.state.setdefault("frozen", {})[name] = {"since": _now(), "stage": "lost"}
+        self._save()
+        for path in parts:
+            set_frozen(path, True)
+        end = started + timeout
+        while (states := [frozen_state(p) for p in parts]) != ["FROZEN", "FROZEN"]:
+            if time.monotonic() > end:
+                raise NodeError(f"{name}: the freezer did not complete in {timeout:.0f} s (states {states})")
+            time.sleep(0.02)
+        return time.monotonic() - started
+
+    def restore(self, name: str, timeout: float = RESTORE_TIMEOUT, say=None) -> dict[str, float]:
+        """Thaw node ``name`` after :meth:`lose`, in two steps, so that no container of a pod the
+        control plane deleted meanwhile runs user code again:
+
+        1. thaw ``system`` (the daemons); wait until the kubelet heartbeats again (its Node Ready=True
+           and its Lease renewed, or its Ready heartbeat newer, after the thaw) and until every
+           process under ``kubepods`` of a pod that no longer exists in the API (cgroup component
+           ``pod<uid>``) has SIGKILL pending: the kubelet's kill of a frozen process stays pending,
+           and a task leaving the freezer with SIGKILL pending dies without running user code. The
+           sandboxes' ``pause`` processes are not waited for (the kubelet stops a sandbox only after
+           its containers have exited, which they cannot while frozen; pause runs no user code);
+        2. thaw ``kubepods``.
+
+        The two waits share ``timeout`` seconds; past it the pods are thawed anyway and ``say``
+        tells so. ``say(line)`` (default: print to stderr) gets one line per step with timings.
+        Returns ``{"heartbeat_s", "sigkill_s", "thawed_s"}``, seconds after the daemons' thaw
+        (``heartbeat_s``/``sigkill_s`` None when that wait timed out). NodeInputError for an
+        unknown node or one not lost."""
+        say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.state = self._load()
+        k = self.index(name)
+        if name not in self.state.get("frozen", {}):
+            raise NodeInputError(f"{name} is not lost; nothing to restore")
+        m = self.member(k)
+        system, pods = freezer_dir(f"{m.cgroup}/system"), freezer_dir(f"{m.cgroup}/kubepods")
+        thawed_at = time.time()
+        started = time.monotonic()
+        end = started + timeout
+        set_frozen(system, False)
+        self.state["frozen"][name]["stage"] = "daemons thawed"
+        self._save()
+        say(f"restore {name}: daemons thawed ({m.cgroup}/system), pods still frozen")
+        out: dict[str, float | None] = {"heartbeat_s": None, "sigkill_s": None}
+
+        def heartbeat() -> str:
+            node = self.api(f"/api/v1/nodes/{name}")
+            conditions = node.get("status", {}).get("conditions", [])
+            ready = next((c for c in conditions if c["type"] == "Ready"), {})
+            lease = self.api(f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}")
+            renewed = _epoch(lease.get("spec", {}).get("renewTime"))
+            if ready.get("status") != "True":
+                return f"Ready={ready.get('status', '?')}"
+            if max(renewed, _epoch(ready.get("lastHeartbeatTime"))) <= thawed_at:
+                return "no heartbeat since the thaw"
+            return ""
+
+        def stale() -> list[int]:
+            _, listing = self.call("GET", "/api/v1/pods")
+            if "items" not in listing:
+                raise OSError(f"no pod list: {listing.get('message')}")
+            known = {p["metadata"]["uid"] for p in listing["items"]}
+            gone = {uid: [p for p in pids if _comm(p) not in ("pause", "")]
+                    for uid, pids in pod_processes(f"{m.cgroup}/kubepods").items() if uid not in known}
+            counts[:] = [sum(map(len, gone.values())), len(gone)]
+            return [pid for pids in gone.values() for pid in pids if not sigkill_pending(pid)]
+
+        last, counts = "", [0, 0]  # processes, pods
+        while out["heartbeat_s"] is None and time.monotonic() < end:
+            try:
+                last = heartbeat()
+            except (OSError, ValueError) as exc:
+                last = repr(exc)
+            if not last:
+                out["heartbeat_s"] = time.monotonic() - started
+                say(f"restore {name}: kubelet heartbeating again, Ready=True, "
+                    f"{out['heartbeat_s']:.1f} s after the thaw")
+            else:
+                time.sleep(0.2)
+        if out["heartbeat_s"] is None:
+            say(f"restore {name}: WARNING no kubelet heartbeat in {timeout:.0f} s ({last}); "
+                "thawing the pods anyway")
+        else:
+            waiting: list[int] = []
+            while time.monotonic() < end:
+                try:
+                    waiting = stale()
+                except (OSError, ValueError):
+                    waiting = [-1]
+                if not waiting:
+                    out["sigkill_s"] = time.monotonic() - started
+                    say(f"restore {name}: every process of a deleted pod ({counts[0]} of {counts[1]} pods, "
+                        f"pause left out) has SIGKILL pending, {out['sigkill_s']:.1f} s after the thaw")
+                    break
+                time.sleep(0.2)
+            else:
+                say(f"restore {name}: WARNING processes {waiting} of deleted pods have no SIGKILL pending "
+                    f"after "
+                    f"{timeout:.0f} s; thawing the pods anyway")
+        set_frozen(pods, False)
+        out["thawed_s"] = time.monotonic() - started
+        del self.state["frozen"][name]
+        self._save()
+        say(f"restore {name}: pods thawed ({m.cgroup}/kubepods), {out['thawed_s']:.1f} s after the daemons")
+        return out  # type: ignore[return-value]
+
+    def lost(self) -> list[str]:
+        """The names of the nodes lost now (frozen by :meth:`lose`, not restored)."""
+        return sorted((self._load() or self.state).get("frozen", {}))
 
     # -- faults: one daemon stopped and started again (tests/node/test_faults.py) ------------------
     def stop_component(self, name: str, grace: float = 15.0) -> float:
@@ -845,7 +1338,7 @@ healthzBindAddress: {NODE_IP}:10256
             "kube-proxy": lambda: _http_ok(f"http://{NODE_IP}:10256/healthz"),
             "coredns": lambda: _http_ok(f"http://{NODE_IP}:8181/ready"),
         }[name]
-        self._until(name, "serving again", serving, timeout, proc)
+        self._until(self.member(1), name, "serving again", serving, timeout, proc)
         return time.monotonic() - started
 
     def restart_component(self, name: str, timeout: float = 120.0) -> dict[str, float]:
@@ -853,10 +1346,13 @@ healthzBindAddress: {NODE_IP}:10256
         return {"stop_s": self.stop_component(name), "start_s": self.start_component(name, timeout)}
 
     def status(self) -> dict[str, bool]:
-        """name -> running, for the control plane's components and the node's daemons."""
+        """name -> running, for the control plane's components and every node's daemons (those of
+        node K >= 2 as ``DAEMON@t9k-node-K``)."""
         state = self._load()
         out = {n: n in self.plane.running() for n in self.plane.pids()}
         out.update({n: alive(p) for n, p in state.get("pids", {}).items()})
+        for k, st in sorted(state.get("nodes", {}).items(), key=lambda kv: int(kv[0])):
+            out.update({f"{n}@{node_name(int(k))}": alive(p) for n, p in st.get("pids", {}).items()})
         return out
 
 
@@ -895,15 +1391,38 @@ def _http_ok(url: str) -> bool:
         return False
 
 
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _epoch(stamp: str | None) -> float:
+    """Seconds since the epoch of an API timestamp (RFC 3339, with or without micros); 0 for none."""
+    if not stamp:
+        return 0.0
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("up", "down", "status", "restart"):
+    for name in ("up", "down", "status", "restart", "fault"):
         p = sub.add_parser(name)
         p.add_argument("--dir", required=True, help="state directory (logs, configs, the control plane)")
         if name == "restart":
             p.add_argument("component", choices=[*NODE_DAEMONS, "kube-apiserver", "etcd",
                                                  "kube-controller-manager", "kube-scheduler"])
+        if name == "fault":
+            p.add_argument("action", choices=["lose", "restore"])
+            p.add_argument("node", help="the node's name (t9k-node-2...)")
         if name == "up":
             p.add_argument("--cp-bin", help="control-plane binaries (default: tools/controlplane/build.sh)")
             p.add_argument("--node-bin", help="kubelet, kube-proxy, coredns (default: tools/node/build.sh)")
@@ -912,17 +1431,19 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--timeout", type=float, default=120.0, help="seconds per step")
             p.add_argument("--kueue", metavar="MANIFESTS",
                            help="also install Kueue from these (tools/kueue/manifests.sh --no-visibility)")
+            p.add_argument("--nodes", type=int, default=1,
+                           help=f"how many real nodes, 1 to {MAX_NODES} (default 1)")
     args = parser.parse_args(argv)
     node = Node(args.dir, getattr(args, "cp_bin", None), getattr(args, "node_bin", None), getattr(args, "crds", []))
     try:
         if args.command == "up":
             started = time.monotonic()
-            node.up(args.image, args.timeout, kueue=args.kueue)
+            node.up(args.image, args.timeout, kueue=args.kueue, nodes=args.nodes)
             took = time.monotonic() - started
             if node.kueue_seconds is not None:
                 print(f"node: Kueue installed, Available, its webhooks answering in "
                       f"{node.kueue_seconds:.1f} s", file=sys.stderr)
-            print(f"node: {NODE_NAME} Ready in {took:.1f} s", file=sys.stderr)
+            print(f"node: {', '.join(node.node_names())} Ready in {took:.1f} s", file=sys.stderr)
             print(f"export KUBECONFIG={node.kubeconfig}")
         elif args.command == "down":
             node.down()
@@ -930,11 +1451,21 @@ def main(argv: list[str] | None = None) -> int:
             took = node.restart_component(args.component)
             print(f"node: {args.component} stopped in {took['stop_s']:.1f} s, serving again "
                   f"{took['start_s']:.1f} s after its start", file=sys.stderr)
+        elif args.command == "fault" and args.action == "lose":
+            took = node.lose(args.node)
+            print(f"fault: {args.node} lost: system and kubepods FROZEN in {took:.2f} s", file=sys.stderr)
+        elif args.command == "fault":
+            node.restore(args.node, say=lambda line: print(f"fault: {line}", file=sys.stderr, flush=True))
         else:
             status = node.status()
             for name, up in status.items():
-                print(f"{name:24} {'running' if up else 'stopped'}")
+                print(f"{name:40} {'running' if up else 'stopped'}")
+            for name in node.lost():
+                print(f"{name:40} lost (frozen)")
             return 0 if status and all(status.values()) else 3
+    except NodeInputError as exc:
+        print(f"node: {exc}", file=sys.stderr)
+        return 2
     except (NodeError, ControlPlaneError) as exc:
         print(f"node: {exc}", file=sys.stderr)
         return 1

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Start the test control plane plus one real node (containerd, runc, bridge CNI, kubelet,
-# kube-proxy, CoreDNS) on this machine, and print the KUBECONFIG to use:
+# Start the test control plane plus real nodes (containerd, runc, bridge CNI, kubelet,
+# kube-proxy; CoreDNS on the first) on this machine, and print the KUBECONFIG to use:
 #
-#   tools/node/up.sh DIR [--image NAME]... [--kueue]   # then: export KUBECONFIG=DIR/cp/kubeconfig
+#   tools/node/up.sh DIR [--image NAME]... [--kueue] [--nodes N]   # then: export KUBECONFIG=DIR/cp/kubeconfig
+#   tools/node/fault.sh DIR lose|restore NODE  # freeze a node whole / thaw it (docs/cluster.md)
 #   tools/node/down.sh DIR                     # stops it and leaves nothing behind
+#
+# --nodes N (default 1, at most 20): t9k-node (198.18.0.2, pods 10.244.0.0/24) plus t9k-node-K
+# (198.18.0.(K+1), pods 10.244.(K-1).0/24) for K = 2..N, each with its own namespaces, cgroup,
+# containerd (store ~/.cache/t9k-jobs/node/containerd-K), kubelet and kube-proxy, joined over a
+# host bridge; every node gets the same images.
 #
 # Installs the Debian packages it needs when missing (root), builds and caches the binaries
 # (tools/controlplane/build.sh, tools/node/build.sh) and the images (tools/images/build.sh: the
@@ -17,15 +23,23 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-dir="${1:?usage: tools/node/up.sh DIR [--image NAME]... [--kueue]}"
+usage="usage: tools/node/up.sh DIR [--image NAME]... [--kueue] [--nodes N]"
+dir="${1:?$usage}"
 shift
 images=(pause)
 kueue=0
+nodes=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --image) images+=("${2:?--image needs a name: training or operator}"); shift 2 ;;
     --kueue) kueue=1; shift ;;
-    *) echo "up.sh: unknown option $1 (accepted: --image NAME, --kueue)" >&2; exit 2 ;;
+    --nodes)
+      nodes="${2:-}"
+      if ! [[ "$nodes" =~ ^[0-9]+$ ]] || [ "$nodes" -lt 1 ] || [ "$nodes" -gt 20 ]; then
+        echo "up.sh: --nodes needs a number from 1 to 20, not '$nodes'" >&2; exit 2
+      fi
+      shift 2 ;;
+    *) echo "up.sh: unknown option $1 (accepted: --image NAME, --kueue, --nodes N)" >&2; exit 2 ;;
   esac
 done
 if [ "$(id -u)" -ne 0 ]; then
@@ -46,4 +60,4 @@ while read -r _ archive; do
   args+=(--image "$archive")
 done <<<"$built"
 exec "$py" "$here/node.py" up --dir "$dir" --cp-bin "$cp_bin" --node-bin "$node_bin" \
-  --crds "$root/deploy/crds" "${args[@]}"
+  --crds "$root/deploy/crds" --nodes "$nodes" "${args[@]}"
