@@ -37,6 +37,12 @@ if [ "$(id -u)" = 0 ] && [ ! -x /usr/sbin/sshd ]; then
   apt-get update -q >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server openssh-client >&2
 fi
+if [ "$(id -u)" = 0 ] && { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; }; then
+  # The dashboard's browser tests (tests/dashboard) drive Debian's headless chromium with Selenium.
+  step "installing chromium and chromium-driver for the dashboard's browser tests"
+  apt-get update -q >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium chromium-driver >&2
+fi
 images_pid=
 images_log="$(mktemp)"
 trap 'rm -f "$images_log"; [ -z "$images_pid" ] || kill "$images_pid" 2>/dev/null || true' EXIT

@@ -35,7 +35,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from .. import __version__
-from ..errors import JobsError, NotFound, UsageError
+from ..errors import ClusterError, JobsError, NotFound, UsageError
 from .metrics import Series, as_json
 from .source import JobKey, JobSource
 
@@ -100,8 +100,7 @@ def create_app(source: JobSource, allowed_hosts: list[str] | None = None, poll: 
             key = key_of(request)
             data = await in_thread(source.job, key)
         except JobsError as exc:
-            code = 404 if isinstance(exc, NotFound) else 400 if isinstance(exc, UsageError) else 502
-            return page(request, "error.html", code, problem=str(exc))
+            return page(request, "error.html", _status(exc), problem=str(exc))
         return page(request, "job.html", job=data, key={"kind": key.kind, "name": key.name, "namespace": key.namespace})
 
     # -- JSON
@@ -259,14 +258,15 @@ def create_app(source: JobSource, allowed_hosts: list[str] | None = None, poll: 
     async def health(request: Request) -> Response:
         return JSONResponse({"ok": True, "target": source.target})
 
-    job_path = "/job/{kind}/{name}"
-    api_path = "/api/job/{kind}/{name}"
+    # {name:path}: a name read from a run dir may hold a '/' (a valid one never does); the routes
+    # with a suffix come before the one without, which would match them too.
+    job_path = "/job/{kind}/{name:path}"
+    api_path = "/api/job/{kind}/{name:path}"
     routes = [
         Route("/", jobs_page),
         Route(job_path, job_page),
         Route("/api/jobs", jobs_json),
         Route("/api/jobs/events", jobs_events),
-        Route(api_path, job_json),
         Route(api_path + "/events", job_events),
         Route(api_path + "/logs/follow", logs_follow),
         Route(api_path + "/logs/page", logs_page),
@@ -274,6 +274,7 @@ def create_app(source: JobSource, allowed_hosts: list[str] | None = None, poll: 
         Route(api_path + "/logs/download", logs_download),
         Route(api_path + "/metrics/follow", metrics_follow),
         Route(api_path + "/actions/{verb}", action, methods=["POST"]),
+        Route(api_path, job_json),
         Route("/healthz", health),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
@@ -304,9 +305,18 @@ def _int(text: str | None, name: str, low: int | None = None, high: int | None =
     return value
 
 
+def _status(exc: JobsError) -> int:
+    """The HTTP status of a verb's error: 404 not found, 400 a bad request, 502 the cluster did not
+    answer as it should, 409 anything else (a finished job cannot be paused...)."""
+    if isinstance(exc, NotFound):
+        return 404
+    if isinstance(exc, UsageError):
+        return 400
+    return 502 if isinstance(exc, ClusterError) else 409
+
+
 def _error(exc: JobsError) -> JSONResponse:
-    code = 404 if isinstance(exc, NotFound) else 400 if isinstance(exc, UsageError) else 502
-    return JSONResponse({"error": str(exc)}, code)
+    return JSONResponse({"error": str(exc)}, _status(exc))
 
 
 def _cut(line: str) -> str:
@@ -315,15 +325,14 @@ def _cut(line: str) -> str:
 
 def _page(lines: Iterator[str], number: int, size: int) -> dict[str, Any]:
     """Page ``number`` (from 0; -1: the last) of ``size`` lines, read through once: only that page
-    (and the one before it, for the last) is held, whatever the log's size."""
+    is held, whatever the log's size."""
     held: list[str] = []
-    previous: list[str] = []
     total = 0
     try:
         for line in lines:
             if number < 0:
-                if total % size == 0 and total:
-                    previous, held = held, []
+                if total % size == 0:
+                    held = []
                 held.append(_cut(line))
             elif number * size <= total < (number + 1) * size:
                 held.append(_cut(line))
@@ -335,7 +344,6 @@ def _page(lines: Iterator[str], number: int, size: int) -> dict[str, Any]:
     pages = max(1, -(-total // size))
     if number < 0:
         number = pages - 1
-        del previous
     return {"page": number, "pages": pages, "size": size, "total": total, "first": number * size + 1, "lines": held}
 
 

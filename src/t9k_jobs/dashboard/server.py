@@ -171,6 +171,8 @@ def serve(
     server = uvicorn.Server(config)
     try:
         server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn raises the signal again once it has shut down: Ctrl-C is the way to stop
+        pass
     finally:
         sock.close()
     return 0

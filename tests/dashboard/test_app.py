@@ -1,0 +1,297 @@
+"""The dashboard's app without a browser (Starlette's TestClient) over a real finished local run,
+its bind rules, its metrics parser on the examples' own print format, and ``t9k-jobs dashboard``'s
+bad input (one line, exit 2)."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from t9k_jobs import Client
+from t9k_jobs.errors import UsageError
+from tests.dashboard.conftest import LIMIT, Runs, generic
+
+# Starlette 1.x asks for httpx2 under its TestClient; httpx (in the lock) works the same here.
+pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
+
+REPO = Path(__file__).resolve().parents[2]
+#: The line the examples' rank 0 prints each epoch (examples/*/train*.py), as a format.
+EXAMPLE_FORMAT = 'f"epoch {epoch}/{args.epochs} loss {mean_loss:.4f} test_accuracy {accuracy:.4f}"'
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
+    """One GenericJob run to Succeeded (two replicas printing a few epochs and a line with markup),
+    then its merged log made long (25,000 more lines) for the paging tests."""
+    root = tmp_path_factory.mktemp("dashboard-app")
+    runs = Runs(root)
+    code = (
+        "import os\n"
+        "for e in range(1, 4):\n"
+        "    print(f'epoch {e}/3 loss {1 / e:.4f} test_accuracy {1 - 0.1 / e:.4f}', flush=True)\n"
+        "print('<b>done</b>', flush=True)\n"
+    )
+    try:
+        run_dir = runs.start(generic("fin", code))
+        runs.client.wait("gj", "fin", "Succeeded", timeout=LIMIT)
+        with open(run_dir / "job.log", "a") as log:
+            for i in range(25_000):
+                log.write(f"[worker-0] filler line {i}\n")
+        yield runs
+    finally:
+        runs.cleanup()
+
+
+@pytest.fixture
+def app_client(finished: Runs) -> Iterator[Any]:
+    from starlette.testclient import TestClient
+
+    from t9k_jobs.dashboard.app import create_app
+    from t9k_jobs.dashboard.source import JobSource
+
+    source = JobSource(lambda: Client.local(finished.runs_dir))
+    with TestClient(create_app(source), base_url="http://127.0.0.1:8700") as client:
+        yield client
+
+
+def _actions_client(finished: Runs, allow: bool) -> Any:
+    from starlette.testclient import TestClient
+
+    from t9k_jobs.dashboard.app import create_app
+    from t9k_jobs.dashboard.source import JobSource
+
+    source = JobSource(lambda: Client.local(finished.runs_dir), allow_actions=allow)
+    return TestClient(create_app(source), base_url="http://127.0.0.1:8700")
+
+
+# ----------------------------------------------------------------------------- pages and JSON
+
+
+def test_the_list_and_the_job_say_what_get_and_describe_say(app_client: Any, finished: Runs) -> None:
+    page = app_client.get("/")
+    assert page.status_code == 200 and "fin" in page.text
+    rows = app_client.get("/api/jobs").json()["jobs"]
+    summary = finished.client.summaries("gj", "fin")[0]
+    row = next(r for r in rows if r["name"] == "fin")
+    assert (row["kind"], row["phase"], row["ready"], row["restarts"]) == ("GenericJob", summary.phase, summary.ready, summary.restarts)
+
+    data = app_client.get("/api/job/gj/fin").json()
+    assert data["phase"] == "Succeeded" and data["why"] is None
+    described = finished.client.describe("gj", "fin").splitlines()
+    same = [line for line in data["describe"] if not line.startswith("Created:")]
+    assert same == [line for line in described if not line.startswith("Created:")]
+    assert [r["phase"] for r in data["replicas"]] == ["Succeeded", "Succeeded"]
+    assert [s["label"] for s in data["logs"]] == ["all replicas", "worker (all)", "worker-0", "worker-1"]
+    assert data["actions"] == {"allowed": False}
+    assert any("Running -> Succeeded" in e["event"] or e["event"] == "completed" for e in data["timeline"])
+
+    page = app_client.get("/job/GenericJob/fin")
+    assert page.status_code == 200
+    # The data the page starts with is JSON whose markup cannot end the script element.
+    initial = re.search(r'<script type="application/json" id="initial">(.*?)</script>', page.text, re.S).group(1)
+    assert "<" not in initial and json.loads(initial)["job"]["name"] == "fin"
+
+
+def test_unknown_jobs_and_kinds_are_named_not_crashed_on(app_client: Any) -> None:
+    missing = app_client.get("/api/job/gj/nope")
+    assert missing.status_code == 404 and "nope" in missing.json()["error"]
+    page = app_client.get("/job/gj/nope")
+    assert page.status_code == 404 and "nope" in page.text
+    bad = app_client.get("/api/job/notakind/fin")
+    assert bad.status_code == 400 and "unknown kind" in bad.json()["error"]
+    assert app_client.get("/api/job/gj/fin/logs/page?page=x").status_code == 400
+    assert app_client.get("/api/job/gj/fin/logs/page?type=nosuch&index=0").status_code == 404
+    assert app_client.get("/api/job/gj/fin/logs/search?q=").status_code == 400
+
+
+def test_a_foreign_host_header_is_refused(app_client: Any) -> None:
+    """DNS rebinding: a page of another site whose name resolves to 127.0.0.1 gets nothing."""
+    assert app_client.get("/api/jobs", headers={"host": "evil.example:8700"}).status_code == 400
+    assert app_client.get("/api/jobs", headers={"host": "localhost:8700"}).status_code == 200
+
+
+# ----------------------------------------------------------------------------- logs
+
+
+def test_log_pages_hold_one_page_whatever_the_size(app_client: Any) -> None:
+    first = app_client.get("/api/job/gj/fin/logs/page?page=0&size=1000").json()
+    total = first["total"]
+    assert total >= 25_008 and first["pages"] == -(-total // 1000) and first["first"] == 1
+    assert len(first["lines"]) == 1000 and any("epoch 1/3" in line for line in first["lines"])
+    last = app_client.get("/api/job/gj/fin/logs/page?size=1000").json()
+    assert last["page"] == first["pages"] - 1 and last["first"] == last["page"] * 1000 + 1
+    assert last["lines"][-1] == "[worker-0] filler line 24999"
+    assert len(last["lines"]) == total - last["page"] * 1000
+    one = app_client.get("/api/job/gj/fin/logs/page?type=worker&index=1").json()
+    assert one["lines"][:3] == [f"epoch {e}/3 loss {1 / e:.4f} test_accuracy {1 - 0.1 / e:.4f}" for e in (1, 2, 3)]
+
+
+def test_search_and_download_read_the_whole_log(app_client: Any) -> None:
+    found = app_client.get("/api/job/gj/fin/logs/search", params={"q": "FILLER LINE 12345"}).json()
+    assert [m["line"] for m in found["matches"]] == ["[worker-0] filler line 12345"]
+    assert found["matches"][0]["number"] > 12345 and not found["more"]
+    many = app_client.get("/api/job/gj/fin/logs/search", params={"q": "filler"}).json()
+    assert len(many["matches"]) == 1000 and many["more"]
+    download = app_client.get("/api/job/gj/fin/logs/download")
+    assert download.status_code == 200 and 'filename="fin.log"' in download.headers["content-disposition"]
+    lines = download.text.splitlines()
+    assert lines[-1] == "[worker-0] filler line 24999" and len(lines) >= 25_008
+
+
+def test_metrics_follow_the_merged_log_to_its_end(app_client: Any) -> None:
+    with app_client.stream("GET", "/api/job/gj/fin/metrics/follow") as answer:
+        body = "".join(answer.iter_text())
+    events = [
+        (m.group(1), json.loads(m.group(2))) for m in re.finditer(r"event: (\w+)\ndata: (.*)\n\n", body)
+    ]
+    assert events[-1][0] == "end"
+    points = [p for name, data in events if name == "points" for p in data["points"]]
+    worker0 = [(p["metric"], p["epoch"], p["value"]) for p in points if p["replica"] == "worker-0"]
+    assert worker0 == [
+        (metric, e, value)
+        for e in (1, 2, 3)
+        for metric, value in (("loss", round(1 / e, 4)), ("test_accuracy", round(1 - 0.1 / e, 4)))
+    ]
+
+
+# ----------------------------------------------------------------------------- actions
+
+
+def test_actions_need_the_flag_the_header_and_the_same_origin(finished: Runs) -> None:
+    with _actions_client(finished, allow=False) as client:
+        refused = client.post("/api/job/gj/fin/actions/pause", headers={"x-t9k-dashboard": "1"})
+        assert refused.status_code == 403 and "--allow-actions" in refused.json()["error"]
+    with _actions_client(finished, allow=True) as client:
+        assert client.post("/api/job/gj/fin/actions/pause").status_code == 403  # no header: a plain form
+        foreign = client.post(
+            "/api/job/gj/fin/actions/pause", headers={"x-t9k-dashboard": "1", "origin": "http://evil.example"}
+        )
+        assert foreign.status_code == 403
+        assert client.get("/api/job/gj/fin/actions/pause").status_code in (400, 405)  # only a POST acts
+        unknown = client.post("/api/job/gj/fin/actions/explode", headers={"x-t9k-dashboard": "1"})
+        assert unknown.status_code == 400
+        # Through the client's verb: a finished job has nothing to pause, in the CLI's words.
+        done = client.post(
+            "/api/job/gj/fin/actions/pause", headers={"x-t9k-dashboard": "1", "origin": "http://127.0.0.1:8700"}
+        )
+        assert done.status_code == 409 and "has finished (Succeeded): there is nothing to pause" in done.json()["error"]
+        scale = client.post("/api/job/gj/fin/actions/scale", headers={"x-t9k-dashboard": "1"}, json={"replicas": "two"})
+        assert scale.status_code == 400
+
+
+# ----------------------------------------------------------------------------- metrics
+
+
+def test_the_examples_print_the_format_the_plot_reads() -> None:
+    from t9k_jobs.dashboard.metrics import parse_line
+
+    for script in ("pytorch-ddp/train.py", "deepspeed-digits/train_deepspeed.py", "colossalai-digits/train_colossalai.py"):
+        source = (REPO / "examples" / script).read_text()
+        assert EXAMPLE_FORMAT.replace("args.epochs", "") in source.replace("args.epochs", ""), script
+    line = "[worker-0] " + f"epoch {3}/{15} loss {0.123456:.4f} test_accuracy {0.97:.4f}"
+    points = [(p.replica, p.metric, p.epoch, p.value) for p in parse_line(line)]
+    assert points == [("worker-0", "loss", 3, 0.1235), ("worker-0", "test_accuracy", 3, 0.97)]
+    assert parse_line("[worker-0] final test_accuracy 0.9700") == []
+    assert parse_line("rank 0 of 2 joined on host") == []
+    assert [(p.metric, p.epoch, p.value) for p in parse_line("Epoch: 2, val_loss=1e-3 acc: .5")] == [
+        ("val_loss", 2, 0.001),
+        ("acc", 2, 0.5),
+    ]
+    assert parse_line("epoch 1 loss nan") == []
+    assert len(parse_line("epoch 1 loss 0.5 " + "x" * 100_000)) == 1
+
+
+def test_metric_series_are_bounded() -> None:
+    from t9k_jobs.dashboard.metrics import Series
+
+    series = Series(limit=3)
+    for e in range(1, 4):
+        series.add_line(f"epoch {e} loss 1.0 accuracy 0.5")
+    assert len(series.points) == 3 and series.dropped == 3
+
+
+# ----------------------------------------------------------------------------- where it binds
+
+
+def test_it_binds_to_loopback_unless_address_is_spelled_out() -> None:
+    from t9k_jobs.dashboard.server import Bind, allowed_hosts, parse_bind
+
+    assert parse_bind("8700", None) == Bind("127.0.0.1", 8700, True)
+    assert parse_bind("0", None).port == 0
+    assert parse_bind("localhost:9000", None) == Bind("localhost", 9000, True)
+    assert parse_bind("[::1]:9000", None) == Bind("::1", 9000, True)
+    assert parse_bind("9000", "0.0.0.0") == Bind("0.0.0.0", 9000, False)
+    assert parse_bind("9000", "127.0.0.5").loopback
+    assert allowed_hosts(parse_bind("9000", "0.0.0.0")) == ["*"]
+    assert "evil.example" not in allowed_hosts(parse_bind("9000", None))
+    for port, address, words in (
+        ("0.0.0.0:9000", None, "not a loopback address"),
+        ("10.1.2.3:9000", None, "spelled out with --address"),
+        ("127.0.0.1:9000", "0.0.0.0", "cannot be combined"),
+        ("nine", None, "not a port number"),
+        ("70000", None, "outside 0 to 65535"),
+        ("9000", " ", "empty"),
+        ("9000", "no-such-host.invalid", "neither an IP address"),
+    ):
+        with pytest.raises(UsageError, match=words):
+            parse_bind(port, address)
+
+
+def _dashboard(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "t9k_jobs.cli", "dashboard", *args],
+        capture_output=True,
+        text=True,
+        timeout=LIMIT,
+        cwd=cwd,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--port", "http"], "--port: 'http' is not a port number"),
+        (["--port", "0.0.0.0:8080"], "not a loopback address"),
+        (["--address", "no-such-host.invalid"], "--address"),
+        (["--local", "-n", "team-a"], "--local: -n/--namespace is a cluster option"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], words: str, tmp_path: Path) -> None:
+    done = _dashboard(*args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == "" and done.stderr.count("\n") == 1 and words in done.stderr, done.stderr
+
+
+def test_a_port_in_use_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = _dashboard("--port", str(port), "--local", cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+
+
+def test_the_printed_url_answers_and_ctrl_c_ends_it(tmp_path: Path) -> None:
+    from tests.dashboard.conftest import Dashboard
+
+    board = Dashboard(tmp_path / "t9k-runs")
+    try:
+        import urllib.request
+
+        assert board.url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(board.url + "/healthz", timeout=LIMIT) as answer:
+            assert json.loads(answer.read()) == {"ok": True, "target": "local"}
+        assert "read-only" in "".join(board.output)
+    finally:
+        board.stop()
+    assert board.proc.returncode == 0, "".join(board.output)

@@ -1,0 +1,317 @@
+"""The dashboard in a real browser (Debian's headless chromium through Selenium) over real local
+runs: replicas going Running -> Succeeded with their logs arriving live, a job that cannot start
+saying why in describe's words, the loss plot of the main example, a ``<script>`` in a log line and
+in a job name shown as text, and actions refused without ``--allow-actions`` and done with it.
+
+Every wait is for a condition in the page (no reload, no fixed sleep).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.dashboard.conftest import LIMIT, generic, gated
+from tests.helpers import job, replica, template, wait_until
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def js(browser: Any, script: str, *args: Any) -> Any:
+    return browser.execute_script(script, *args)
+
+
+def page_state(browser: Any) -> dict[str, Any]:
+    """What the job page shows now: phase, why, each replica's phase, the log lines."""
+    return js(
+        browser,
+        """
+        const q = (s) => document.querySelector(s);
+        if (!q('#phase')) return {phase: null, why: null, replicas: {}, nodes: [], log: [], marker: null,
+                                  problem: document.body ? document.body.innerText : null};
+        return {
+          phase: q('#phase').textContent,
+          why: q('#why').hidden ? null : q('#why-text').textContent,
+          replicas: Object.fromEntries([...document.querySelectorAll('#replicas tbody tr')].map(
+              (tr) => [tr.children[0].textContent, tr.children[1].textContent])),
+          nodes: [...document.querySelectorAll('#replicas tbody tr')].map((tr) => tr.children[5].textContent),
+          log: [...document.querySelectorAll('#log .line')].map((d) => d.dataset.text),
+          marker: window.__t9kTestMarker || null,
+        };
+        """,
+    )
+
+
+def until(browser: Any, check: Any, what: str, timeout: float = LIMIT) -> dict[str, Any]:
+    """Wait until ``check(page_state)`` holds; the state then."""
+    return wait_until(lambda: (lambda s: s if check(s) else None)(page_state(browser)), what, timeout, interval=0.2)
+
+
+def open_job(browser: Any, url: str, kind: str, name: str) -> None:
+    browser.get(f"{url}/job/{kind}/{name}")
+    js(browser, "window.__t9kTestMarker = 'same page';")  # gone if the page reloads
+
+
+def test_a_local_runs_page_follows_its_replicas_to_succeeded_and_its_logs_live(runs, dashboard, browser, tmp_path) -> None:
+    gate = tmp_path / "go"
+    runs.start(generic("live", gated(gate, "hello from a replica", "bye from a replica")))
+    board = dashboard()
+    open_job(browser, board.url, "GenericJob", "live")
+
+    state = until(
+        browser,
+        lambda s: list(s["replicas"].values()) == ["Running", "Running"] and len([x for x in s["log"] if "hello" in x]) == 2,
+        "both replicas Running and both hellos in the log",
+    )
+    assert state["phase"] == "Running"
+    assert sorted(x for x in state["log"] if "hello" in x) == [
+        "[worker-0] hello from a replica",
+        "[worker-1] hello from a replica",
+    ]
+    assert not any("bye" in x for x in state["log"])
+
+    gate.touch()
+    state = until(
+        browser,
+        lambda s: s["phase"] == "Succeeded"
+        and set(s["replicas"].values()) == {"Succeeded"}
+        and len([x for x in s["log"] if "bye" in x]) == 2,
+        "Succeeded with both byes, live",
+    )
+    assert state["marker"] == "same page", "the page was reloaded"
+    assert state["why"] is None
+    assert set(state["replicas"]) == {"live-worker-0", "live-worker-1"}
+    timeline = js(browser, "return document.getElementById('timeline').textContent")
+    assert "Running -> Succeeded" in timeline
+
+    # One replica's log: its own lines, without prefix, as `logs --type worker --index 1` prints them.
+    js(
+        browser,
+        """const s = document.getElementById('log-source');
+           s.selectedIndex = [...s.options].findIndex((o) => o.textContent === 'worker-1');
+           s.dispatchEvent(new Event('change'));""",
+    )
+    until(browser, lambda s: s["log"] == ["hello from a replica", "bye from a replica"], "worker-1's own log")
+
+    # The search box filters the lines shown; the whole-log search finds them with their numbers.
+    js(
+        browser,
+        """const s = document.getElementById('log-source'); s.selectedIndex = 0; s.dispatchEvent(new Event('change'));""",
+    )
+    until(browser, lambda s: len(s["log"]) == 4, "the merged log again")
+    js(
+        browser,
+        """const f = document.getElementById('log-search'); f.value = 'BYE'; f.dispatchEvent(new Event('input'));""",
+    )
+    shown = js(browser, "return [...document.querySelectorAll('#log .line')].filter((d) => !d.hidden).map((d) => d.dataset.text)")
+    assert sorted(shown) == ["[worker-0] bye from a replica", "[worker-1] bye from a replica"]
+    js(browser, "document.getElementById('log-search-all').click()")
+    wait_until(
+        lambda: "2 line(s) of 4 match" in js(browser, "return document.getElementById('log-status').textContent"),
+        "the whole-log search to answer",
+        LIMIT,
+    )
+
+    # The download is the whole merged log.
+    href = js(browser, "return document.getElementById('log-download').href")
+    with urllib.request.urlopen(href, timeout=LIMIT) as answer:
+        body = answer.read().decode()
+        assert "attachment" in answer.headers["Content-Disposition"]
+    assert sorted(body.splitlines()) == sorted(
+        f"[worker-{i}] {word} from a replica" for i in (0, 1) for word in ("hello", "bye")
+    )
+
+    # The job list links to it and shows it Succeeded.
+    browser.get(board.url + "/")
+    wait_until(
+        lambda: js(browser, "const r = document.querySelector('#jobs tbody tr[data-name=\"live\"]'); return r && r.dataset.phase")
+        == "Succeeded",
+        "the list to show live Succeeded",
+        LIMIT,
+    )
+
+
+def test_a_job_that_cannot_start_shows_why_in_describes_words(runs, dashboard, browser) -> None:
+    manifest = generic("held", "print('never')")
+    manifest["spec"]["runMode"] = {"pause": {"enabled": True}}
+    runs.start(manifest)
+    wait_until(lambda: runs.phase("held") == "Paused", "the run to be Paused", LIMIT)
+    described = runs.client.describe("gj", "held")
+    why = next(line.split(":", 1)[1].strip() for line in described.splitlines() if line.startswith("Why:"))
+    assert "t9k-jobs resume gj held" in why
+
+    board = dashboard()
+    open_job(browser, board.url, "GenericJob", "held")
+    state = until(browser, lambda s: s["why"] is not None, "the page to say why")
+    assert state["phase"] == "Paused" and state["why"] == why
+    describe_text = js(browser, "return document.getElementById('describe').textContent")
+    assert f"Why:         {why}" in describe_text
+
+    browser.get(board.url + "/")
+    row_why = wait_until(
+        lambda: js(browser, "const r = document.querySelector('#jobs tbody tr[data-name=\"held\"]'); return r && r.querySelector('.why').textContent"),
+        "the list to show why",
+        LIMIT,
+    )
+    assert row_why == why
+
+
+def test_the_loss_plot_has_the_examples_points(runs, dashboard, browser, tmp_path) -> None:
+    """The main example (examples/pytorch-ddp, 2 replicas with torchrun), for 3 epochs: the plot
+    holds each epoch's loss and test accuracy exactly as rank 0 printed them."""
+    manifest = yaml.safe_load((REPO / "examples/pytorch-ddp/job.yaml").read_text())
+    container = manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    container["args"] = ["train.py", "--epochs", "3"]
+    container["workingDir"] = str(REPO / "examples/pytorch-ddp")
+    run_dir = runs.start(manifest)
+    board = dashboard()
+    open_job(browser, board.url, "PyTorchTrainingJob", "digits-ddp")
+    until(browser, lambda s: s["phase"] == "Succeeded", "the example to succeed", 600)
+
+    printed = re.findall(
+        r"^\[worker-0\] epoch (\d+)/3 loss ([0-9.]+) test_accuracy ([0-9.]+)$",
+        (run_dir / "job.log").read_text(),
+        re.MULTILINE,
+    )
+    assert [int(e) for e, _, _ in printed] == [1, 2, 3]
+
+    def plotted() -> Any:
+        data = js(
+            browser,
+            """const p = window.t9kDashboard && window.t9kDashboard.plot;
+               return p ? {series: p.series.map((s) => s.label), data: p.data} : null;""",
+        )
+        return data if data and data["data"] and len(data["data"][0]) == 3 else None
+
+    plot = wait_until(plotted, "the plot to have three epochs", LIMIT, interval=0.2)
+    assert plot["series"] == ["epoch", "loss", "test_accuracy"]
+    assert plot["data"][0] == [1, 2, 3]
+    assert plot["data"][1] == [float(loss) for _, loss, _ in printed]
+    assert plot["data"][2] == [float(acc) for _, _, acc in printed]
+    assert js(browser, "return document.querySelector('#plot canvas') !== null")
+
+
+def test_a_script_in_a_log_line_and_in_a_job_name_shows_as_text(runs, dashboard, browser) -> None:
+    payload = "<script>window.__t9kInjected = 1</script><b id='t9k-bold'>bold</b>"
+    runs.start(generic("inject", f"print({payload!r}, flush=True)", replicas=1))
+    wait_until(lambda: runs.phase("inject") == "Succeeded", "the run to succeed", LIMIT)
+    # Run dirs whose jobs are named with markup (as an older or edited run dir may say): one the
+    # client refuses to open (a '/' is in no name), one it opens.
+    names = [
+        "<script>window.__t9kInjected = 2</script>",
+        "<script>window.__t9kInjected = 3<img src=x onerror='window.__t9kInjected = 4'>",
+    ]
+    for i, name in enumerate(names):
+        odd = runs.runs_dir / f"odd-{i}"
+        odd.mkdir(parents=True)
+        manifest = job("GenericJob", name, {"replicaSpecs": [replica("worker", 1, template(["true"]))]})
+        (odd / "job.yaml").write_text(yaml.safe_dump(manifest))
+        (odd / "job.log").write_text(f"[worker-0] {payload}\n")
+
+    board = dashboard()
+    open_job(browser, board.url, "GenericJob", "inject")
+    state = until(browser, lambda s: any("script" in x for x in s["log"]), "the line with markup")
+    assert f"[worker-0] {payload}" in state["log"]
+    assert js(browser, "return document.querySelector('#log').textContent").count(payload) == 1
+    spec = js(browser, "return document.getElementById('spec').textContent")
+    assert "<script>window.__t9kInjected = 1</script>" in spec
+    assert js(browser, "return document.getElementById('t9k-bold')") is None
+
+    def link(name: str) -> Any:
+        return js(
+            browser,
+            "return [...document.querySelectorAll('#jobs tbody a')].find((a) => a.textContent === arguments[0]) || null",
+            name,
+        )
+
+    for name in names:
+        browser.get(board.url + "/")
+        wait_until(lambda: link(name), f"{name!r} in the list, as text", LIMIT)
+        js(browser, "arguments[0].click()", link(name))
+        wait_until(lambda: js(browser, "return location.pathname.startsWith('/job/')"), "its page", LIMIT)
+        shown = wait_until(
+            lambda: js(browser, "const n = document.getElementById('job-name') || document.getElementById('problem'); return n && n.textContent"),
+            "its name or why it cannot be shown",
+            LIMIT,
+        )
+        assert name in shown
+        assert js(browser, "return window.__t9kInjected === undefined && document.querySelectorAll('main img, main script:not(#initial)').length === 0")
+    wait_until(lambda: js(browser, "return document.querySelectorAll('#log .line').length") == 1, "the opened one's log", LIMIT)
+    assert js(browser, "return document.title").startswith(names[1])
+
+
+def _post(browser: Any, url: str) -> dict[str, Any]:
+    """POST from the page, as its own script does: ``{status, body}``."""
+    return browser.execute_async_script(
+        """const done = arguments[arguments.length - 1];
+           fetch(arguments[0], {method: 'POST', headers: {'X-T9k-Dashboard': '1'}, body: '{}'})
+             .then((r) => r.json().then((b) => done({status: r.status, body: b})));""",
+        url,
+    )
+
+
+def test_actions_are_refused_without_allow_actions(runs, dashboard, browser, tmp_path) -> None:
+    gate = tmp_path / "go"
+    runs.start(generic("calm", gated(gate, "up", "down"), replicas=1))
+    board = dashboard()
+    open_job(browser, board.url, "GenericJob", "calm")
+    until(browser, lambda s: s["phase"] == "Running", "Running")
+    assert js(browser, "return document.getElementById('actions').hidden") is True
+    assert "read-only" in js(browser, "return document.querySelector('header .mode').textContent")
+    for verb in ("pause", "delete"):
+        answer = _post(browser, f"{board.url}/api/job/GenericJob/calm/actions/{verb}")
+        assert answer["status"] == 403 and "--allow-actions" in answer["body"]["error"]
+    assert runs.phase("calm") == "Running"
+    gate.touch()
+
+
+def _confirm(browser: Any, button: str, expect: str) -> None:
+    js(browser, f"document.getElementById({button!r}).click()")
+    text = wait_until(
+        lambda: js(browser, "const d = document.getElementById('confirm'); return d.open && document.getElementById('confirm-text').textContent"),
+        "the confirmation",
+        LIMIT,
+    )
+    assert expect in text
+    js(browser, "document.getElementById('confirm-ok').click()")
+
+
+def test_actions_pause_resume_and_delete_with_allow_actions_after_a_confirmation(runs, dashboard, browser, tmp_path) -> None:
+    gate = tmp_path / "never"
+    runs.start(generic("steered", gated(gate, "up", "down"), replicas=1))
+    board = dashboard("--allow-actions")
+    open_job(browser, board.url, "GenericJob", "steered")
+    until(browser, lambda s: s["phase"] == "Running", "Running")
+    assert js(browser, "return document.getElementById('actions').hidden") is False
+
+    # Cancelling the confirmation does nothing.
+    js(browser, "document.getElementById('act-pause').click()")
+    wait_until(lambda: js(browser, "return document.getElementById('confirm').open"), "the confirmation", LIMIT)
+    js(browser, "document.getElementById('confirm-cancel').click()")
+    wait_until(lambda: not js(browser, "return document.getElementById('confirm').open"), "the dialog to close", LIMIT)
+    assert runs.phase("steered") == "Running"
+
+    _confirm(browser, "act-pause", "Pause GenericJob steered?")
+    state = until(browser, lambda s: s["phase"] == "Paused", "Paused")
+    assert state["why"] == "paused (spec.runMode.pause): t9k-jobs resume gj steered"
+    assert "paused" in js(browser, "return document.getElementById('action-result').textContent")
+    assert runs.phase("steered") == "Paused"
+
+    _confirm(browser, "act-resume", "Resume GenericJob steered?")
+    until(browser, lambda s: s["phase"] == "Running", "Running again")
+
+    _confirm(browser, "act-delete", "Delete GenericJob steered?")
+    until(browser, lambda s: s["phase"] in ("Stopped", "Failed"), "stopped by delete")
+    assert runs.phase("steered") in ("Stopped", "Failed")
+    result = js(browser, "return document.getElementById('action-result').textContent")
+    assert "stopped" in result or "logs and status kept" in result
