@@ -85,8 +85,9 @@ def test_a_pod_on_node_2_reaches_node_1_by_ip_service_and_dns(
     node: Node, kube: Kube, kubectl, namespace: str, second_node: str
 ) -> None:
     """A server on node 1 behind a Service; from node 2 a client fetches it by pod IP, by ClusterIP
-    and by the Service's DNS names (CoreDNS lives on node 1); the host fetches a server on node 2
-    by its pod IP (the API server reaches every pod network)."""
+    and by the Service's DNS names (CoreDNS lives on node 1), and reaches the API server through
+    ``kubernetes.default.svc`` as the operator's pods do; the host fetches a server on node 2 by
+    its pod IP (the API server reaches every pod network)."""
     kube.create(pod_path(namespace), pod("server", NODE_NAME, SERVE, labels={"app": "server"}))
     kube.create(pod_path(namespace), pod("server-2", second_node, SERVE))
     kube.create(core_path(namespace, "services"), {
@@ -113,6 +114,13 @@ def test_a_pod_on_node_2_reaches_node_1_by_ip_service_and_dns(
         "            if time.monotonic() > end:\n"
         "                sys.exit(f'{url}: {exc}')\n"
         "            time.sleep(0.5)\n"
+        "import ssl, urllib.error\n"
+        "try:\n"
+        "    code = urllib.request.urlopen('https://kubernetes.default.svc/readyz', timeout=10,\n"
+        "                                  context=ssl._create_unverified_context()).status\n"
+        "except urllib.error.HTTPError as exc:\n"
+        "    code = exc.code  # an answer all the same (anonymous requests may be refused)\n"
+        "print('api', code)\n"
     )
     kube.create(pod_path(namespace), pod("client", second_node, ["python", "-c", client, *urls]))
     done = Kube.wait_for(
@@ -123,7 +131,9 @@ def test_a_pod_on_node_2_reaches_node_1_by_ip_service_and_dns(
     logs = kubectl("logs", "-n", namespace, "client").stdout
     assert done["spec"]["nodeName"] == second_node
     assert done["status"]["phase"] == "Succeeded", logs
-    assert logs.split() == [word for url in urls for word in (url, "200")], logs
+    words = logs.split()
+    assert words[:-2] == [word for url in urls for word in (url, "200")], logs
+    assert words[-2] == "api" and words[-1] in ("200", "401", "403"), logs
     with urllib.request.urlopen(f"http://{server2['status']['podIP']}:8080/", timeout=10) as resp:
         assert resp.status == 200
 
