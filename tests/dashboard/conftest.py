@@ -102,15 +102,17 @@ def runs(tmp_path: Path) -> Iterator[Runs]:
 
 
 class Dashboard:
-    """``t9k-jobs dashboard --port 0`` as a real process; ``url`` is the one it printed."""
+    """``t9k-jobs dashboard --port 0 ARGS`` as a real process (``env``: its environment, default
+    this one's); ``url`` is the one it printed."""
 
-    def __init__(self, runs_dir: Path, *extra: str) -> None:
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "t9k_jobs.cli", "dashboard", "--port", "0", "--runs-dir", str(runs_dir), *extra],
+            [sys.executable, "-m", "t9k_jobs.cli", "dashboard", "--port", "0", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=True,
+            env=env,
         )
         self.output: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -148,7 +150,7 @@ def dashboard(runs: Runs) -> Iterator[Callable[..., Dashboard]]:
     started: list[Dashboard] = []
 
     def _start(*extra: str) -> Dashboard:
-        board = Dashboard(runs.runs_dir, *extra)
+        board = Dashboard("--runs-dir", str(runs.runs_dir), *extra)
         started.append(board)
         return board
 

@@ -284,7 +284,7 @@ def test_a_port_in_use_is_one_line_and_exit_1(tmp_path: Path) -> None:
 def test_the_printed_url_answers_and_ctrl_c_ends_it(tmp_path: Path) -> None:
     from tests.dashboard.conftest import Dashboard
 
-    board = Dashboard(tmp_path / "t9k-runs")
+    board = Dashboard("--runs-dir", str(tmp_path / "t9k-runs"))
     try:
         import urllib.request
 

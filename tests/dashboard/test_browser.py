@@ -266,7 +266,8 @@ def test_actions_are_refused_without_allow_actions(runs, dashboard, browser, tmp
     board = dashboard()
     open_job(browser, board.url, "GenericJob", "calm")
     until(browser, lambda s: s["phase"] == "Running", "Running")
-    assert js(browser, "return document.getElementById('actions').hidden") is True
+    assert not browser.find_element("id", "actions").is_displayed()
+    assert not browser.find_element("id", "act-pause").is_displayed()
     assert "read-only" in js(browser, "return document.querySelector('header .mode').textContent")
     for verb in ("pause", "delete"):
         answer = _post(browser, f"{board.url}/api/job/GenericJob/calm/actions/{verb}")
@@ -292,7 +293,8 @@ def test_actions_pause_resume_and_delete_with_allow_actions_after_a_confirmation
     board = dashboard("--allow-actions")
     open_job(browser, board.url, "GenericJob", "steered")
     until(browser, lambda s: s["phase"] == "Running", "Running")
-    assert js(browser, "return document.getElementById('actions').hidden") is False
+    assert browser.find_element("id", "act-pause").is_displayed()
+    assert not browser.find_element("id", "scale-box").is_displayed()  # a GenericJob has no elastic mode
 
     # Cancelling the confirmation does nothing.
     js(browser, "document.getElementById('act-pause').click()")

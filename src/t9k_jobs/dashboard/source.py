@@ -273,7 +273,8 @@ class JobSource:
                         }
                     )
         out += self.timeline.observe(key, view, now)
-        out.sort(key=lambda e: e["when"])
+        # By the second (status times have no fraction), then as listed: created before started.
+        out.sort(key=lambda e: int(e["when"]))
         for entry in out:
             entry["at"] = show.rfc3339(entry["when"])
         return out[-TIMELINE_LIMIT:]
