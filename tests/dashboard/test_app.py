@@ -295,3 +295,75 @@ def test_the_printed_url_answers_and_ctrl_c_ends_it(tmp_path: Path) -> None:
     finally:
         board.stop()
     assert board.proc.returncode == 0, "".join(board.output)
+
+
+# ----------------------------------------------------------------------------- a cluster job's view
+
+
+class _OneJobBackend:
+    """A cluster backend that knows one job (a view built as the cluster backend builds it)."""
+
+    target = "cluster"
+    namespace = "team-a"
+    server = "https://127.0.0.1:6443"
+
+    def __init__(self, view: Any) -> None:
+        self.view = view
+
+    def get(self, kind: str, name: str, namespace: str | None = None, detail: bool = False) -> Any:
+        return self.view
+
+    def list(self, *args: Any, **kwargs: Any) -> list[Any]:
+        return [self.view]
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_cluster_jobs_pods_give_nodes_events_and_timeline() -> None:
+    from t9k_jobs.cluster.verbs import raw_view
+    from t9k_jobs.dashboard.source import JobKey, JobSource
+    from t9k_jobs.show import why
+    from tests.helpers import job, replica, template
+
+    raw = job(
+        "GenericJob",
+        "c",
+        {"replicaSpecs": [replica("worker", 1, template(["true"], name="main"))]},
+        namespace="team-a",
+        creationTimestamp="2026-11-27T03:00:00Z",
+        status={
+            "phase": "Running",
+            "tasks": [{"type": "worker", "replicas": [{"name": "c-worker-0", "phase": "Running", "containers": [{"name": "main", "state": "Running"}]}]}],
+        },
+    )
+    pod = {
+        "metadata": {"name": "c-worker-0", "creationTimestamp": "2026-11-27T03:00:01Z"},
+        "spec": {"nodeName": "t9k-node-1"},
+        "status": {
+            "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-27T03:00:02Z"}],
+            "containerStatuses": [{"name": "main", "state": {"running": {"startedAt": "2026-11-27T03:00:05Z"}}}],
+        },
+    }
+    event = {
+        "type": "Normal",
+        "reason": "Scheduled",
+        "message": "Successfully assigned team-a/c-worker-0 to t9k-node-1",
+        "involvedObject": {"kind": "Pod", "name": "c-worker-0"},
+        "lastTimestamp": "2026-11-27T03:00:02Z",
+    }
+    view = raw_view(raw, [pod], None, [event], detail=True)
+    source = JobSource(lambda: Client(_OneJobBackend(view)))
+    data = source.job(JobKey.parse("gj", "c", "team-a"))
+    assert data["namespace"] == "team-a" and data["why"] == why(view)
+    assert [(r["name"], r["node"]) for r in data["replicas"]] == [("c-worker-0", "t9k-node-1")]
+    assert [(e["reason"], e["object"]) for e in data["events"]] == [("Scheduled", "pod/c-worker-0")]
+    events = [(e["what"], e["event"]) for e in data["timeline"]]
+    assert events[:4] == [
+        ("job", "created"),
+        ("c-worker-0", "pod created"),
+        ("c-worker-0", "scheduled on t9k-node-1"),
+        ("c-worker-0", "container main running"),
+    ]
+    assert source.describe_target() == "the cluster at https://127.0.0.1:6443, namespace team-a"
+    assert [r["namespace"] for r in source.jobs()] == ["team-a"]

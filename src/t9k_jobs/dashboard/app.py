@@ -423,6 +423,9 @@ async def _pumped(lines: Iterator[str], window: float = 0.1) -> AsyncIterator[li
                 yield batch
     finally:
         stop.set()
+        interrupt = getattr(lines, "interrupt", None)
+        if interrupt is not None:
+            interrupt()
 
 
 def _put_end(pending: queue.Queue[Any], item: Any, stop: threading.Event) -> None:

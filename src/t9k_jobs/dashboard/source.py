@@ -318,7 +318,7 @@ class JobSource:
         except BaseException:
             client.close()
             raise
-        return _closing(stream, client)
+        return Lines(stream, client)
 
     # -- actions
 
@@ -345,14 +345,34 @@ class JobSource:
         raise UsageError(f"unknown action {verb!r}: use pause, resume, scale or delete")
 
 
-def _closing(stream: Any, client: Client) -> Iterator[str]:
-    try:
-        yield from stream
-    finally:
+class Lines(Iterator[str]):
+    """A job's log lines read through a client of their own. :meth:`close` (from the thread that
+    reads) ends the stream and closes the client; :meth:`interrupt` (from any thread) asks a
+    followed stream to end: a cluster stream ends within half a second, a local one at its next
+    line or when the job ends (the local reader cannot be woken from another thread)."""
+
+    def __init__(self, stream: Any, client: Client) -> None:
+        self.stream = stream
+        self.client = client
+        self._closed = False
+
+    def __next__(self) -> str:
+        return next(self.stream)
+
+    def interrupt(self) -> None:
         try:
-            stream.close()
+            self.stream.close()
+        except (ValueError, RuntimeError):  # being read in another thread right now
+            pass
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.interrupt()
         finally:
-            client.close()
+            self.client.close()
 
 
 def _why_shown(view: JobView) -> str | None:
@@ -414,4 +434,4 @@ def _tensorboard(view: JobView) -> dict[str, Any] | None:
     return {"object": f"TensorBoard {view.name}{where}", "note": note}
 
 
-__all__ = ["JobKey", "JobSource", "Timeline"]
+__all__ = ["JobKey", "JobSource", "Lines", "Timeline"]
