@@ -1,0 +1,226 @@
+"""Two real nodes (issue 25): ranks on different nodes train together, and a node lost mid-job.
+
+Node 2 (``t9k-node-2``) joins the cluster for this module (conftest ``second_node``): its own
+containerd, kubelet and kube-proxy in namespaces and a cgroup of their own. ``Node.lose`` freezes
+every process of it with the cgroup freezer (``tools/node/fault.sh DIR lose``), which the control
+plane sees as a node that lost power or its network: kube-controller-manager marks it
+``Ready=Unknown`` after its ``--node-monitor-grace-period`` (50 s), and the operator fails the
+replicas on it with reason ``NodeLost`` once it has been so for ``--node-lost-after`` (60 s, the
+default the node suite's operator runs with). ``Node.restore`` thaws the node's daemons first
+and its pods only once the kubelet's kill of every stale container is pending, so no rank runs
+twice. Each test prints its timeline (``pytest -s``); docs/reliability.md has the figures.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..cluster.kube import Kube, core_path, job_path, pod_path
+from .conftest import TRAINING_IMAGE, wait_phase
+from .test_examples import replicas
+
+GRACE = 5  # terminationGracePeriodSeconds of the replicas here
+OWNER = "tensorstack.dev/owner-name"
+# What the operator's own timings allow: NotReady after 50 s, lost 60 s later, the grace period,
+# a new pod: about 2 minutes; the bound is generous for a loaded 2-core machine.
+LOST_BOUND = 420.0
+
+# A replica that says who and where it is, every 0.2 s, into a file on the host (a hostPath, the
+# same directory on both nodes), until the test drops `done` there; then it exits 0.
+HEARTBEAT = r"""
+import os, sys, time
+out = open(f"/shared/beats-{os.environ['POD_UID']}", "a", buffering=1)
+while not os.path.exists("/shared/done"):
+    out.write(f"{time.time():.3f} {os.environ['NODE_NAME']}\n")
+    time.sleep(0.2)
+print("done on", os.environ["NODE_NAME"], flush=True)
+"""
+
+
+@pytest.fixture
+def lost(node, second_node: str) -> Iterator[list[str]]:
+    """Nodes a test loses are restored afterwards, whatever happened."""
+    nodes: list[str] = []
+    yield nodes
+    for name in nodes:
+        if name in node.lost():
+            node.restore(name)
+
+
+def heartbeat_job(name: str, shared: Path, policy: str, limit: int = 3) -> dict[str, Any]:
+    """A GenericJob of one worker that prefers ``t9k-node-2`` and beats into ``shared``."""
+    env = [
+        {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+    ]
+    prefer = {"weight": 100, "preference": {"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["t9k-node-2"]}]}}  # fmt: skip
+    template = {
+        "spec": {
+            "terminationGracePeriodSeconds": GRACE,
+            "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [prefer]}},
+            "volumes": [{"name": "shared", "hostPath": {"path": str(shared), "type": "Directory"}}],
+            "containers": [{
+                "name": "main", "image": TRAINING_IMAGE, "imagePullPolicy": "Never",
+                "command": ["python", "-c", HEARTBEAT], "env": env,
+                "volumeMounts": [{"name": "shared", "mountPath": "/shared"}],
+                "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
+            }],
+        }
+    }  # fmt: skip
+    return {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "GenericJob",
+        "metadata": {"name": name},
+        "spec": {"replicaSpecs": [{"type": "worker", "replicas": 1, "restartPolicy": {"policy": policy, "limit": limit},
+                                   "template": template}]},
+    }  # fmt: skip
+
+
+def node_ready(kube: Kube, name: str) -> str:
+    node = kube.get(f"/api/v1/nodes/{name}")
+    return next((c["status"] for c in node.get("status", {}).get("conditions", []) if c["type"] == "Ready"), "?")
+
+
+def event_reasons(kube: Kube, ns: str, name: str) -> dict[str, str]:
+    return {e["reason"]: e["message"] for e in kube.list(core_path(ns, "events")) if e["involvedObject"]["name"] == name}
+
+
+def running_pod(kube: Kube, ns: str, job: str) -> dict[str, Any]:
+    """The job's one live pod, once it runs."""
+    return Kube.wait_for(
+        lambda: next((p for p in kube.list(pod_path(ns), label_selector=f"{OWNER}={job}")
+                      if not p["metadata"].get("deletionTimestamp") and p.get("status", {}).get("phase") == "Running"),
+                     None),
+        timeout=300, interval=0.5, what=f"a Running pod of {job}",
+    )  # fmt: skip
+
+
+def pod_processes(uid: str) -> list[int]:
+    """Live processes of the pod ``uid`` on this machine (its containers' cgroups are named
+    ``pod<uid>``, with ``-`` or ``_`` in the uid)."""
+    marks = (f"pod{uid}", f"pod{uid.replace('-', '_')}")
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            text = Path(f"/proc/{pid}/cgroup").read_text()
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and any(m in text for m in marks):
+            out.append(int(pid))
+    return out
+
+
+def beats(shared: Path) -> dict[str, list[float]]:
+    """Pod uid -> the times of its heartbeats."""
+    out: dict[str, list[float]] = {}
+    for f in shared.glob("beats-*"):
+        out[f.name[len("beats-"):]] = [float(line.split()[0]) for line in f.read_text().splitlines() if line.strip()]
+    return out
+
+
+def test_ddp_ranks_on_two_nodes_train_to_accuracy(node, second_node: str, kube: Kube, kubectl, namespace: str) -> None:
+    """The main example with required pod anti-affinity: its two torchrun ranks land on different
+    nodes, find each other through the job's Services (pod network routed between the nodes, the
+    Services' ClusterIPs by kube-proxy on each) and reach the accuracy of the one-node run."""
+    import yaml
+
+    from .conftest import REPO
+
+    job = yaml.safe_load((REPO / "examples" / "pytorch-ddp" / "job.yaml").read_text())
+    name = job["metadata"]["name"]
+    spec = job["spec"]["replicaSpecs"][0]["template"]["spec"]
+    spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {OWNER: name}}, "topologyKey": "kubernetes.io/hostname"}]}}  # fmt: skip
+    kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(job))
+    done = wait_phase(kube, job_path(namespace, "PyTorchTrainingJob", name), ("Succeeded", "Failed"), timeout=600)
+    pods = {p: kube.get(pod_path(namespace, p)) for p in (f"{name}-worker-0", f"{name}-worker-1")}
+    logs = {p: kubectl("logs", "-n", namespace, p).stdout for p in pods}
+    assert done["status"]["phase"] == "Succeeded", (done["status"], logs)
+    assert {p["spec"]["nodeName"] for p in pods.values()} == {"t9k-node", second_node}
+    final = re.search(r"final test_accuracy ([\d.]+)", logs[f"{name}-worker-0"])
+    assert final and float(final.group(1)) >= 0.90, logs[f"{name}-worker-0"]
+    assert "rank 1 of 2 joined" in logs[f"{name}-worker-1"], logs[f"{name}-worker-1"]
+    assert all(rs["phase"] == "Succeeded" for rs in replicas(done).values()), done["status"]
+
+
+def test_a_replica_on_a_lost_node_is_replaced_on_the_other_and_never_runs_twice(
+    node, second_node: str, kube: Kube, namespace: str, lost: list[str], tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    name = "beat"
+    kube.create(job_path(namespace, "GenericJob"), heartbeat_job(name, shared, "OnFailure"))
+    first = running_pod(kube, namespace, name)
+    assert first["spec"]["nodeName"] == second_node, first["spec"]
+    Kube.wait_for(lambda: beats(shared).get(first["metadata"]["uid"]), timeout=120, what="the first heartbeats")
+    t0 = time.monotonic()
+    timeline: dict[str, float] = {}
+    lost.append(second_node)
+    node.lose(second_node)
+    Kube.wait_for(lambda: node_ready(kube, second_node) != "True", timeout=LOST_BOUND, interval=0.5,
+                  what=f"{second_node} NotReady")  # fmt: skip
+    timeline["NotReady"] = time.monotonic() - t0
+    Kube.wait_for(lambda: "NodeLost" in event_reasons(kube, namespace, name), timeout=LOST_BOUND, interval=0.5,
+                  what="the NodeLost event")  # fmt: skip
+    timeline["NodeLost"] = time.monotonic() - t0
+    second = running_pod(kube, namespace, name)
+    timeline["replaced, Running"] = time.monotonic() - t0
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    assert second["spec"]["nodeName"] == "t9k-node", second["spec"]
+    reasons = event_reasons(kube, namespace, name)
+    assert "ForceDeleted" in reasons and second_node in reasons["NodeLost"], reasons
+    Kube.wait_for(lambda: beats(shared).get(second["metadata"]["uid"]), timeout=120, what="the new heartbeats")
+
+    # The node comes back: its kubelet stops the stale container before it runs again.
+    node.restore(second_node)
+    lost.remove(second_node)
+    timeline["restored"] = time.monotonic() - t0
+    Kube.wait_for(lambda: not pod_processes(first["metadata"]["uid"]), timeout=180,
+                  what="the stale container gone from the node")  # fmt: skip
+    (shared / "done").write_text("")
+    done = wait_phase(kube, job_path(namespace, "GenericJob", name), ("Succeeded", "Failed"), timeout=300)
+    timeline["Succeeded"] = time.monotonic() - t0
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    [rs] = replicas(done).values()
+    assert rs["restartCount"] == 1, rs
+    seen = beats(shared)
+    old, new = seen[first["metadata"]["uid"]], seen[second["metadata"]["uid"]]
+    assert max(old) < min(new), f"the stale rank beat at {max(old)}, after its replacement's first beat {min(new)}"
+    assert set(seen) == {first["metadata"]["uid"], second["metadata"]["uid"]}, seen.keys()
+    print("\nnode lost -> " + ", ".join(f"{k} +{v:.1f} s" for k, v in timeline.items()))
+
+
+def test_a_never_replica_on_a_lost_node_fails_the_job_with_reason_node_lost(
+    node, second_node: str, kube: Kube, namespace: str, lost: list[str], tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    name = "never"
+    kube.create(job_path(namespace, "GenericJob"), heartbeat_job(name, shared, "Never", limit=0))
+    first = running_pod(kube, namespace, name)
+    assert first["spec"]["nodeName"] == second_node, first["spec"]
+    t0 = time.monotonic()
+    lost.append(second_node)
+    node.lose(second_node)
+    done = wait_phase(kube, job_path(namespace, "GenericJob", name), ("Succeeded", "Failed"), timeout=LOST_BOUND)
+    took = time.monotonic() - t0
+    assert done["status"]["phase"] == "Failed", done["status"]
+    failed = next(c for c in done["status"]["conditions"] if c["type"] == "Failed")
+    assert "NodeLost" in failed["message"], failed
+    [rs] = replicas(done).values()
+    assert (rs["phase"], rs["reason"]) == ("Failed", "NodeLost") and second_node in rs["message"], rs
+    # The stale pod is force-deleted once its grace period has passed, node still lost.
+    Kube.wait_for(
+        lambda: not kube.list(pod_path(namespace), label_selector=f"{OWNER}={name}"), timeout=120, interval=0.5,
+        what="the lost pod force-deleted",
+    )  # fmt: skip
+    print(f"\nnode lost -> job Failed (NodeLost) +{took:.1f} s")
