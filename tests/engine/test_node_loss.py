@@ -11,7 +11,7 @@ import pytest
 
 from t9k_jobs.engine.node_loss import FORCE_DELETED, NODE_LOST, project, wake
 
-from .jobs import generic, pytorch
+from .jobs import colossalai, deepspeed, generic, pytorch
 from .sim import Sim, created_pods, deleted_pods
 
 
@@ -151,3 +151,40 @@ def test_every_rank_of_a_pytorch_job_restarts_on_its_policy_when_one_node_is_los
     plan = sim.step()
     assert ("j-worker-0", NODE_LOST) in [(d.name, d.reason) for d in plan.delete]
     assert sim.status.backoff_count == 1 and sim.status.phase != "Failed"
+
+
+def test_a_deepspeed_worker_on_a_lost_node_relaunches_every_worker_once_its_pod_is_gone() -> None:
+    """DeepSpeed's ranks cannot rejoin (restart scope ``all``): every worker restarts with one
+    backoff, and the lost one's new pod waits until the forced delete frees its name."""
+    sim = Sim(deepspeed(3, name="ds", backoff=3), graceful=True)
+    sim.settle(start="Running")
+    sim.step()
+    placed(sim, {"ds-worker-0": "n1", "ds-worker-1": "n1", "ds-worker-2": "n2"})
+    sim.unreachable["n2"] = sim.now - 60
+    plan = sim.step()
+    assert sorted(deleted_pods(plan)) == ["ds-worker-0", "ds-worker-1", "ds-worker-2"]
+    assert sim.status.backoff_count == 1 and sim.status.phase == "Running"
+    # The Ready node's kubelet stops its two; the lost one stays Terminating.
+    sim.pods = {n: p for n, p in sim.pods.items() if n == "ds-worker-2"}
+    plan = sim.step(start="Running")
+    assert "ds-worker-2" not in created_pods(plan)
+    sim.tick(30)
+    plan = sim.step(start="Running")
+    assert [(d.name, d.force) for d in plan.delete] == [("ds-worker-2", True)]
+    plan = sim.step(start="Running")
+    assert "ds-worker-2" in created_pods(plan) and sim.status.backoff_count == 1
+
+
+def test_colossalai_follows_its_rules_when_a_worker_node_is_lost() -> None:
+    """ColossalAI restarts nothing: a worker lost with its node has ended, failed ``NodeLost``, and
+    its pod is deleted; the job's end follows its launcher, whose ssh to that worker breaks
+    (``test_restart.py``: the launcher's exit decides)."""
+    sim = Sim(colossalai(2, name="cai"), graceful=True)
+    sim.settle(start="Running")
+    sim.step()
+    placed(sim, {"cai-worker-0": "n1", "cai-worker-1": "n2"})
+    sim.unreachable["n2"] = sim.now - 60
+    plan = sim.step()
+    assert ("cai-worker-1", NODE_LOST) in [(d.name, d.reason) for d in plan.delete]
+    assert sim.replica("cai-worker-1").reason == NODE_LOST and sim.status.backoff_count == 0
+    assert "cai-launcher" in sim.live() and sim.status.phase == "Running"
