@@ -367,3 +367,10 @@ def test_a_cluster_jobs_pods_give_nodes_events_and_timeline() -> None:
     ]
     assert source.describe_target() == "the cluster at https://127.0.0.1:6443, namespace team-a"
     assert [r["namespace"] for r in source.jobs()] == ["team-a"]
+
+
+def test_every_answer_forbids_foreign_and_inline_scripts(app_client: Any) -> None:
+    for path in ("/", "/job/gj/fin", "/api/jobs", "/static/job.js", "/api/job/gj/fin/logs/download"):
+        headers = app_client.get(path).headers
+        assert "script-src 'self'" in headers["content-security-policy"], path
+        assert headers["x-content-type-options"] == "nosniff" and headers["x-frame-options"] == "DENY"

@@ -230,14 +230,19 @@ def test_a_script_in_a_log_line_and_in_a_job_name_shows_as_text(runs, dashboard,
     def link(name: str) -> Any:
         return js(
             browser,
-            "return [...document.querySelectorAll('#jobs tbody a')].find((a) => a.textContent === arguments[0]) || null",
+            "return [...document.querySelectorAll('#jobs tbody a')].some((a) => a.textContent === arguments[0])",
             name,
         )
 
     for name in names:
         browser.get(board.url + "/")
         wait_until(lambda: link(name), f"{name!r} in the list, as text", LIMIT)
-        js(browser, "arguments[0].click()", link(name))
+        # Found and clicked in one script: the list redraws its rows as ages change.
+        js(
+            browser,
+            "[...document.querySelectorAll('#jobs tbody a')].find((a) => a.textContent === arguments[0]).click()",
+            name,
+        )
         wait_until(lambda: js(browser, "return location.pathname.startsWith('/job/')"), "its page", LIMIT)
         shown = wait_until(
             lambda: js(browser, "const n = document.getElementById('job-name') || document.getElementById('problem'); return n && n.textContent"),

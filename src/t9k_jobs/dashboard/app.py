@@ -279,7 +279,7 @@ def create_app(source: JobSource, allowed_hosts: list[str] | None = None, poll: 
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     hosts = allowed_hosts if allowed_hosts is not None else ["127.0.0.1", "localhost", "::1", "[::1]"]
-    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)]
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts), Middleware(SecurityHeaders)]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -292,6 +292,39 @@ def create_app(source: JobSource, allowed_hosts: list[str] | None = None, poll: 
 
 
 # ----------------------------------------------------------------------------- helpers
+
+#: Sent with every answer: scripts only from the dashboard itself (a markup string that slipped
+#: through would still not run), no framing, no sniffing of a downloaded log as HTML.
+SECURITY_HEADERS = [
+    (
+        b"content-security-policy",
+        b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+        b"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    ),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+]
+
+
+class SecurityHeaders:
+    """Pure ASGI middleware adding :data:`SECURITY_HEADERS` (streams pass through untouched)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
 
 
 def _int(text: str | None, name: str, low: int | None = None, high: int | None = None) -> int:
