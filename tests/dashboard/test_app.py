@@ -374,3 +374,35 @@ def test_every_answer_forbids_foreign_and_inline_scripts(app_client: Any) -> Non
         headers = app_client.get(path).headers
         assert "script-src 'self'" in headers["content-security-policy"], path
         assert headers["x-content-type-options"] == "nosniff" and headers["x-frame-options"] == "DENY"
+
+
+def test_a_followed_stream_reads_ahead_a_bounded_amount_and_stops_with_its_reader() -> None:
+    """An endless log read for a page that takes one batch and goes away: the reader thread reads
+    at most READ_AHEAD lines ahead, then stops and closes the log."""
+    import asyncio
+    import itertools
+    import threading
+
+    from t9k_jobs.dashboard import app as dashboard_app
+
+    read: list[int] = []
+    closed = threading.Event()
+
+    def endless() -> Iterator[str]:
+        try:
+            for i in itertools.count():
+                read.append(i)
+                yield f"line {i}"
+        finally:
+            closed.set()
+
+    async def one_batch() -> list[str]:
+        stream = dashboard_app._pumped(endless())
+        batch = await stream.__anext__()
+        await stream.aclose()
+        return batch
+
+    batch = asyncio.run(one_batch())
+    assert batch[0] == "line 0" and len(batch) <= 2000
+    assert closed.wait(LIMIT), "the log was not closed"
+    assert len(read) <= dashboard_app.READ_AHEAD + 2001

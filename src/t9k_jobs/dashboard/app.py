@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import queue
 import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -401,26 +400,35 @@ def _search(lines: Iterator[str], text: str) -> dict[str, Any]:
 
 
 async def _pumped(lines: Iterator[str], window: float = 0.1) -> AsyncIterator[list[str]]:
-    """The lines of a blocking iterator, read in a thread of their own, in batches (what came
-    within ``window`` seconds). The reader waits when :data:`READ_AHEAD` lines are not taken yet;
-    when the consumer goes away, it stops at its next line and closes the iterator in its own thread."""
-    pending: queue.Queue[Any] = queue.Queue(READ_AHEAD)
+    """The lines of a blocking iterator, read in a thread of its own and handed to the event loop,
+    in batches (what came within ``window`` seconds); ``[]`` after a second without any. The reader
+    waits when :data:`READ_AHEAD` lines are not taken yet; when the consumer goes away, it is
+    interrupted (:meth:`~t9k_jobs.dashboard.source.Lines.interrupt`), stops at its next line at the
+    latest and closes the iterator in its own thread. No thread of the event loop's pool waits."""
+    loop = asyncio.get_running_loop()
+    items: asyncio.Queue[Any] = asyncio.Queue()
+    room = threading.Semaphore(READ_AHEAD)
     stop = threading.Event()
     done = object()
+
+    def hand(item: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(items.put_nowait, item)
+        except RuntimeError:  # the loop is closed: nobody reads
+            stop.set()
 
     def read() -> None:
         try:
             for line in lines:
-                while not stop.is_set():
-                    try:
-                        pending.put(line, timeout=0.5)
-                        break
-                    except queue.Full:
-                        continue
+                while not room.acquire(timeout=0.5):
+                    if stop.is_set():
+                        return
                 if stop.is_set():
-                    break
+                    return
+                hand(line)
         except Exception as exc:  # noqa: BLE001 - a source gone while following: said once, in the log
-            _put_end(pending, f"(the log stopped: {exc})", stop)
+            if not stop.is_set():
+                hand(f"(the log stopped: {exc})")
         finally:
             close = getattr(lines, "close", None)
             if close is not None:
@@ -428,29 +436,28 @@ async def _pumped(lines: Iterator[str], window: float = 0.1) -> AsyncIterator[li
                     close()
                 except Exception:  # noqa: BLE001 - closing is best effort
                     pass
-            _put_end(pending, done, stop)
+            hand(done)
 
-    reader = threading.Thread(target=read, name="t9k-dashboard-log", daemon=True)
-    reader.start()
+    threading.Thread(target=read, name="t9k-dashboard-log", daemon=True).start()
     try:
         finished = False
         while not finished:
-            batch: list[str] = []
-            first = await asyncio.to_thread(_take, pending, 1.0)
-            if first is None:
+            try:
+                first = await asyncio.wait_for(items.get(), 1.0)
+            except asyncio.TimeoutError:
                 yield []
                 continue
-            items = [first]
-            end = asyncio.get_running_loop().time() + window
-            while len(items) < 2000 and asyncio.get_running_loop().time() < end:
-                try:
-                    items.append(pending.get_nowait())
-                except queue.Empty:
-                    await asyncio.sleep(0.02)
-            for item in items:
+            got = [first]
+            if first is not done:
+                await asyncio.sleep(window)
+            while len(got) < 2000 and not items.empty():
+                got.append(items.get_nowait())
+            batch: list[str] = []
+            for item in got:
                 if item is done:
                     finished = True
                     break
+                room.release()
                 batch.append(item)
             if batch:
                 yield batch
@@ -459,22 +466,6 @@ async def _pumped(lines: Iterator[str], window: float = 0.1) -> AsyncIterator[li
         interrupt = getattr(lines, "interrupt", None)
         if interrupt is not None:
             interrupt()
-
-
-def _put_end(pending: queue.Queue[Any], item: Any, stop: threading.Event) -> None:
-    while not stop.is_set():
-        try:
-            pending.put(item, timeout=0.5)
-            return
-        except queue.Full:
-            continue
-
-
-def _take(pending: queue.Queue[Any], timeout: float) -> Any:
-    try:
-        return pending.get(timeout=timeout)
-    except queue.Empty:
-        return None
 
 
 async def _changes(snapshots: AsyncIterator[tuple[str, Any]]) -> AsyncIterator[tuple[str, Any]]:
