@@ -1,7 +1,8 @@
 """The dashboard in a real browser (Debian's headless chromium through Selenium) over real local
 runs: replicas going Running -> Succeeded with their logs arriving live, a job that cannot start
 saying why in describe's words, the loss plot of the main example, a ``<script>`` in a log line and
-in a job name shown as text, and actions refused without ``--allow-actions`` and done with it.
+in a job name shown as text, and actions refused without ``--allow-actions`` and done with it
+(pause, resume, delete, and scale of an elastic job with its refusal in the CLI's words).
 
 Every wait is for a condition in the page (no reload, no fixed sleep).
 """
@@ -322,3 +323,35 @@ def test_actions_pause_resume_and_delete_with_allow_actions_after_a_confirmation
     assert runs.phase("steered") in ("Stopped", "Failed")
     result = js(browser, "return document.getElementById('action-result').textContent")
     assert "stopped" in result or "logs and status kept" in result
+
+
+def test_scale_an_elastic_job_with_allow_actions_and_its_refusal(runs, dashboard, browser, tmp_path) -> None:
+    gate = tmp_path / "go"
+    spec = {
+        "torchrunConfig": {"enabled": True, "procPerNode": "1"},
+        "elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 3, "expectedReplicas": 1},
+        "replicaSpecs": [replica("worker", 1, template(["python", "-c", gated(gate, "up", "down")]))],
+    }
+    runs.start(job("PyTorchTrainingJob", "grow", spec))
+    board = dashboard("--allow-actions")
+    open_job(browser, board.url, "PyTorchTrainingJob", "grow")
+    until(browser, lambda s: s["phase"] == "Running", "Running")
+    assert browser.find_element("id", "scale-box").is_displayed()
+
+    def scale_to(replicas: int) -> str:
+        js(browser, "document.getElementById('action-result').textContent = '';")
+        js(browser, "document.getElementById('scale-replicas').value = arguments[0];", str(replicas))
+        _confirm(browser, "act-scale", f"Scale PyTorchTrainingJob grow to {replicas} replicas")
+        return wait_until(
+            lambda: (lambda t: t if t and not t.endswith("…") else None)(
+                js(browser, "return document.getElementById('action-result').textContent")
+            ),
+            "the action's answer",
+            LIMIT,
+        )
+
+    refused = scale_to(5)
+    assert refused == "refused: --replicas: 5 is outside PyTorchTrainingJob grow's elastic range [1, 3] (spec.elastic.minReplicas, maxReplicas)"
+    assert scale_to(2) == "pytorchtrainingjob.batch.tensorstack.dev/grow scaled: spec.elastic.expectedReplicas is 2"
+    until(browser, lambda s: "grow-worker-1" in s["replicas"], "a second replica on the page")
+    gate.touch()
