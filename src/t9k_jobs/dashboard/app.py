@@ -125,6 +125,8 @@ def create_app(source: JobSource, allowed_hosts: list[str] | None = None, poll: 
                     yield "jobs", {"jobs": await in_thread(source.jobs)}
                 except JobsError as exc:
                     yield "problem", {"problem": str(exc)}
+                except Exception as exc:  # noqa: BLE001 - one bad look never ends the stream
+                    yield "problem", {"problem": f"{type(exc).__name__}: {exc}"}
                 await asyncio.sleep(poll)
 
         return _sse(request, _changes(snapshots()))
@@ -143,6 +145,8 @@ def create_app(source: JobSource, allowed_hosts: list[str] | None = None, poll: 
                     yield "gone", {"problem": str(exc)}
                 except JobsError as exc:
                     yield "problem", {"problem": str(exc)}
+                except Exception as exc:  # noqa: BLE001 - one bad look never ends the stream
+                    yield "problem", {"problem": f"{type(exc).__name__}: {exc}"}
                 await asyncio.sleep(poll)
 
         return _sse(request, _changes(snapshots()))

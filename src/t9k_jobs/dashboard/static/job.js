@@ -15,6 +15,7 @@
 
   function render(j) {
     job = j;
+    document.getElementById("problem").hidden = true;
     const phase = document.getElementById("phase");
     phase.textContent = j.phase;
     phase.className = "phase phase-" + j.phase;
