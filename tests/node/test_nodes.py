@@ -212,7 +212,7 @@ def test_lose_and_restore_node_2(node: Node, kube: Kube, namespace: str, second_
     lines = restored.stderr.strip().splitlines()
     print("\n".join(lines))
     assert len(lines) == 4 and "WARNING" not in restored.stderr, lines
-    assert "(1 of 1 pods" in lines[2], lines
+    assert "(1 processes of 1 pods" in lines[2], lines
     # The deleted pod's processes die without running again; the kept pod ticks on.
     Kube.wait_for(lambda: stale_uid not in pod_processes(f"{m.cgroup}/kubepods"), timeout=120,
                   what="the deleted pod's processes gone")

@@ -224,3 +224,81 @@ def test_a_never_replica_on_a_lost_node_fails_the_job_with_reason_node_lost(
         what="the lost pod force-deleted",
     )  # fmt: skip
     print(f"\nnode lost -> job Failed (NodeLost) +{took:.1f} s")
+
+
+# Each torchrun worker process: join the group, then all-reduce a one every 0.5 s until the test
+# drops `done`; a rank whose peer froze blocks in its all-reduce until torchrun restarts it.
+RING = r"""
+import os, time
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank, size = dist.get_rank(), dist.get_world_size()
+print(f"rank {rank} of {size} joined on {os.environ['NODE_NAME']} "
+      f"(restart {os.environ.get('TORCHELASTIC_RESTART_COUNT')})", flush=True)
+while not os.path.exists("/shared/done"):
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    assert t.item() == size
+    time.sleep(0.5)
+dist.barrier()
+dist.destroy_process_group()
+print(f"rank {rank} done", flush=True)
+"""
+
+
+def test_torchrun_ranks_rendezvous_again_when_a_node_is_lost(
+    node, second_node: str, kube: Kube, kubectl, namespace: str, lost: list[str], tmp_path: Path
+) -> None:
+    """A PyTorchTrainingJob with torchrun (c10d rendezvous on the master's Service): its worker's
+    node is lost; the worker fails NodeLost and its new pod (on the other node) joins the
+    rendezvous; the master's torchrun agent sees a node waiting and restarts its rank into a new
+    round (a membership change, not one of its maxRestarts: 0), in the same pod. Both ranks
+    all-reduce again and the job Succeeds with one restart counted, the worker's."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "ring.py").write_text(RING)
+    name = "ring"
+
+    def replica_spec(type_: str, host: str, policy: str) -> dict[str, Any]:
+        spec = heartbeat_job(name, shared, policy)["spec"]["replicaSpecs"][0]
+        pod = spec["template"]["spec"]
+        pod["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["preference"][
+            "matchExpressions"][0]["values"] = [host]  # fmt: skip
+        main = pod["containers"][0]
+        main.update(name="pytorch", command=["python"], args=["/shared/ring.py"])
+        main["env"].append({"name": "OMP_NUM_THREADS", "value": "1"})
+        return {"type": type_, "replicas": 1, "restartPolicy": policy, "template": spec["template"]}
+
+    job = {
+        "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "PyTorchTrainingJob", "metadata": {"name": name},
+        "spec": {
+            "torchrunConfig": {"enabled": True, "procPerNode": "1", "rdzvBackend": "c10d", "maxRestarts": 0},
+            "runPolicy": {"backoffLimit": 3},
+            "replicaSpecs": [replica_spec("master", "t9k-node", "OnFailure"),
+                             replica_spec("worker", second_node, "OnFailure")],
+        },
+    }  # fmt: skip
+    kube.create(job_path(namespace, "PyTorchTrainingJob"), job)
+    path = job_path(namespace, "PyTorchTrainingJob", name)
+    master_log = lambda: kubectl("logs", "-n", namespace, f"{name}-master-0", check=False).stdout  # noqa: E731
+    Kube.wait_for(lambda: "rank 0 of 2 joined" in master_log(), timeout=300, interval=1, what="the first round")
+    worker = kube.get(pod_path(namespace, f"{name}-worker-0"))
+    master_uid = kube.get(pod_path(namespace, f"{name}-master-0"))["metadata"]["uid"]
+    assert worker["spec"]["nodeName"] == second_node, worker["spec"]
+    t0 = time.monotonic()
+    lost.append(second_node)
+    node.lose(second_node)
+    Kube.wait_for(lambda: master_log().count("rank 0 of 2 joined") >= 2, timeout=LOST_BOUND, interval=1,
+                  what="the master's rank in a second round")  # fmt: skip
+    again = time.monotonic() - t0
+    (shared / "done").write_text("")
+    done = wait_phase(kube, path, ("Succeeded", "Failed"), timeout=300)
+    log = master_log()
+    assert done["status"]["phase"] == "Succeeded", (done["status"], log)
+    rs = replicas(done)
+    assert rs[f"{name}-worker-0"]["restartCount"] == 1 and rs[f"{name}-master-0"]["restartCount"] == 0, rs
+    assert kube.get(pod_path(namespace, f"{name}-master-0"))["metadata"]["uid"] == master_uid
+    new_worker = kubectl("logs", "-n", namespace, f"{name}-worker-0").stdout
+    assert "rank 1 of 2 joined on t9k-node " in new_worker and "rank 1 done" in new_worker, new_worker
+    assert "rank 0 done" in log, log
+    print(f"\nnode lost -> torchrun's second round +{again:.1f} s")

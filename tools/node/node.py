@@ -319,6 +319,38 @@ def sigkill_pending(pid: int) -> bool:
     return any(int(fields.get(k, "0").strip() or "0", 16) & SIGKILL_BIT for k in ("SigPnd", "ShdPnd"))
 
 
+def uncovered(pids: list[int]) -> list[int]:
+    """Of ``pids`` (the processes of containers the kubelet is stopping), those that may still run
+    user code when thawed: without SIGKILL pending, and not in a pid namespace whose first process
+    (a container's init, pid 1 inside) has it. runc's kill reaches a container's init only; when
+    the init dies the kernel kills every other process of its pid namespace, so a container whose
+    init wakes with SIGKILL pending runs nothing more, but its other processes may be scheduled for
+    the moment that teardown takes."""
+    dying_namespaces = set()
+    for pid in pids:
+        if _ns_pid(pid) == 1 and sigkill_pending(pid):
+            dying_namespaces.add(_pid_namespace(pid))
+    return [p for p in pids if not sigkill_pending(p) and _pid_namespace(p) not in dying_namespaces]
+
+
+def _ns_pid(pid: int) -> int | None:
+    """``pid``'s number in its own (innermost) pid namespace (``NSpid``'s last field)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                return int(line.split()[-1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _pid_namespace(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return f"gone-{pid}"
+
+
 def pod_processes(cgroup: str) -> dict[str, set[int]]:
     """pod uid -> the processes under ``cgroup`` whose cgroup path has a ``pod<uid>`` component (the
     kubelet's pod cgroups; the systemd driver writes the uid's dashes as underscores)."""
@@ -1190,8 +1222,11 @@ healthzBindAddress: {m.ip}:10256
         1. thaw ``system`` (the daemons); wait until the kubelet heartbeats again (its Node Ready=True
            and its Lease renewed, or its Ready heartbeat newer, after the thaw) and until every
            process under ``kubepods`` of a pod that no longer exists in the API (cgroup component
-           ``pod<uid>``) has SIGKILL pending: the kubelet's kill of a frozen process stays pending,
-           and a task leaving the freezer with SIGKILL pending dies without running user code. The
+           ``pod<uid>``) has SIGKILL pending, or belongs to a container whose init has it
+           (:func:`uncovered`): the kubelet's kill of a frozen process stays pending, and a task
+           leaving the freezer with SIGKILL pending dies without running user code; runc kills
+           a container's init only, and the kernel the rest of its pid namespace as the init
+           dies (a moment in which those others may still be scheduled). The
            sandboxes' ``pause`` processes are not waited for (the kubelet stops a sandbox only after
            its containers have exited, which they cannot while frozen; pause runs no user code);
         2. thaw ``kubepods``.
@@ -1237,7 +1272,7 @@ healthzBindAddress: {m.ip}:10256
             gone = {uid: [p for p in pids if _comm(p) not in ("pause", "")]
                     for uid, pids in pod_processes(f"{m.cgroup}/kubepods").items() if uid not in known}
             counts[:] = [sum(map(len, gone.values())), len(gone)]
-            return [pid for pids in gone.values() for pid in pids if not sigkill_pending(pid)]
+            return uncovered([pid for pids in gone.values() for pid in pids])
 
         last, counts = "", [0, 0]  # processes, pods
         while out["heartbeat_s"] is None and time.monotonic() < end:
@@ -1263,8 +1298,9 @@ healthzBindAddress: {m.ip}:10256
                     waiting = [-1]
                 if not waiting:
                     out["sigkill_s"] = time.monotonic() - started
-                    say(f"restore {name}: every process of a deleted pod ({counts[0]} of {counts[1]} pods, "
-                        f"pause left out) has SIGKILL pending, {out['sigkill_s']:.1f} s after the thaw")
+                    say(f"restore {name}: every process of a deleted pod ({counts[0]} processes of {counts[1]} "
+                        f"pods, pause left out) has SIGKILL pending, or its container's init has, "
+                        f"{out['sigkill_s']:.1f} s after the thaw")
                     break
                 time.sleep(0.2)
             else:
