@@ -5,7 +5,8 @@
 #   tools/node/fault.sh DIR lose NODE      # freeze everything of NODE at once (cgroup freezer)
 #   tools/node/fault.sh DIR restore NODE   # thaw its daemons, then (once its kubelet heartbeats and
 #                                          # every process of a pod deleted meanwhile has SIGKILL
-#                                          # pending, 120 s at most) its pods
+#                                          # pending, or its container's init has, 120 s at most)
+#                                          # its pods
 #
 # NODE is a node's name (t9k-node-2...). t9k-node (node 1) is refused: CoreDNS, the cluster's DNS,
 # lives there. One line per step, with timings, on stderr. Bad input (an unknown node, a node lost
