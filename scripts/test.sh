@@ -5,7 +5,8 @@
 #   bash scripts/test.sh [--no-node] [PYTEST ARGS...]
 #
 # --no-node leaves out tests/node (real pods on a kubelet built here: they need root, cgroups and
-# about 10 GB of disk for the images); everything else runs as any user with Python, Go and PyPI.
+# about 45 GB of disk under ~/.cache/t9k-jobs: the images' archives, 14 GB, and the containerd
+# stores of the two nodes, 13-14 GB each); everything else runs as any user with Python, Go and PyPI.
 # The order is random (pytest-randomly); the seed is printed first, and --randomly-seed=N replays
 # it (-p no:randomly runs the files in their own order). Python packages come from uv.lock
 # (scripts/bootstrap.sh), Go tools from the committed go.mod/go.sum files, Debian packages by name
