@@ -847,6 +847,13 @@ def dashboard(
     allow_actions: Annotated[
         bool, typer.Option("--allow-actions", help="Offer pause, resume, scale and delete (each confirmed).")
     ] = False,
+    tensorboard_url: Annotated[
+        Optional[str],
+        typer.Option(
+            "--tensorboard-url",
+            help="Link a job's TensorBoard (spec.tensorboardSpec) to this http(s) URL; {namespace} and {name} are filled in (your T9k console's TensorBoard page).",
+        ),
+    ] = None,
     *,
     target: _Target,
 ) -> None:
@@ -860,7 +867,10 @@ def dashboard(
     from .dashboard.server import serve
 
     with _verb():
-        code = serve(target.client, port, address, allow_actions, target.all_namespaces, echo=lambda s: typer.echo(s))
+        code = serve(
+            target.client, port, address, allow_actions, target.all_namespaces, echo=lambda s: typer.echo(s),
+            tensorboard_url=tensorboard_url,
+        )
     raise typer.Exit(code)
 
 

@@ -263,6 +263,8 @@ def _dashboard(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         (["--port", "0.0.0.0:8080"], "not a loopback address"),
         (["--address", "no-such-host.invalid"], "--address"),
         (["--local", "-n", "team-a"], "--local: -n/--namespace is a cluster option"),
+        (["--tensorboard-url", "javascript:alert(1)"], "--tensorboard-url: 'javascript:alert(1)' is not an http"),
+        (["--tensorboard-url", "https://console/{job}"], "--tensorboard-url: unknown field {job}"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], words: str, tmp_path: Path) -> None:
@@ -406,3 +408,17 @@ def test_a_followed_stream_reads_ahead_a_bounded_amount_and_stops_with_its_reade
     assert batch[0] == "line 0" and len(batch) <= 2000
     assert closed.wait(LIMIT), "the log was not closed"
     assert len(read) <= dashboard_app.READ_AHEAD + 2001
+
+
+def test_the_tensorboard_url_is_checked_and_filled_with_encoded_names() -> None:
+    from t9k_jobs.dashboard.source import check_tensorboard_url, tensorboard_link
+
+    template = check_tensorboard_url("https://console.example/t9k/{namespace}/tensorboards/{name}")
+    assert tensorboard_link(template, "team-a", "a/b?c") == "https://console.example/t9k/team-a/tensorboards/a%2Fb%3Fc"
+    for bad, words in [
+        ("javascript:alert(1)", "not an http:// or https:// URL"),
+        ("https://x/{job}", "unknown field {job}"),
+        ("https://x/{", "not a URL template"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(words)):
+            check_tensorboard_url(bad)

@@ -355,3 +355,27 @@ def test_scale_an_elastic_job_with_allow_actions_and_its_refusal(runs, dashboard
     assert scale_to(2) == "pytorchtrainingjob.batch.tensorstack.dev/grow scaled: spec.elastic.expectedReplicas is 2"
     until(browser, lambda s: "grow-worker-1" in s["replicas"], "a second replica on the page")
     gate.touch()
+
+
+def test_a_jobs_tensorboard_links_where_tensorboard_url_says(runs, dashboard, browser) -> None:
+    """``--tensorboard-url`` with ``{name}``: a job with ``tensorboardSpec`` gets a link to it (T9k
+    documents no address of its own for a TensorBoard); the name is percent-encoded into it."""
+    from tests.dashboard.conftest import py
+
+    spec = {
+        "tensorboardSpec": {"image": "tensorboard:1", "trainingLogFilesets": ["t9k://pvc/logs/run"]},
+        "runMode": {"pause": {"enabled": True}},
+        "replicaSpecs": [replica("worker", 1, template(py("print('never')"), name="pytorch"))],
+    }
+    runs.start(job("PyTorchTrainingJob", "tb-job", spec))
+    wait_until(lambda: runs.phase("tb-job", "pj") == "Paused", "the run to be Paused", LIMIT)
+    board = dashboard("--tensorboard-url", "https://console.example/t9k/tensorboards/{name}/")
+    open_job(browser, board.url, "PyTorchTrainingJob", "tb-job")
+    link = wait_until(
+        lambda: js(browser, "const a = document.getElementById('tensorboard-link'); return a && [a.href, a.textContent]"),
+        "the TensorBoard link",
+        LIMIT,
+    )
+    assert link == ["https://console.example/t9k/tensorboards/tb-job/", "open TensorBoard"]
+    summary = js(browser, "return document.getElementById('summary').textContent")
+    assert "TensorBoard tb-job" in summary

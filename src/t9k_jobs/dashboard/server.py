@@ -137,16 +137,25 @@ def serve(
     all_namespaces: bool = False,
     echo: Callable[[str], None] = print,
     warn: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+    tensorboard_url: str | None = None,
 ) -> int:
     """Check the options, make the client (its errors go up: one line, their exit code), bind,
-    print the URL, serve until interrupted. The exit status."""
+    print the URL, serve until interrupted. ``tensorboard_url``: where a job's TensorBoard link
+    points (``{namespace}``, ``{name}``). The exit status; UsageError (exit 2) for bad options."""
     import uvicorn
 
     from .app import create_app
-    from .source import JobSource
+    from .source import JobSource, check_tensorboard_url
 
     bind = parse_bind(port, address)
-    source = JobSource(new_client, all_namespaces=all_namespaces, allow_actions=allow_actions)  # type: ignore[arg-type]
+    if tensorboard_url is not None:
+        try:
+            check_tensorboard_url(tensorboard_url)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    source = JobSource(
+        new_client, all_namespaces=all_namespaces, allow_actions=allow_actions, tensorboard_url=tensorboard_url,  # type: ignore[arg-type]
+    )
     try:
         sock = open_socket(bind)
     except JobsError:

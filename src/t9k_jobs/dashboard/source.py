@@ -93,12 +93,18 @@ class JobSource:
     jobs (``-A``); ``allow_actions``: pause, resume, scale and delete are offered."""
 
     def __init__(
-        self, new_client: Callable[[], Client], all_namespaces: bool = False, allow_actions: bool = False
+        self,
+        new_client: Callable[[], Client],
+        all_namespaces: bool = False,
+        allow_actions: bool = False,
+        tensorboard_url: str | None = None,
     ) -> None:
         self.new_client = new_client
         self.client = new_client()
         self.all_namespaces = all_namespaces
         self.allow_actions = allow_actions
+        # ``--tensorboard-url``: where a job's TensorBoard is opened (checked by tensorboard_link).
+        self.tensorboard_url = tensorboard_url
         self.timeline = Timeline()
         self._lock = threading.Lock()
 
@@ -224,7 +230,7 @@ class JobSource:
             "describe": show.describe(view, now),
             "timeline": self._timeline(key, view, nodes, now),
             "logs": _log_sources(view),
-            "tensorboard": _tensorboard(view),
+            "tensorboard": _tensorboard(view, self.tensorboard_url),
             "actions": self._actions(view),
         }
 
@@ -421,17 +427,54 @@ def _log_sources(view: JobView) -> list[dict[str, Any]]:
     return out
 
 
-def _tensorboard(view: JobView) -> dict[str, Any] | None:
+def _tensorboard(view: JobView, url_template: str | None = None) -> dict[str, Any] | None:
     """The job's TensorBoard when ``spec.tensorboardSpec`` is set: the ``tensorstack.dev/v1beta1``
-    TensorBoard named like the job (frameworks/base.py) and what ``status.tensorboard`` says of it;
-    a local run has none (docs/decisions.md)."""
+    TensorBoard named like the job (frameworks/base.py), what ``status.tensorboard`` says of it,
+    and ``url``, its link from ``--tensorboard-url`` (:func:`tensorboard_link`), ``None`` without
+    the option; a local run has none (docs/decisions.md)."""
     spec = view.spec.get("tensorboardSpec") if isinstance(view.spec, dict) else None
     if not spec:
         return None
     status = view.status.tensorboard if view.status is not None else None
     note = (status.note or status.action) if status is not None else None
     where = f" in namespace {view.namespace}" if view.namespace else ""
-    return {"object": f"TensorBoard {view.name}{where}", "note": note}
+    url = tensorboard_link(url_template, view.namespace or "", view.name) if url_template else None
+    return {"object": f"TensorBoard {view.name}{where}", "note": note, "url": url}
+
+
+#: The placeholders ``--tensorboard-url`` may hold.
+TENSORBOARD_FIELDS = ("namespace", "name")
+
+
+def check_tensorboard_url(template: str) -> str:
+    """``--tensorboard-url`` as given, once checked: an ``http://`` or ``https://`` URL whose only
+    ``{...}`` fields are ``{namespace}`` and ``{name}``. T9k documents no address for a TensorBoard
+    (its console opens it), so the dashboard links where the user says. Raises ``ValueError`` with
+    one line naming what is wrong."""
+    import string
+    from urllib.parse import urlsplit
+
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        raise ValueError(f"--tensorboard-url: {template!r} is not a URL template ({exc})") from None
+    unknown = sorted({f for f in fields if f not in TENSORBOARD_FIELDS})
+    if unknown:
+        raise ValueError(
+            f"--tensorboard-url: unknown field {{{unknown[0]}}}; accepted: {{namespace}} and {{name}}"
+        )
+    parts = urlsplit(template)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"--tensorboard-url: {template!r} is not an http:// or https:// URL")
+    return template
+
+
+def tensorboard_link(template: str, namespace: str, name: str) -> str:
+    """``template`` (checked by :func:`check_tensorboard_url`) with ``{namespace}`` and ``{name}``
+    filled in, each percent-encoded so that a name cannot change the URL's shape."""
+    from urllib.parse import quote
+
+    return template.format(namespace=quote(namespace, safe=""), name=quote(name, safe=""))
 
 
 __all__ = ["JobKey", "JobSource", "Lines", "Timeline"]

@@ -31,6 +31,17 @@
     if (j.tensorboard) summary.push(["TensorBoard", j.tensorboard.object + (j.tensorboard.note ? ": " + j.tensorboard.note : "")]);
     const dl = document.getElementById("summary");
     dl.replaceChildren(...summary.flatMap(([k, v]) => [el("dt", k), el("dd", v)]));
+    if (j.tensorboard && j.tensorboard.url) {
+      // --tensorboard-url: the server checked its scheme (http/https) and encoded the names.
+      const a = el("a", "open TensorBoard");
+      a.href = j.tensorboard.url;
+      a.id = "tensorboard-link";
+      a.rel = "noopener noreferrer";
+      a.target = "_blank";
+      const dd = el("dd");
+      dd.append(a);
+      dl.append(el("dt", ""), dd);
+    }
     document.getElementById("spec").replaceChildren(...j.spec.map((line) => el("li", line)));
     fill(document.querySelector("#replicas tbody"), j.replicas.map(function (r) {
       const tr = row([r.name, window.t9k.phaseBadge(r.phase), r.restarts, r.exit_code, r.reason, r.node || "-"]);
