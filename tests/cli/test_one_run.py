@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ from t9k_jobs import Client
 from t9k_jobs.errors import AlreadyExists, UsageError
 from tests.cli.test_local_verbs import LIMIT, _gated, _generic, cli, detached  # noqa: F401
 from tests.helpers import wait_until
-from tests.local.conftest import alive, carrying
+from tests.local.conftest import alive, carrying, kill_run
 
 pytestmark = pytest.mark.e2e
 
@@ -36,18 +35,7 @@ def _run_dir(done: subprocess.CompletedProcess[str]) -> Path:
     return Path(match.group(1))
 
 
-def _kill(run_dir: Path) -> None:
-    try:
-        pid = int((run_dir / "runtime.pid").read_text())
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
-    except (OSError, ValueError):
-        pass
-    for leftover in carrying(f"T9K_JOBS_RUN_DIR={run_dir}".encode()):
-        try:
-            os.kill(leftover, signal.SIGKILL)
-        except OSError:
-            pass
+_kill = kill_run
 
 
 def _rows(cwd: Path, *args: str) -> list[list[str]]:

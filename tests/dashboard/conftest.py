@@ -25,7 +25,7 @@ import yaml
 
 from t9k_jobs import Client
 from tests.helpers import job, replica, template, wait_until
-from tests.local.conftest import alive, carrying, py
+from tests.local.conftest import kill_run, py
 
 #: Seconds: generous, the machine may be a loaded 2-core VM.
 LIMIT = 120.0
@@ -81,17 +81,7 @@ class Runs:
 
     def cleanup(self) -> None:
         for run_dir in self.started:
-            try:
-                pid = int((run_dir / "runtime.pid").read_text())
-                if alive(pid):
-                    os.kill(pid, signal.SIGKILL)
-            except (OSError, ValueError):
-                pass
-            for leftover in carrying(f"T9K_JOBS_RUN_DIR={run_dir}".encode()):
-                try:
-                    os.kill(leftover, signal.SIGKILL)
-                except OSError:
-                    pass
+            kill_run(run_dir)
 
 
 @pytest.fixture

@@ -146,3 +146,20 @@ def carrying(marker: bytes, pattern: bytes = b"") -> list[int]:
             except OSError:
                 pass
     return found
+
+
+def kill_run(run_dir: Path) -> None:
+    """SIGKILL a detached local run's runtime (its ``runtime.pid``) and every process that carries
+    its run dir in its environment, wherever it was reparented: a test's clean-up, whatever state
+    the run was left in."""
+    try:
+        pid = int((run_dir / "runtime.pid").read_text())
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    except (OSError, ValueError):
+        pass
+    for leftover in carrying(f"T9K_JOBS_RUN_DIR={run_dir}".encode()):
+        try:
+            os.kill(leftover, signal.SIGKILL)
+        except OSError:
+            pass
