@@ -118,38 +118,29 @@ def create_app(source: JobSource, allowed_hosts: list[str] | None = None, poll: 
 
     # -- event streams of the list and of a job
 
-    async def jobs_events(request: Request) -> Response:
-        async def snapshots() -> AsyncIterator[tuple[str, Any]]:
-            while True:
-                try:
-                    yield "jobs", {"jobs": await in_thread(source.jobs)}
-                except JobsError as exc:
-                    yield "problem", {"problem": str(exc)}
-                except Exception as exc:  # noqa: BLE001 - one bad look never ends the stream
-                    yield "problem", {"problem": f"{type(exc).__name__}: {exc}"}
-                await asyncio.sleep(poll)
+    async def polled(event: str, look: Callable[[], Any], gone: str = "problem") -> AsyncIterator[tuple[str, Any]]:
+        """``(event, look())`` every ``poll`` seconds, for ever: NotFound (the job went) is the event
+        ``gone``, any other failure of one look a ``problem`` (one bad look never ends the stream)."""
+        while True:
+            try:
+                yield event, await in_thread(look)
+            except NotFound as exc:
+                yield gone, {"problem": str(exc)}
+            except JobsError as exc:
+                yield "problem", {"problem": str(exc)}
+            except Exception as exc:  # noqa: BLE001 - one bad look never ends the stream
+                yield "problem", {"problem": f"{type(exc).__name__}: {exc}"}
+            await asyncio.sleep(poll)
 
-        return _sse(request, _changes(snapshots()))
+    async def jobs_events(request: Request) -> Response:
+        return _sse(request, _changes(polled("jobs", lambda: {"jobs": source.jobs()})))
 
     async def job_events(request: Request) -> Response:
         try:
             key = key_of(request)
         except JobsError as exc:
             return _error(exc)
-
-        async def snapshots() -> AsyncIterator[tuple[str, Any]]:
-            while True:
-                try:
-                    yield "job", await in_thread(source.job, key)
-                except NotFound as exc:
-                    yield "gone", {"problem": str(exc)}
-                except JobsError as exc:
-                    yield "problem", {"problem": str(exc)}
-                except Exception as exc:  # noqa: BLE001 - one bad look never ends the stream
-                    yield "problem", {"problem": f"{type(exc).__name__}: {exc}"}
-                await asyncio.sleep(poll)
-
-        return _sse(request, _changes(snapshots()))
+        return _sse(request, _changes(polled("job", lambda: source.job(key), gone="gone")))
 
     # -- logs
 
