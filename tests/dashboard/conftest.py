@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -165,7 +166,9 @@ def browser() -> Iterator[Any]:
     options.binary_location = str(CHROMIUM)
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1600"):
         options.add_argument(arg)
-    profile = Path(os.environ.get("TMPDIR", "/tmp")) / f"t9k-dashboard-chromium-{os.getpid()}"
+    # A profile of its own: a browser started while another one runs (tests/node/test_dashboard.py
+    # imports this fixture, which makes a second session instance) cannot share a locked profile.
+    profile = Path(tempfile.mkdtemp(prefix="t9k-dashboard-chromium-"))
     options.add_argument(f"--user-data-dir={profile}")
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     driver.set_page_load_timeout(LIMIT)

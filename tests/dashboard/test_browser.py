@@ -54,8 +54,22 @@ def page_state(browser: Any) -> dict[str, Any]:
 
 
 def until(browser: Any, check: Any, what: str, timeout: float = LIMIT) -> dict[str, Any]:
-    """Wait until ``check(page_state)`` holds; the state then."""
-    return wait_until(lambda: (lambda s: s if check(s) else None)(page_state(browser)), what, timeout, interval=0.2)
+    """Wait until ``check(page_state)`` holds; the state then. On a timeout the error shows the
+    page as last seen (phase, why, replicas, the action's result, a problem line)."""
+    seen: dict[str, Any] = {}
+
+    def look() -> dict[str, Any] | None:
+        state = seen["last"] = page_state(browser)
+        return state if check(state) else None
+
+    try:
+        return wait_until(look, what, timeout, interval=0.2)
+    except AssertionError as exc:
+        extra = js(browser, "const r = document.getElementById('action-result'); "
+                            "const p = document.getElementById('problem'); "
+                            "return [r && r.textContent, p && p.textContent]")  # fmt: skip
+        last = {k: v for k, v in (seen.get("last") or {}).items() if k != "log"}
+        raise AssertionError(f"{exc}; the page: {last}; action result, problem: {extra}") from None
 
 
 def open_job(browser: Any, url: str, kind: str, name: str) -> None:

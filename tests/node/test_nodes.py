@@ -21,7 +21,7 @@ import pytest
 
 from ..cluster.kube import Kube, KubeError, core_path, pod_path
 from . import hoststate
-from .conftest import REPO, TRAINING_IMAGE, Node
+from .conftest import REPO, SECOND_NODE_IMAGES, TRAINING_IMAGE, Node, archives
 
 from node import NODE_IP, NODE_NAME, cgroup_pids, node_ip, pod_cidr, pod_processes  # noqa: E402
 
@@ -152,6 +152,7 @@ def _ticks(path: Path) -> list[float]:
     return [float(x) for x in path.read_text().split()] if path.exists() else []
 
 
+@pytest.mark.timeout(900)
 def test_lose_and_restore_node_2(node: Node, kube: Kube, namespace: str, second_node: str, tmp_path) -> None:
     """``fault.sh lose`` freezes every process of node 2 at once; the control plane marks it
     Unknown once the grace period has passed (measured); a pod deleted meanwhile (as the operator
@@ -229,8 +230,17 @@ def test_lose_and_restore_node_2(node: Node, kube: Kube, namespace: str, second_
 
 
 def test_remove_node_leaves_nothing_of_node_2(node: Node, kube: Kube, second_node: str) -> None:
-    """Runs last in this module: ``remove_node(2)`` stops everything of node 2 (its pods
-    included), deletes its Node object and leaves the host as before it joined; node 1 serves on."""
+    """``remove_node(2)`` stops everything of node 2 (its pods included), deletes its Node object
+    and leaves the host as before it joined; node 1 serves on. Node 2 joins again afterwards: the
+    module's other tests, in whatever order they run, still have it."""
+    try:
+        check_removed(node, kube, second_node)
+    finally:
+        if 2 not in node.members():
+            node.add_node(2, archives(*SECOND_NODE_IMAGES))
+
+
+def check_removed(node: Node, kube: Kube, second_node: str) -> None:
     node.remove_node(2)
     assert node.node_names() == [NODE_NAME]
     with pytest.raises(KubeError) as err:

@@ -127,6 +127,7 @@ def beats(shared: Path) -> dict[str, list[float]]:
     return out
 
 
+@pytest.mark.timeout(900)
 def test_ddp_ranks_on_two_nodes_train_to_accuracy(node, second_node: str, kube: Kube, kubectl, namespace: str) -> None:
     """The main example with required pod anti-affinity: its two torchrun ranks land on different
     nodes, find each other through the job's Services (pod network routed between the nodes, the
@@ -152,6 +153,7 @@ def test_ddp_ranks_on_two_nodes_train_to_accuracy(node, second_node: str, kube: 
     assert all(rs["phase"] == "Succeeded" for rs in replicas(done).values()), done["status"]
 
 
+@pytest.mark.timeout(900)
 def test_a_replica_on_a_lost_node_is_replaced_on_the_other_and_never_runs_twice(
     node, second_node: str, kube: Kube, namespace: str, lost: list[str], tmp_path: Path
 ) -> None:
@@ -199,6 +201,7 @@ def test_a_replica_on_a_lost_node_is_replaced_on_the_other_and_never_runs_twice(
     print("\nnode lost -> " + ", ".join(f"{k} +{v:.1f} s" for k, v in timeline.items()))
 
 
+@pytest.mark.timeout(900)
 def test_a_never_replica_on_a_lost_node_fails_the_job_with_reason_node_lost(
     node, second_node: str, kube: Kube, namespace: str, lost: list[str], tmp_path: Path
 ) -> None:
@@ -246,6 +249,7 @@ print(f"rank {rank} done", flush=True)
 """
 
 
+@pytest.mark.timeout(900)
 def test_torchrun_ranks_rendezvous_again_when_a_node_is_lost(
     node, second_node: str, kube: Kube, kubectl, namespace: str, lost: list[str], tmp_path: Path
 ) -> None:
