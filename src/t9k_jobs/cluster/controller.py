@@ -21,7 +21,6 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import aiohttp
@@ -35,6 +34,7 @@ from ..engine import (
     Plan,
     WorkloadState,
     desired_hash_of,
+    parse_time,
     reconcile,
     restart_attempt_label,
     rfc3339,
@@ -218,12 +218,10 @@ def _project_pod(obj: dict[str, Any], labels: dict[str, str], deleting: bool) ->
 
 
 def _epoch(stamp: Any) -> float | None:
-    """An RFC 3339 timestamp of the API (``2026-11-27T03:04:05Z``) as seconds since the epoch;
-    ``None`` when absent or not in that form."""
-    if not isinstance(stamp, str) or not stamp:
-        return None
+    """An RFC 3339 timestamp of the API (``2026-11-27T03:04:05Z``) as seconds since the epoch
+    (:func:`~t9k_jobs.engine.parse_time`); ``None`` when absent or not in that form."""
     try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        return parse_time(stamp) if isinstance(stamp, str) else None
     except ValueError:
         return None
 

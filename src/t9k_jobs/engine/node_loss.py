@@ -124,10 +124,8 @@ def wake(observed: Observed, now: float) -> float | None:
         if since is None:
             continue
         lost_at = since + observed.node_lost_after
-        if now < lost_at and not pod.terminal:
+        if now < lost_at and (pod.deleting or not pod.terminal):
             times.append(lost_at - now)
         elif now >= lost_at and pod.deleting and pod.deletion_deadline is not None and now < pod.deletion_deadline:
             times.append(pod.deletion_deadline - now)
-        elif now < lost_at and pod.deleting:
-            times.append(lost_at - now)
     return min(times) if times else None
