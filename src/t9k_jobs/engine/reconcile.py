@@ -92,10 +92,10 @@ def reconcile(
     p, t = begin(job, observed, now, addressing, launcher)
     phase, outcome = decide(p, t)
     for d, ev in force_deletes(p.observed, now):
-        # A pod on a lost node past its grace period, whoever deleted it (issue 25).
-        if not any(x.force and x.name == d.name for x in t.plan.delete):
-            t.plan.delete = [x for x in t.plan.delete if (x.kind, x.name) != ("Pod", d.name)] + [d]
-            t.plan.events.append(ev)
+        # A pod on a lost node past its grace period, whoever deleted it (issue 25). It is being
+        # deleted already, so no step above planned its delete (Tally.delete_pod skips those).
+        t.plan.delete.append(d)
+        t.plan.events.append(ev)
     t.wake(node_loss_wake(p.observed, now))
     t.plan.status = finish_status(p, t, phase, outcome)  # the status, derived once, at the end
     return t.plan
