@@ -111,13 +111,28 @@ def snapshot(node_dir: str | os.PathLike, cgroup: str, veth: str, private: tuple
         ),
         "netns": sorted(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else None,
         "routes": routes(),
-        "iptables": [line for line in run("iptables-save").splitlines() if not line.startswith(("#", ":"))],
+        "iptables": iptables_rules(run("iptables-save")),
         "cgroups": [c for c in _cgroups()
                     if c.endswith("/" + cgroup) or f"/{cgroup}-" in c or "kubepods" in c],
         "sysctls": _sysctls(),
         "paths": {p: os.path.lexists(p) for p in FIXED_PATHS},
         "processes": _processes(str(node_dir), cgroup),
     }
+
+
+def iptables_rules(saved: str) -> list[str]:
+    """The rules of ``iptables-save``'s output, each as ``TABLE RULE``: what a node adds or leaves.
+    Table headers (``*filter``), chain counters and ``COMMIT`` are left out: a table appears in the
+    output once anything used it, so on a machine where nothing had touched iptables before, the
+    node's first rule makes an empty ``*filter`` table that stays after the rule is gone (issue 35:
+    only a fresh machine showed it)."""
+    rules, table = [], "?"
+    for line in saved.splitlines():
+        if line.startswith("*"):
+            table = line[1:].strip()
+        elif line.startswith("-"):
+            rules.append(f"{table} {line}")
+    return rules
 
 
 def differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:

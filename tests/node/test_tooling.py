@@ -20,6 +20,20 @@ def test_up_refuses_without_root_in_one_line(tmp_path) -> None:
     assert out.stderr.strip().count("\n") == 0 and "needs root" in out.stderr, out.stderr
 
 
+def test_the_snapshot_compares_rules_not_the_tables_iptables_made_on_first_use() -> None:
+    """Issue 35: on a machine where nothing had used iptables before, the node's first rule made
+    an empty ``*filter`` table that stayed after down; the snapshot counted it as left behind."""
+    fresh = "# Generated\n*nat\n:PREROUTING ACCEPT [0:0]\n-A POSTROUTING -s 10.0.0.0/8 -j MASQUERADE\nCOMMIT\n"
+    after = fresh + "*filter\n:INPUT ACCEPT [3:120]\n:FORWARD ACCEPT [0:0]\nCOMMIT\n"
+    assert hoststate.iptables_rules(fresh) == ["nat -A POSTROUTING -s 10.0.0.0/8 -j MASQUERADE"]
+    assert not hoststate.differences({"iptables": hoststate.iptables_rules(fresh)},
+                                     {"iptables": hoststate.iptables_rules(after)})
+    left = after.replace(":FORWARD ACCEPT [0:0]\n", ":FORWARD ACCEPT [0:0]\n-A FORWARD -i t9kb-1 -j ACCEPT\n")
+    assert hoststate.differences({"iptables": hoststate.iptables_rules(fresh)},
+                                 {"iptables": hoststate.iptables_rules(left)}) == [
+        "iptables: new filter -A FORWARD -i t9kb-1 -j ACCEPT"]
+
+
 def test_a_second_node_is_refused_while_one_runs(node, tmp_path) -> None:
     other = Node(tmp_path / "other")
     with pytest.raises(NodeError, match=f"a node already runs from {node.dir}"):
