@@ -22,6 +22,8 @@ from typing import Any
 
 from ..engine import ContainerState, ObservedPod, desired_hash_of, restart_attempt_label
 from ..frameworks.base import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from ..loglines import MAX_LINE, READ_SIZE, split_lines
+from ..loglines import clean as _clean
 
 #: Grace period when a pod does not set ``terminationGracePeriodSeconds`` (Kubernetes uses 30 s;
 #: a local run is interactive, so it waits less before SIGKILL).
@@ -33,14 +35,9 @@ _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 #: :func:`_clean` shows it and at most :data:`MAX_LINE` bytes of output long.
 LineSink = Callable[[str, str, bytes], None]
 
-#: The longest line (bytes of output) the interleaved stream carries: a longer line, or output
-#: with no newline at all, goes there cut into pieces of at most this length (never inside a
-#: UTF-8 character). The container's own log keeps every byte as written.
-MAX_LINE = 64 * 1024
-#: Bytes taken from a container's pipe at a time. Not above :data:`MAX_LINE`: that is what
-#: bounds every line of a read but the first (see :func:`split_lines`).
-READ_SIZE = MAX_LINE
-assert READ_SIZE <= MAX_LINE
+# The interleaved stream carries lines of at most MAX_LINE bytes of output (a longer line, or
+# output with no newline at all, cut into pieces: t9k_jobs.loglines); the container's own log
+# keeps every byte as written. READ_SIZE: bytes taken from a container's pipe at a time.
 
 
 class ContainerSetupError(Exception):
@@ -423,63 +420,6 @@ def _signal_groups(pids: list[int], sig: signal.Signals) -> None:
             os.killpg(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
-
-
-def split_lines(partial: bytes, chunk: bytes) -> tuple[bytes | None, bytes]:
-    r"""The whole lines of ``partial + chunk`` and what is left of an unfinished line.
-
-    ``partial`` is the unfinished line of the previous read (at most :data:`MAX_LINE` bytes, no
-    newline) and ``chunk`` the new read (at most :data:`READ_SIZE` bytes). Returns ``(lines,
-    rest)``: ``lines`` the complete lines joined by ``b"\n"`` without the last newline (None if
-    there is none), every one at most :data:`MAX_LINE` bytes (a longer one cut into pieces, each a
-    line of its own); ``rest`` at most :data:`MAX_LINE` bytes without newline. Only the new chunk
-    is searched (a line inside it is at most ``READ_SIZE`` long), so a long line costs time in
-    proportion to its length, not its square.
-    """
-    data = partial + chunk if partial else chunk
-    last = data.rfind(b"\n")
-    if last < 0:
-        if len(data) <= MAX_LINE:
-            return None, data
-        pieces = []
-        while len(data) > MAX_LINE:
-            cut = _cut_at(data, MAX_LINE)
-            pieces.append(data[:cut])
-            data = data[cut:]
-        return b"\n".join(pieces), data
-    lines, rest = data[:last], data[last + 1 :]
-    if last > MAX_LINE:  # only the first line can be too long (partial + the chunk's head)
-        end = lines.find(b"\n")
-        first, others = (lines, b"") if end < 0 else (lines[:end], lines[end:])
-        if len(first) > MAX_LINE:
-            pieces = []
-            while len(first) > MAX_LINE:
-                cut = _cut_at(first, MAX_LINE)
-                pieces.append(first[:cut])
-                first = first[cut:]
-            pieces.append(first)
-            lines = b"\n".join(pieces) + others
-    return lines, rest
-
-
-def _cut_at(data: bytes, limit: int) -> int:
-    """Where to cut ``data`` to at most ``limit`` bytes: ``limit``, or up to 3 bytes before it
-    so that a UTF-8 character is not split (its continuation bytes are ``0b10xxxxxx``)."""
-    cut = limit
-    while cut > limit - 3 and 0x80 <= data[cut] <= 0xBF:
-        cut -= 1
-    return cut if 0x80 > data[cut] or data[cut] > 0xBF else limit
-
-
-def _clean(lines: bytes) -> bytes:
-    r"""Lines of output as they are shown, in one pass over a block (the common case, ASCII
-    without carriage returns, is returned as is): bytes that are not UTF-8 replaced by U+FFFD,
-    and of a line that rewrites itself with ``\r`` (a progress bar), its last state."""
-    if not lines.isascii():
-        lines = lines.decode("utf-8", errors="replace").encode("utf-8")
-    if b"\r" in lines:
-        lines = b"\n".join(line.rstrip(b"\r").rsplit(b"\r", 1)[-1] for line in lines.split(b"\n"))
-    return lines
 
 
 def base_environment() -> dict[str, str]:
