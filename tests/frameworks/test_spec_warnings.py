@@ -94,13 +94,25 @@ def test_torchrun_command_that_is_replaced_or_cut() -> None:
         "spec.replicaSpecs[0].template.spec.containers[0].command: replaced by torchrun (T9k: with "
         "torchrunConfig the command no longer takes effect); the script and its arguments come from args"
     ]
-    spec = pytorch(torchrunConfig={"enabled": True}, container={"command": ["python", "-u", "t.py"]})
-    assert warnings_of("PyTorchTrainingJob", spec) == [
-        "spec.replicaSpecs[0].template.spec.containers[0].command: torchrun starts the script with python "
-        "itself; python's option '-u' is not passed on (set PYTHONUNBUFFERED and the like in env)"
-    ]
-    for container in ({"command": ["python", "t.py"], "args": ["--lr", "0.1"]}, {"command": ["python", "-m", "pkg"]}):
+    for container in (
+        {"command": ["python", "t.py"], "args": ["--lr", "0.1"]},
+        {"command": ["python", "-m", "pkg"]},
+        {"command": ["python", "-u", "t.py"]},  # torchrun runs python -u itself (issue 32): honoured, no word
+        {"command": ["python", "-O", "t.py"]},  # carried as PYTHONOPTIMIZE
+    ):
         assert warnings_of("PyTorchTrainingJob", pytorch(torchrunConfig={"enabled": True}, container=container)) == []
+
+
+def test_torchrun_script_that_may_not_be_python_is_named() -> None:
+    """A command torchrun runs as the script with python, that does not look like a python script."""
+    spec = pytorch(torchrunConfig={"enabled": True}, container={"command": ["/app/train", "--x"]})
+    assert warnings_of("PyTorchTrainingJob", spec) == [
+        "spec.replicaSpecs[0].template.spec.containers[0].command: torchrun runs '/app/train' with python as the "
+        "training script; if it is not a python script, give one (or add --no-python to "
+        "torchrunConfig.extraOptions to run a program)"
+    ]
+    spec["torchrunConfig"]["extraOptions"] = ["--no-python"]
+    assert warnings_of("PyTorchTrainingJob", spec) == []
 
 
 def test_torchrun_min_nodes_under_elastic() -> None:

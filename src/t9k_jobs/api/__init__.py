@@ -166,7 +166,8 @@ def _format_errors(cls: type[BaseModel], exc: ValidationError) -> list[str]:
         if isinstance(error, FieldError):
             # A check about a field below the validated one: its path is joined to this one's.
             sub = error.path
-            path = f"{path}{sub}" if sub.startswith("[") or not path else f"{path}.{sub}"
+            if sub:
+                path = f"{path}{sub}" if sub.startswith("[") or not path else f"{path}.{sub}"
             out.append(f"{path}: {error.message}")
             continue
         if msg.startswith("Value error, "):

@@ -115,10 +115,28 @@ class DebugReplicaSpec(Model):
     command: list[str] | None = None
 
 
+def _one_entry_per_type(entries: list[Any] | None) -> None:
+    """Refuse a second entry for one replica type: only the first would apply."""
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(entries or []):
+        if entry.type in seen:
+            raise FieldError(
+                f"[{i}].type", f"{entry.type!r} is also entry [{seen[entry.type]}]; one entry per replica type"
+            )
+        seen[entry.type] = i
+
+
 class DebugMode(EnabledFlag):
-    """``spec.runMode.debug``: pods are created but run a null command (default ``sleep inf``)."""
+    """``spec.runMode.debug``: pods are created but run a null command (default ``sleep inf``).
+    One ``replicaSpecs`` entry per replica type."""
 
     replica_specs: list[DebugReplicaSpec] | None = None
+
+    @field_validator("replica_specs")
+    @classmethod
+    def _one_per_type(cls, value: list[DebugReplicaSpec] | None) -> list[DebugReplicaSpec] | None:
+        _one_entry_per_type(value)
+        return value
 
     def for_type(self, replica_type: str) -> DebugReplicaSpec | None:
         for spec in self.replica_specs or []:
@@ -135,9 +153,16 @@ class ResumeSpec(Model):
 
 
 class PauseMode(EnabledFlag):
-    """``spec.runMode.pause``: replica pods are deleted and not created while enabled."""
+    """``spec.runMode.pause``: replica pods are deleted and not created while enabled. One
+    ``resumeSpecs`` entry per replica type."""
 
     resume_specs: list[ResumeSpec] | None = None
+
+    @field_validator("resume_specs")
+    @classmethod
+    def _one_per_type(cls, value: list[ResumeSpec] | None) -> list[ResumeSpec] | None:
+        _one_entry_per_type(value)
+        return value
 
     def for_type(self, replica_type: str) -> ResumeSpec | None:
         for spec in self.resume_specs or []:
@@ -234,13 +259,18 @@ class ElasticConfig(EnabledFlag):
 
 
 def validate_pod_template(template: Any, *, required_container: str | None = None) -> dict[str, Any]:
-    """Check the parts of a PodTemplateSpec the controller reads; return it unchanged.
+    """Check a PodTemplateSpec as the API server checks a Pod made from it; return it without its
+    ``null`` values (a field left out, as the API server reads it).
 
     Raises ``ValueError`` naming the sub-path (``spec.containers[1].command``) when the template
     is not a mapping, has no containers, or a container lacks a name or has a command, args or
-    env of the wrong shape. ``required_container`` names a container that must exist
-    (T9k docs: ColossalAIJob workers need a container named ``worker``).
+    env of the wrong shape, and :class:`FieldError` (a ``ValueError``) for any other field of the
+    wrong type or value (:func:`t9k_jobs.api.pod_schema.check_pod_template`: ``volumes``,
+    ``volumeMounts``, ``resources``, ``ports``...). ``required_container`` names a container that
+    must exist (T9k docs: ColossalAIJob workers need a container named ``worker``).
     """
+    from .pod_schema import check_pod_template
+
     if not isinstance(template, dict):
         raise ValueError("must be a PodTemplateSpec mapping with spec.containers")
     spec = template.get("spec")
@@ -295,7 +325,17 @@ def validate_pod_template(template: Any, *, required_container: str | None = Non
         raise ValueError(
             f"spec.containers: a container named {required_container!r} is required (found: {names})"
         )
-    return template
+    return check_pod_template(template)
+
+
+def training_container(template: dict[str, Any], preferred: tuple[str, ...]) -> str:
+    """Name of the training container of a validated pod template: the first of ``preferred``
+    names present, else container 0 (T9k: ``pytorch`` for PyTorchTrainingJob, ``worker``...)."""
+    names = [c.get("name") for c in template["spec"]["containers"]]
+    for name in preferred:
+        if name in names:
+            return name
+    return str(names[0])
 
 
 _ENV_NAME = re.compile(r"^[\x21-\x3c\x3e-\x7e]+$")  # printable ASCII but '=' and space (Kubernetes 1.30+)

@@ -33,8 +33,11 @@ from .common import (
     SchedulerPolicy,
     check_dns_label,
     check_env_entry,
+    training_container,
     validate_pod_template,
 )
+from .pod_schema import check_env_vars, check_resources
+from .torchrun import PYTORCH_CONTAINERS, TorchrunError, TorchrunScript, torchrun_script
 
 IntOrString = Annotated[int | str, Field(json_schema_extra={"x-kubernetes-int-or-string": True})]
 FinishRule = dict[str, list[IntOrString]]
@@ -145,8 +148,18 @@ class GenericJobSpec(Model):
     @field_validator("success_rules", "failure_rules")
     @classmethod
     def _rule_ranks(cls, rules: list[FinishRule] | None) -> list[FinishRule] | None:
-        for rule in rules or []:
+        """Ranks are non-negative integers (or digit strings); a rule with no replica, or a type
+        with no rank, could never be met, so both are refused (an empty list of rules is no rules)."""
+        for i, rule in enumerate(rules or []):
+            if not rule:
+                raise FieldError(
+                    f"[{i}]", "an empty rule is never met; name the replicas it needs, e.g. {worker: [0, 1]}"
+                )
             for replica_type, ranks in rule.items():
+                if not ranks:
+                    raise FieldError(
+                        f"[{i}].{replica_type}", f"no rank given; list the ranks of {replica_type!r} the rule needs, e.g. [0]"
+                    )
                 for rank in ranks:
                     if isinstance(rank, str) and not rank.strip().isdigit():
                         raise ValueError(
@@ -217,7 +230,28 @@ class PyTorchTrainingJobSpec(Model):
             _check_some_replicas([r.replicas for r in self.replica_specs])
         if self.elastic is not None and self.elastic.is_enabled and not self.torchrun_enabled:
             raise ValueError("elastic: elastic training needs torchrunConfig.enabled: true")
+        if self.torchrun_enabled:
+            for i, r in enumerate(self.replica_specs):
+                k, c = self.training_container(i)
+                try:
+                    self.torchrun_script(i)
+                except TorchrunError as exc:
+                    raise FieldError(f"replicaSpecs[{i}].template.spec.containers[{k}].{exc.path}", exc.message) from None
         return self
+
+    def training_container(self, i: int) -> tuple[int, dict[str, Any]]:
+        """``(index, container)`` of replica spec ``i``'s training container: ``pytorch``, then
+        ``python``, then the first (T9k docs)."""
+        containers = self.replica_specs[i].template["spec"]["containers"]
+        name = training_container(self.replica_specs[i].template, PYTORCH_CONTAINERS)
+        return next((k, c) for k, c in enumerate(containers) if c.get("name") == name)
+
+    def torchrun_script(self, i: int) -> TorchrunScript:
+        """What torchrun runs in replica spec ``i``'s training container (:func:`.torchrun.torchrun_script`);
+        raises :class:`~.torchrun.TorchrunError`."""
+        _, c = self.training_container(i)
+        extra = self.torchrun_config.extra_options if self.torchrun_config is not None else []
+        return torchrun_script([str(a) for a in c.get("command") or []], [str(a) for a in c.get("args") or []], extra)
 
     @property
     def torchrun_enabled(self) -> bool:
@@ -381,7 +415,13 @@ class ColossalAILauncher(Model):
             except ValueError as exc:
                 where, _, what = str(exc).partition(": ")
                 raise FieldError(where, what) from None
-        return value
+        return check_env_vars(value)
+
+    @field_validator("resources", mode="before")
+    @classmethod
+    def _resources(cls, value: Any) -> Any:
+        """Checked as a container's resources in a pod (quantities, whole GPUs, requests <= limits)."""
+        return None if value is None else check_resources(value)
 
 
 def launch_items(torch_args: list[str]) -> list[tuple[str, str | None, int]]:

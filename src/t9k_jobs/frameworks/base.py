@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from ..addressing import Addressing, replica_name
-from ..api.common import ANNOTATION_GENERATE, GROUP  # noqa: F401 - re-exported
+from ..api.common import ANNOTATION_GENERATE, GROUP, training_container  # noqa: F401 - re-exported
 from ..api.kinds import JobBase
 
 if TYPE_CHECKING:
@@ -239,14 +239,6 @@ def child_meta(job: JobBase, name: str, labels: dict[str, str] | None = None) ->
     return meta
 
 
-def training_container(template: dict[str, Any], preferred: tuple[str, ...]) -> str:
-    """Name of the training container: the first of ``preferred`` names present, else container 0."""
-    containers = template["spec"]["containers"]
-    names = [c.get("name") for c in containers]
-    for name in preferred:
-        if name in names:
-            return name
-    return str(names[0])
 
 
 def container_gpus(c: dict[str, Any]) -> int:

@@ -113,13 +113,16 @@ class GenericJobFramework(Framework[GenericJob]):
         """Rules of reference §2.3: failure rules first, then success rules.
 
         A failure rule is met when all its replicas failed for good; a success rule when all
-        its replicas succeeded for good. Without rules: success when every replica
-        succeeded, failure as soon as one failed for good. When rules exist but every replica
+        its replicas succeeded for good. Without rules (absent, or an empty list, as T9k's Go
+        reads ``len(rules) == 0``): success when every replica succeeded, failure as soon as one
+        failed for good; each list on its own. When rules exist but every replica
         is final and none matched, the job fails with reason ``NoRuleMatched``.
         """
         wanted = [(g.type, i) for g in groups for i in range(g.replicas)]
-        failure_rules = job.spec.failure_rules
-        success_rules = job.spec.success_rules
+        # An empty list of rules is no rules (as a Go ``len(rules) == 0`` reads it): the defaults.
+        failure_rules = job.spec.failure_rules or None
+        success_rules = job.spec.success_rules or None
+        given_failure_rules = failure_rules is not None
         if failure_rules is None:
             failure_rules = [{t: [i]} for t, i in wanted]
         if success_rules is None:
@@ -128,10 +131,10 @@ class GenericJobFramework(Framework[GenericJob]):
             members = _members(rule)
             if members and all(m in finals and not finals[m].succeeded for m in members):
                 culprit = finals[members[0]]
-                text = _rule_text(rule) if job.spec.failure_rules is not None else culprit.describe()
+                text = _rule_text(rule) if given_failure_rules else culprit.describe()
                 msg = (
                     f"The job is failed with rule: {text}"
-                    if job.spec.failure_rules is not None
+                    if given_failure_rules
                     else f"GenericJob {job.name} has failed: {text}"
                 )
                 return Outcome(False, msg)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..api.common import DEFAULT_QUEUE, EnabledFlag, RunMode
+from ..api.common import DEFAULT_QUEUE, EnabledFlag, ElasticConfig, RunMode
 from ..api.kinds import ColossalAIJob, DeepSpeedJob, GenericJob, Job, PyTorchTrainingJob
-from .base import container_gpus, training_container
-from .pytorch import is_python
+from ..api.torchrun import is_python
+from .base import T9K_SCHEDULER_NAME, container_gpus, priority_class_name, training_container
 
 
 def spec_warnings(job: Job) -> list[str]:
@@ -22,14 +22,65 @@ def spec_warnings(job: Job) -> list[str]:
     out: list[str] = []
     spec: Any = job.spec
     out += _queue(spec)
+    out += _scheduler_fields(job)
     out += _run_mode_types(spec.run_mode, _types(job))
     out += _both_spellings(spec)
-    if isinstance(job, PyTorchTrainingJob):
+    if isinstance(job, GenericJob):
+        out += _generic(job)
+    elif isinstance(job, PyTorchTrainingJob):
         out += _pytorch(job)
     elif isinstance(job, DeepSpeedJob):
         out += _deepspeed(job)
     elif isinstance(job, ColossalAIJob):
         out += _colossalai(job)
+    return out
+
+
+def templates(job: Job) -> list[tuple[str, dict[str, Any]]]:
+    """Every pod template of ``job`` with its field path (``spec.replicaSpecs[0].template``)."""
+    spec: Any = job.spec
+    if isinstance(job, (GenericJob, PyTorchTrainingJob)):
+        return [(f"spec.replicaSpecs[{i}].template", r.template) for i, r in enumerate(job.spec.replica_specs)]
+    if isinstance(job, DeepSpeedJob):
+        return [("spec.worker.template", job.spec.worker.template)]
+    if spec.older_form:
+        return [(f"spec.replicaSpecs[{i}].template", r.template) for i, r in enumerate(spec.replica_specs or [])]
+    return [("spec.worker.template", spec.worker.template)]
+
+
+def _scheduler_fields(job: Job) -> list[str]:
+    """Pod-template scheduling fields that ``t9kScheduler`` overrides: ``schedulerName`` (the
+    pods use t9k-scheduler, or the default scheduler with a native gang) and, where the cluster
+    gang-schedules with ``scheduling.k8s.io`` PodGroups, a ``priorityClassName`` or ``priority``
+    that wins over ``t9kScheduler.priority`` (:func:`~.base.base_pod`, :func:`~.base.pod_group`)."""
+    spec: Any = job.spec
+    sched = spec.scheduler.t9k_scheduler if spec.scheduler is not None else None
+    if sched is None:
+        return []
+    out = []
+    for where, template in templates(job):
+        pod = template["spec"]
+        name = pod.get("schedulerName")
+        if name and name != T9K_SCHEDULER_NAME:
+            out.append(
+                f"{where}.spec.schedulerName: {name!r} is replaced; with spec.scheduler.t9kScheduler the pods use "
+                f"{T9K_SCHEDULER_NAME}, or the default scheduler where the cluster gang-schedules with "
+                "scheduling.k8s.io PodGroups (it is kept only on a cluster that serves neither)"
+            )
+    if "priority" in sched.model_fields_set:
+        for where, template in templates(job):
+            pod = template["spec"]
+            own = (
+                f"priorityClassName {pod['priorityClassName']!r}" if pod.get("priorityClassName")
+                else f"priority {pod['priority']}" if pod.get("priority") is not None else None
+            )  # fmt: skip
+            if own and pod.get("priorityClassName") != priority_class_name(sched.priority):
+                out.append(
+                    f"spec.scheduler.t9kScheduler.priority: where the cluster gang-schedules with scheduling.k8s.io "
+                    f"PodGroups, {where}.spec's {own} sets the pods' and the PodGroup's priority instead of "
+                    f"{sched.priority} (T9k's PodGroup and Kueue take {sched.priority})"
+                )
+                break
     return out
 
 
@@ -110,6 +161,56 @@ def _unused_block(flag: EnabledFlag | None, where: str, what: str) -> list[str]:
     return [f"{where}: {', '.join(settings)} {'has' if len(settings) == 1 else 'have'} no effect without enabled: true ({what})"]
 
 
+def _generic(job: GenericJob) -> list[str]:
+    out = []
+    for i, r in enumerate(job.spec.replica_specs):
+        policy = r.restart_policy
+        where = f"spec.replicaSpecs[{i}].restartPolicy"
+        if policy.policy == "Never" and policy.limit > 0:
+            out.append(f"{where}.limit: no effect with policy Never (the replica is never restarted)")
+        elif policy.policy != "Never" and "policy" in policy.model_fields_set and "limit" not in policy.model_fields_set:
+            out.append(
+                f"{where}: policy {policy.policy} restarts nothing while limit is 0 (the default); limit is the "
+                "number of restarts each replica may have"
+            )
+    return out
+
+
+def _restarts(policies: list[tuple[str, str, bool]], run_policy: Any) -> list[str]:
+    """``backoffLimit`` next to restart policies (``(path, policy, given)`` each) that make it
+    moot: set while no replica restarts, or 0 while some policy asks for restarts."""
+    if "backoff_limit" not in run_policy.model_fields_set:
+        return []
+    if all(p == "Never" for _, p, _ in policies):
+        return [f"spec.runPolicy.backoffLimit: no effect; every replica's restartPolicy is Never"]
+    if run_policy.backoff_limit == 0:
+        return [
+            f"{where}: {policy} restarts nothing with spec.runPolicy.backoffLimit 0"
+            for where, policy, given in policies
+            if policy != "Never" and given
+        ]
+    return []
+
+
+def _elastic_counts(elastic: ElasticConfig | None, given: list[tuple[str, int]], split: str) -> list[str]:
+    """Replica counts that elastic overrides: ``replicas`` next to ``expectedReplicas`` (which
+    sets the count), and an expected count outside [minReplicas, maxReplicas] (clamped)."""
+    if elastic is None or not elastic.is_enabled:
+        return []
+    out = []
+    total = sum(n for _, n in given)
+    expected = elastic.expected_replicas
+    if expected is not None and given and total != expected:
+        out += [f"{where}: {n} has no effect; spec.elastic.expectedReplicas ({expected}) is the {split}" for where, n in given]
+    wanted = expected if expected is not None else total
+    runs = elastic.effective_replicas(total)
+    if wanted != runs:
+        field = "spec.elastic.expectedReplicas" if expected is not None else given[0][0] if given else "spec.elastic"
+        bound = "maxReplicas" if wanted > runs else "minReplicas"
+        out.append(f"{field}: {wanted} replicas is outside elastic's range; {runs} run (spec.elastic.{bound})")
+    return out
+
+
 def _pytorch(job: PyTorchTrainingJob) -> list[str]:
     spec = job.spec
     out = _unused_block(spec.torchrun_config, "spec.torchrunConfig", "torchrun is not used")
@@ -119,25 +220,36 @@ def _pytorch(job: PyTorchTrainingJob) -> list[str]:
             "spec.torchrunConfig.minNodes: no effect with elastic; torchrun's --nnodes is "
             "elastic.minReplicas:elastic.maxReplicas"
         )
+    given = [(f"spec.replicaSpecs[{i}].replicas", r.replicas) for i, r in enumerate(spec.replica_specs) if "replicas" in r.model_fields_set]
+    out += _elastic_counts(spec.elastic, given, "replica count, split between the types by scalingWeight")
+    weights = [r.scaling_weight for r in spec.replica_specs]
+    if spec.elastic_enabled and len(weights) > 1 and all(w == 0 for w in weights):
+        out.append("spec.replicaSpecs[0].scalingWeight: every scalingWeight is 0; the replicas are split as if each were 1")
+    out += _restarts(
+        [(f"spec.replicaSpecs[{i}].restartPolicy", r.restart_policy, "restart_policy" in r.model_fields_set)
+         for i, r in enumerate(spec.replica_specs)],
+        spec.run_policy,
+    )  # fmt: skip
     for i, r in enumerate(spec.replica_specs):
         if r.scaling_weight is not None and not spec.elastic_enabled:
             out.append(f"spec.replicaSpecs[{i}].scalingWeight: no effect without elastic; the replicas are {r.replicas}")
         if not spec.torchrun_enabled:
             continue
-        containers = r.template["spec"]["containers"]
-        name = training_container(r.template, ("pytorch", "python"))
-        k = next(k for k, c in enumerate(containers) if c.get("name") == name)
-        command = [str(a) for a in containers[k].get("command") or []]
+        k, c = spec.training_container(i)
         where = f"spec.replicaSpecs[{i}].template.spec.containers[{k}].command"
-        if command and not is_python(command[0]) and containers[k].get("args"):
+        script = spec.torchrun_script(i)
+        if script.replaced:
             out.append(
                 f"{where}: replaced by torchrun (T9k: with torchrunConfig the command no longer takes effect); "
                 "the script and its arguments come from args"
             )
-        elif command and is_python(command[0]) and len(command) > 1 and command[1].startswith("-") and command[1] != "-m":
+        first = script.argv[0]
+        extra = spec.torchrun_config.extra_options if spec.torchrun_config is not None else []
+        if first != "-m" and not first.endswith(".py") and not any(o.strip() in ("--no-python", "--no_python") for o in extra):
+            field = where if script.source == "command" else where.replace(".command", ".args")
             out.append(
-                f"{where}: torchrun starts the script with python itself; python's option {command[1]!r} "
-                "is not passed on (set PYTHONUNBUFFERED and the like in env)"
+                f"{field}: torchrun runs {first!r} with python as the training script; if it is not a python "
+                "script, give one (or add --no-python to torchrunConfig.extraOptions to run a program)"
             )
     return out
 
@@ -156,6 +268,12 @@ def _deepspeed(job: DeepSpeedJob) -> list[str]:
     spec = job.spec
     config = spec.config
     out = _unused_block(spec.elastic, "spec.elastic", "the worker count is fixed")
+    given = [("spec.worker.replicas", spec.worker.replicas)] if "replicas" in spec.worker.model_fields_set else []
+    out += _elastic_counts(spec.elastic, given, "worker count")
+    out += _restarts(
+        [("spec.worker.restartPolicy", spec.worker.restart_policy, "restart_policy" in spec.worker.model_fields_set)],
+        spec.run_policy,
+    )
     if config.custom_command:
         fixed = {"run": "run", "local_rank": "localRank", "autotune": "autotune", "other_args": "otherArgs"}
         for attr, wire in fixed.items():

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ..api.kinds import PyTorchTrainingJob
+from ..api.torchrun import PYTORCH_CONTAINERS, TorchrunScript
 from .base import (
     BuildContext,
     Framework,
@@ -48,7 +48,7 @@ class PyTorchFramework(Framework[PyTorchTrainingJob]):
                 template=r.template,
                 restart_policy=r.restart_policy,
                 backoff_limit=spec.run_policy.backoff_limit,
-                training_container=training_container(r.template, ("pytorch", "python")),
+                training_container=training_container(r.template, PYTORCH_CONTAINERS),
                 service_ports=({"name": PORT_NAME, "port": MASTER_PORT, "targetPort": MASTER_PORT},),
             )
             for i, r in enumerate(spec.replica_specs)
@@ -110,12 +110,23 @@ class PyTorchFramework(Framework[PyTorchTrainingJob]):
             )
             add_env(c, env)
             return
-        add_env(c, env)
-        args = self.torchrun_args(job, c, ctx)  # reads the script from command/args: before they change
+        script = self.script(job, group)
+        # The python options torchrun cannot pass travel as their variables (api.torchrun).
+        add_env(c, {**env, **script.env})
+        args = self.torchrun_args(job, c, ctx, script)
         c["command"] = ["torchrun"]
         c["args"] = args
 
-    def torchrun_args(self, job: PyTorchTrainingJob, c: dict[str, Any], ctx: BuildContext) -> list[str]:
+    @staticmethod
+    def script(job: PyTorchTrainingJob, group: ReplicaGroup) -> TorchrunScript:
+        """What torchrun runs for ``group`` (:func:`t9k_jobs.api.torchrun.torchrun_script`, checked
+        when the job was validated)."""
+        i = next(i for i, r in enumerate(job.spec.replica_specs) if r.type == group.type)
+        return job.spec.torchrun_script(i)
+
+    def torchrun_args(
+        self, job: PyTorchTrainingJob, c: dict[str, Any], ctx: BuildContext, script: TorchrunScript
+    ) -> list[str]:
         """``torchrun`` flags for ``torchrunConfig`` followed by the script and its arguments."""
         config = job.spec.torchrun_config
         assert config is not None
@@ -137,27 +148,5 @@ class PyTorchFramework(Framework[PyTorchTrainingJob]):
             f"--rdzv_id={job.metadata.uid or job.name}",
             f"--max_restarts={config.max_restarts}",
         ]
-        return flags + list(config.extra_options) + script_args(c)
+        return flags + list(config.extra_options) + script.argv
 
-
-
-def is_python(program: str) -> bool:
-    """Whether ``program`` (a command's first word) is a Python interpreter: ``python``,
-    ``python3``, ``/opt/conda/bin/python3.11``..."""
-    return os.path.basename(program.strip()).startswith("python")
-
-
-def script_args(c: dict[str, Any]) -> list[str]:
-    """What torchrun runs (reference §3.4): the script and its arguments.
-
-    A ``command`` that starts with python gives the rest of itself followed by ``args``, as the
-    container would have run them (``command: [python, train.py]`` with ``args: [--lr, "0.1"]``
-    gives ``train.py --lr 0.1``; ``command: [python]`` with ``args: [train.py]`` gives
-    ``train.py``). Otherwise ``args`` (T9k docs: with torchrun the command no longer takes
-    effect), or, with no ``args``, the ``command`` itself (``[train.py, --x]``).
-    """
-    args = [str(a) for a in c.get("args") or []]
-    command = [str(a) for a in c.get("command") or []]
-    if command and is_python(command[0]):
-        return command[1:] + args
-    return args or command
