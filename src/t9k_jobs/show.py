@@ -276,6 +276,7 @@ def why(view: JobView) -> str | None:
 
 
 def _why(view: JobView) -> str | None:
+    from .engine.conditions import SPEC_VALID
     from .engine.node_loss import NODE_LOST
     from .engine.replica_status import being_replaced
     from .engine.types import PREEMPTION_BY_SCHEDULER
@@ -285,6 +286,10 @@ def _why(view: JobView) -> str | None:
         return f"its state cannot be told: {view.unknown_reason}"
     if phase == STOPPED:
         return "its runtime is not running (stopped by delete, Ctrl-C or a kill) before the job finished"
+    invalid = status.condition(SPEC_VALID) if status is not None else None
+    if invalid is not None and invalid.status == "False":
+        # The operator cannot act on the spec (it does not validate, or the engine cannot handle it).
+        return f"the operator leaves it alone until its spec changes: {invalid.message}"
     if status is None:
         if view.target == "local":
             return "the runtime has not written a status yet"

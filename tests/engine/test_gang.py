@@ -139,3 +139,38 @@ def test_t9k_mode_has_no_gang_condition():
     sim.step()
     assert sim.condition("GangScheduling") is None
     assert sim.pod("j-master-0")["spec"]["schedulerName"] == "t9k-scheduler"
+
+
+def queue_events(sim: Sim) -> list[tuple[str, str, str]]:
+    events = [e for plan in sim.plans for e in plan.events]
+    return [(e.type, e.reason, e.message) for e in events if e.reason == "QueueNotEnforced"]
+
+
+def test_native_without_kueue_says_the_queue_is_not_enforced_once():
+    """A native PodGroup has no queue, and without Kueue nothing else takes it (issue 32): a
+    condition and one Warning say so, where it was dropped in silence."""
+    sim = Sim(pytorch([("master", 1), ("worker", 2)], name="j", scheduler=SCHED), gang="native")
+    plan = sim.step()
+    (pg,) = created(plan, "PodGroup")
+    assert "queue" not in str(pg["spec"])
+    cond = sim.condition("Queueing")
+    assert (cond.status, cond.reason) == ("False", "NotEnforced")
+    assert cond.message.startswith("spec.scheduler.t9kScheduler.queue (gpu) is not enforced: this cluster gang-schedules")
+    sim.run_all()
+    sim.step()
+    sim.step()
+    assert sim.status.phase == "Running"
+    assert sim.condition("Queueing").last_transition_time == cond.last_transition_time
+    assert queue_events(sim) == [("Warning", "QueueNotEnforced", cond.message)]
+
+
+def test_a_queue_that_is_enforced_or_not_asked_for_says_nothing():
+    for manifest, kw in (
+        (pytorch(name="j", scheduler=SCHED), {"gang": "native", "queueing": True}),  # Kueue takes the queue
+        (pytorch(name="j", scheduler=SCHED), {"gang": "t9k"}),  # T9k's scheduler takes it
+        (pytorch(name="j", scheduler={"t9kScheduler": {"priority": 3}}), {"gang": "native"}),  # no queue named
+    ):
+        sim = Sim(manifest, **kw)
+        sim.step()
+        assert sim.condition("Queueing") is None, kw
+        assert queue_events(sim) == [], kw

@@ -4,8 +4,10 @@ One reconcile pass for a job key ``Kind/namespace/name``:
 
 1. read the job from the informer cache (or the newer copy this process just wrote);
 2. wait while expectations are unmet (children created or deleted but not yet in the cache);
-3. parse it with the same models as ``t9k-jobs run``; a spec that does not validate gets one
-   ``InvalidSpec`` Warning event per resourceVersion and is left alone;
+3. parse it with the same models as ``t9k-jobs run``; a spec that does not validate, or that the
+   engine cannot handle (it raises), gets one ``InvalidSpec`` Warning event per version of its
+   spec (``metadata.generation``), the condition ``SpecValid`` False (reason ``InvalidSpec``) in
+   its status, and is left alone, not retried, until its spec changes;
 4. build :class:`~t9k_jobs.engine.Observed` from the cached children that carry this job's
    controller owner reference, and call :func:`~t9k_jobs.engine.reconcile`;
 5. create what the plan creates (controller owner references are set by the engine), delete
@@ -25,7 +27,7 @@ from typing import Any
 
 import aiohttp
 
-from ..api import Job, ManifestError
+from ..api import Job, JobStatus, ManifestError
 from ..api.kinds import KINDS
 from ..engine import (
     ContainerState,
@@ -34,6 +36,7 @@ from ..engine import (
     Plan,
     WorkloadState,
     desired_hash_of,
+    invalid_spec_status,
     parse_time,
     reconcile,
     restart_attempt_label,
@@ -661,11 +664,25 @@ class Controller:
         rv = meta.get("resourceVersion", "")
         job = self._parse(key, raw, rv)
         if job is None:
+            await self._write_invalid(key, raw)
             return "invalid"
         await self._recheck_conflicts(key, job)
         observed = self.observe(key, meta.get("uid"))
-        plan = reconcile(job, observed, time.time())
-        errors = await self._carry_out(key, job, raw, plan)
+        try:
+            plan = reconcile(job, observed, time.time())
+            errors = await self._carry_out(key, job, raw, plan)
+        except (ApiError, aiohttp.ClientError, OSError, TimeoutError, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a spec the engine cannot handle: said once, not retried
+            self._invalid(
+                key, raw,
+                f"t9k-jobs cannot reconcile this spec ({type(exc).__name__}: {exc}); the operator leaves the "
+                "job alone until its spec changes (a t9k-jobs bug: please report it with the manifest)",
+                exc,
+            )  # fmt: skip
+            await self._write_invalid(key, raw)
+            return "invalid"
+        self._valid(key)
         if errors:
             raise errors[0]
         if plan.requeue_after is not None and not plan.finished:
@@ -681,18 +698,60 @@ class Controller:
             job = parse_job(raw, source=str(key))
         except ManifestError as exc:
             state.parsed = None
-            if state.invalid != rv:
-                state.invalid = rv
-                message = "; ".join(exc.errors)[:1000]
-                log.warning("%s does not validate: %s", key, message)
-                self._emit_event(raw, "Warning", "InvalidSpec", f"the job does not validate: {message}")
-            self._count_invalid(key.kind)
+            self._invalid(key, raw, f"the job does not validate: {'; '.join(exc.errors)}")
             return None
-        if state.invalid is not None:
-            state.invalid = None
-            self._count_invalid(key.kind)
         state.parsed = (rv, job)
         return job
+
+    def _invalid(self, key: JobKey, raw: dict[str, Any], message: str, exc: Exception | None = None) -> None:
+        """The job's spec cannot be acted on (``message`` says why): once per version of its spec
+        (``metadata.generation``, which a status write leaves as it is), one line in the log (the
+        traceback for ``exc``) and one Warning ``InvalidSpec`` event; the invalid-jobs gauge."""
+        state = self._state(key)
+        version = _spec_version(raw)
+        message = message[:1000]
+        if state.invalid != version:
+            state.invalid = version
+            state.invalid_message = message
+            if exc is not None:
+                log.error("%s: %s", key, message, exc_info=exc)
+            else:
+                log.warning("%s: %s", key, message)
+            self._emit_event(raw, "Warning", "InvalidSpec", message)
+        self._count_invalid(key.kind)
+
+    def _valid(self, key: JobKey) -> None:
+        """A pass went through: the job is no longer counted invalid."""
+        state = self._state(key)
+        if state.invalid is not None:
+            state.invalid = state.invalid_message = None
+            self._count_invalid(key.kind)
+
+    async def _write_invalid(self, key: JobKey, raw: dict[str, Any]) -> None:
+        """Write the status of a job left alone (:func:`~t9k_jobs.engine.invalid_spec_status`: its
+        status as it was, and ``SpecValid`` False, reason ``InvalidSpec``), when it changes.
+        Raises ApiError (the pass is retried with backoff)."""
+        state = self._state(key)
+        try:
+            old = JobStatus.model_validate(raw["status"]) if raw.get("status") else None
+        except ValueError:
+            old = None  # a status this version cannot read: written afresh
+        new_status = invalid_spec_status(old, state.invalid_message or "the spec cannot be acted on", time.time()).dump()
+        if new_status == (raw.get("status") or {}):
+            return
+        res = JOB_RESOURCES[key.kind]
+        body = dict(raw)
+        body["status"] = new_status
+        try:
+            written = await self.client.replace_status(res, body)
+        except ApiError as exc:
+            metrics.API_ERRORS.labels(verb="update", reason=exc.reason).inc()
+            if exc.status == 409:
+                state.written = None
+            raise
+        written.setdefault("kind", key.kind)
+        written.setdefault("apiVersion", res.api_version)
+        state.written = Written(written, str(raw["metadata"].get("resourceVersion", "")))
 
     def _count_invalid(self, kind: str) -> None:
         """Set the invalid-jobs gauge of ``kind``."""
@@ -999,6 +1058,14 @@ def _urgent(new: Child | None, old: Child | None) -> bool:
         and new.pod.terminal
         and not (old is not None and old.pod is not None and old.pod.terminal)
     )
+
+
+def _spec_version(raw: dict[str, Any]) -> str:
+    """What changes when a job's spec does: ``metadata.generation`` (a status write leaves it),
+    else the resourceVersion."""
+    meta = raw.get("metadata") or {}
+    generation = meta.get("generation")
+    return f"g{generation}" if generation is not None else f"rv{meta.get('resourceVersion', '')}"
 
 
 def _ref(obj: dict[str, Any]) -> ChildRef:

@@ -70,7 +70,8 @@ class JobState:
       operator may not read Secrets, so this stands in for a Secret informer;
     * ``written``: our last status write, while the cache has not caught up with it;
     * ``parsed``: (resourceVersion, the parsed job), so an unchanged job is not parsed again;
-    * ``invalid``: the resourceVersion reported invalid (one Warning per version);
+    * ``invalid``: the version of the spec reported invalid (one Warning per version; see
+      ``Controller._invalid``), and ``invalid_message``: why;
     * ``phase``: the phase counted in the jobs gauge.
     """
 
@@ -80,6 +81,7 @@ class JobState:
     written: Written | None = None
     parsed: tuple[str, Job] | None = None
     invalid: str | None = None
+    invalid_message: str | None = None
     phase: str | None = None
 
     @property
@@ -93,4 +95,4 @@ class JobState:
         """The job object is gone: drop what was about it (children stay until their own events)."""
         self.conflicts.clear()
         self.secrets.clear()
-        self.written = self.parsed = self.invalid = None
+        self.written = self.parsed = self.invalid = self.invalid_message = None

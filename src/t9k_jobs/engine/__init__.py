@@ -6,7 +6,9 @@ pair) is left to the runtimes (:func:`t9k_jobs.sshkeys.materialize`)."""
 from __future__ import annotations
 
 from .desired import build_pod, children, compute_desired_hash, desired_hash_of
+from .conditions import SPEC_VALID
 from .reconcile import parse_time, reconcile, rfc3339
+from .status import invalid_spec_status
 from .types import (
     Addressing,
     ClusterAddressing,
@@ -30,11 +32,13 @@ __all__ = [
     "Observed",
     "ObservedPod",
     "Plan",
+    "SPEC_VALID",
     "WorkloadState",
     "build_pod",
     "children",
     "compute_desired_hash",
     "desired_hash_of",
+    "invalid_spec_status",
     "parse_time",
     "reconcile",
     "replica_name",

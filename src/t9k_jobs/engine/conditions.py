@@ -11,13 +11,18 @@ from .replica_status import final_from_status
 from .waiting import waiting_message
 
 
+#: The condition a runtime writes on a job whose spec it cannot act on (reason ``InvalidSpec``;
+#: :func:`~.status.invalid_spec_status`); a pass over a valid spec leaves it out.
+SPEC_VALID = "SpecValid"
+
+
 def conditions(p: Pass, t: Tally, phase: str, outcome: Outcome | None) -> list[Condition]:
     """Conditions shaped like the captured T9k status dumps (reference §1.8)."""
     old = p.old
     terminal = phase in TERMINAL_PHASES
     if terminal and outcome is None:
-        # Already finished on an earlier pass: the conditions stand.
-        return [c.model_copy() for c in old.conditions]
+        # Already finished on an earlier pass: the conditions stand (a spec fixed since is valid).
+        return [c.model_copy() for c in old.conditions if c.type != SPEC_VALID]
     # Initialized: every child this runtime makes exists. A kind it does not serve (a TensorBoard
     # locally, or on a cluster without the CRD) is never made, so it is not waited for; the
     # job's status.tensorboard says so (DependentUnavailable). docs/decisions.md.
@@ -92,6 +97,9 @@ def conditions(p: Pass, t: Tally, phase: str, outcome: Outcome | None) -> list[C
     gang = gang_not_enforced(p)
     if gang:
         rows.append(("GangScheduling", False, "NotEnforced", gang))
+    queue = queue_not_enforced(p)
+    if queue:
+        rows.append(("Queueing", False, "NotEnforced", queue))
     queue = queue_row(p, t.queued, phase)
     if queue is not None:
         rows.append(queue)
@@ -128,6 +136,24 @@ def gang_not_enforced(p: Pass) -> str:
         "enforced: this cluster serves neither T9k's PodGroup (scheduler.tensorstack.dev) nor "
         "scheduling.k8s.io/v1beta1 podgroups, so the pods go to the default scheduler one by one, "
         "without gang admission, queue or priority"
+    )
+
+
+def queue_not_enforced(p: Pass) -> str:
+    """The ``Queueing`` condition's message when the job names a queue that nothing enforces:
+    the runtime gang-schedules with ``scheduling.k8s.io/v1beta1`` PodGroups (gang mode
+    ``native``), which have no queue, and serves no Kueue to queue the job; '' otherwise. The
+    condition (False, reason ``NotEnforced``) stays while the job lives; one Warning
+    ``QueueNotEnforced`` event says it when it first appears (:func:`~.status.finish_status`).
+    Where T9k's PodGroup is served its scheduler takes the queue; with gang mode ``none`` the
+    ``GangScheduling`` condition says it."""
+    sched = p.job.scheduler.t9k_scheduler if p.job.scheduler else None
+    if sched is None or not sched.queue or p.ctx.gang != "native" or p.observed.queueing:
+        return ""
+    return (
+        f"spec.scheduler.t9kScheduler.queue ({sched.queue}) is not enforced: this cluster gang-schedules with "
+        "scheduling.k8s.io/v1beta1 PodGroups, which have no queue, and serves no Kueue (kueue.x-k8s.io) to queue "
+        "the job; its pods are bound as one gang as soon as they fit, at its PodGroup's priority"
     )
 
 

@@ -123,8 +123,9 @@ def begin(
         owned = [o for o in owned if o["kind"] != "Workload"]
     p = Pass(job, fw, groups, observed, now, ctx, old, owned)
     t = Tally.of(old)
-    if job.status is None:
-        # The first pass: fields accepted without effect are said once, as `validate` says them.
+    if old.condition("Initialized") is None:
+        # The first pass (no status yet, or only the one of a spec that did not validate): fields
+        # accepted without effect are said once, as `validate` says them.
         for line in spec_warnings(job):
             t.event("Warning", "SpecWarning", line)
     t.plan.create, t.plan.update, t.plan.delete = plan_children(p.owned, observed)

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from ..api.common import Aggregate, DependentStatus, JobStatus, TaskStatus
+from ..api.common import Aggregate, Condition, DependentStatus, JobStatus, TaskStatus
 from ..frameworks import Outcome
 from .admission import queue_events
-from .conditions import conditions
-from .context import Pass, Tally
+from .conditions import SPEC_VALID, conditions
+from .context import Pass, Tally, rfc3339
 from .preemption import preempted_now
 
 
@@ -67,6 +67,9 @@ def finish_status(p: Pass, t: Tally, phase: str, outcome: Outcome | None) -> Job
     gang = s.condition("GangScheduling")
     if gang is not None and p.old.condition("GangScheduling") is None:
         t.event("Warning", "GangNotEnforced", gang.message)
+    queue = s.condition("Queueing")
+    if queue is not None and p.old.condition("Queueing") is None:
+        t.event("Warning", "QueueNotEnforced", queue.message)
     now_init, before = s.condition("Initialized"), p.old.condition("Initialized")
     if now_init is not None and now_init.reason == "ChildConflict" and (
         before is None or (before.reason, before.message) != (now_init.reason, now_init.message)
@@ -77,7 +80,8 @@ def finish_status(p: Pass, t: Tally, phase: str, outcome: Outcome | None) -> Job
 
 def tensorboard_status(p: Pass) -> DependentStatus | None:
     """``status.tensorboard`` (reference §1.9): where the job's TensorBoard stands, ``None``
-    without a ``tensorboardSpec``. Ready when the TensorBoard reports itself ready."""
+    without a ``tensorboardSpec``. Ready when the TensorBoard reports itself ready; the note
+    says where it serves when the runtime knows (``Observed.served_at``)."""
     tb = next((o for o in p.owned if o["kind"] == "TensorBoard"), None)
     if tb is None:
         return None
@@ -97,5 +101,20 @@ def tensorboard_status(p: Pass) -> DependentStatus | None:
     if key not in p.observed.others:
         return dep("Create", f"TensorBoard [{name}] is being created", False, "DependentCreating")
     if key in p.observed.ready:
-        return dep("NOP", f"TensorBoard [{name}] is ready", True, "DependentReady")
+        url = p.observed.served_at.get(key)
+        return dep("NOP", f"TensorBoard [{name}] is ready" + (f" at {url}" if url else ""), True, "DependentReady")
     return dep("NOP", f"TensorBoard [{name}] is not ready yet", False, "DependentNotReady")
+
+
+def invalid_spec_status(old: JobStatus | None, message: str, now: float) -> JobStatus:
+    """The status of a job the runtime leaves alone because it cannot act on its spec (it does
+    not validate, or the engine cannot handle it): the status it had (``Pending`` with none),
+    and the condition ``SpecValid`` False, reason ``InvalidSpec``, with ``message`` (the
+    validation's lines). ``now``: epoch seconds, the condition's transition time unless it was
+    already False. A pass over a valid spec derives its conditions afresh, without it."""
+    s = (old or JobStatus()).model_copy(deep=True)
+    prev = s.condition(SPEC_VALID)
+    when = prev.last_transition_time if prev is not None and prev.status == "False" else rfc3339(now)
+    cond = Condition(type=SPEC_VALID, status="False", reason="InvalidSpec", message=message, last_transition_time=when)
+    s.conditions = [c for c in s.conditions if c.type != SPEC_VALID] + [cond]
+    return s
