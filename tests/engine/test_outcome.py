@@ -159,3 +159,22 @@ def test_colossalai_launcher_deleted_externally_fails_the_job():
     plan = sim.step()
     assert created_pods(plan) == []
     assert sim.status.phase == "Failed"
+
+
+def test_genericjob_empty_lists_of_rules_are_no_rules():
+    """``successRules: []`` replaced "every replica succeeds" by no rule at all, so a job whose
+    replicas all succeeded ended Failed (NoRuleMatched); ``failureRules: []`` let a failed replica
+    go unnoticed. An empty list is no rules, as T9k's Go reads ``len(rules) == 0`` (issue 32)."""
+    sim = started(generic([("worker", 2)], name="g", successRules=[], failureRules=[]))
+    sim.succeed("g-worker-0")
+    sim.step()
+    assert sim.status.phase == "Running"
+    sim.succeed("g-worker-1")
+    sim.step()
+    assert sim.status.phase == "Succeeded"
+
+    sim = started(generic([("worker", 2)], name="g", policy="Never", successRules=[], failureRules=[]))
+    sim.fail("g-worker-1", 3)
+    sim.step()
+    assert sim.status.phase == "Failed"
+    assert sim.condition("Failed").message == "GenericJob g has failed: g-worker-1 failed with exit code 3"

@@ -153,3 +153,95 @@ def test_worker_commands_that_sshd_replaces() -> None:
         "spec.worker.template.spec.containers[0].args: replaced; a ColossalAIJob worker runs sshd (T9k docs); "
         "the launcher runs the training command on it"
     ]
+
+
+# --------------------------------------------------------------------------- issue 32: the second walk
+
+
+def generic(*policies: dict[str, Any]) -> dict[str, Any]:
+    specs = [{"type": f"t{i}", "restartPolicy": p, "template": _tpl()} for i, p in enumerate(policies)]
+    return {"replicaSpecs": specs}
+
+
+def test_generic_restart_limits_without_effect() -> None:
+    assert warnings_of("GenericJob", generic({"policy": "Never", "limit": 3}, {"policy": "OnFailure"})) == [
+        "spec.replicaSpecs[0].restartPolicy.limit: no effect with policy Never (the replica is never restarted)",
+        "spec.replicaSpecs[1].restartPolicy: policy OnFailure restarts nothing while limit is 0 (the default); "
+        "limit is the number of restarts each replica may have",
+    ]
+    quiet = generic({"policy": "Never"}, {"policy": "Always", "limit": 2}, {"policy": "OnFailure", "limit": 0}, {"limit": 1})
+    assert warnings_of("GenericJob", quiet) == []
+
+
+def test_backoff_limit_without_effect() -> None:
+    spec = pytorch(runPolicy={"backoffLimit": 5})
+    spec["replicaSpecs"][0]["restartPolicy"] = "Never"
+    assert warnings_of("PyTorchTrainingJob", spec) == [
+        "spec.runPolicy.backoffLimit: no effect; every replica's restartPolicy is Never"
+    ]
+    spec = pytorch(runPolicy={"backoffLimit": 0})
+    spec["replicaSpecs"][0]["restartPolicy"] = "ExitCode"
+    assert warnings_of("PyTorchTrainingJob", spec) == [
+        "spec.replicaSpecs[0].restartPolicy: ExitCode restarts nothing with spec.runPolicy.backoffLimit 0"
+    ]
+    ds = deepspeed()
+    ds["runPolicy"] = {"backoffLimit": 2}
+    ds["worker"]["restartPolicy"] = "Never"
+    assert warnings_of("DeepSpeedJob", ds) == ["spec.runPolicy.backoffLimit: no effect; every replica's restartPolicy is Never"]
+    assert warnings_of("PyTorchTrainingJob", pytorch()) == [], "the default backoffLimit with the default Never says nothing"
+
+
+def test_replicas_beside_expected_replicas_and_counts_elastic_clamps() -> None:
+    """``replicas: 6`` beside ``expectedReplicas: 3`` made 3 pods without a word."""
+    elastic = {"enabled": True, "minReplicas": 1, "maxReplicas": 4, "expectedReplicas": 3}
+    spec = pytorch(torchrunConfig={"enabled": True}, elastic=elastic)
+    spec["replicaSpecs"][0]["replicas"] = 6
+    assert warnings_of("PyTorchTrainingJob", spec) == [
+        "spec.replicaSpecs[0].replicas: 6 has no effect; spec.elastic.expectedReplicas (3) is the replica count, "
+        "split between the types by scalingWeight"
+    ]
+    spec["elastic"] = {"enabled": True, "minReplicas": 1, "maxReplicas": 4, "expectedReplicas": 9}
+    spec["replicaSpecs"][0]["replicas"] = 9
+    assert warnings_of("PyTorchTrainingJob", spec) == [
+        "spec.elastic.expectedReplicas: 9 replicas is outside elastic's range; 4 run (spec.elastic.maxReplicas)"
+    ]
+    ds = deepspeed()
+    ds["elastic"] = {"enabled": True, "minReplicas": 1, "maxReplicas": 4, "expectedReplicas": 3}
+    ds["worker"]["replicas"] = 6
+    assert warnings_of("DeepSpeedJob", ds) == [
+        "spec.worker.replicas: 6 has no effect; spec.elastic.expectedReplicas (3) is the worker count"
+    ]
+    del ds["elastic"]["expectedReplicas"]
+    assert warnings_of("DeepSpeedJob", ds) == [
+        "spec.worker.replicas: 6 replicas is outside elastic's range; 4 run (spec.elastic.maxReplicas)"
+    ]
+
+
+def test_every_scaling_weight_zero() -> None:
+    spec = pytorch(torchrunConfig={"enabled": True}, elastic={"enabled": True, "minReplicas": 1, "maxReplicas": 4})
+    spec["replicaSpecs"] = [
+        {"type": t, "replicas": 1, "scalingWeight": 0, "template": _tpl("pytorch", command=["python", "t.py"])}
+        for t in ("master", "worker")
+    ]
+    assert warnings_of("PyTorchTrainingJob", spec) == [
+        "spec.replicaSpecs[0].scalingWeight: every scalingWeight is 0; the replicas are split as if each were 1"
+    ]
+
+
+def test_template_scheduling_fields_that_t9k_scheduler_overrides() -> None:
+    spec = pytorch(scheduler={"t9kScheduler": {"queue": "q", "priority": 50}})
+    spec["replicaSpecs"][0]["template"]["spec"].update(schedulerName="volcano", priorityClassName="high")
+    assert warnings_of("PyTorchTrainingJob", spec) == [
+        "spec.replicaSpecs[0].template.spec.schedulerName: 'volcano' is replaced; with spec.scheduler.t9kScheduler "
+        "the pods use t9k-scheduler, or the default scheduler where the cluster gang-schedules with scheduling.k8s.io "
+        "PodGroups (it is kept only on a cluster that serves neither)",
+        "spec.scheduler.t9kScheduler.priority: where the cluster gang-schedules with scheduling.k8s.io PodGroups, "
+        "spec.replicaSpecs[0].template.spec's priorityClassName 'high' sets the pods' and the PodGroup's priority "
+        "instead of 50 (T9k's PodGroup and Kueue take 50)",
+    ]
+    # No t9kScheduler: the template's fields are the pods' own; no priority asked for: nothing is overridden.
+    del spec["scheduler"]
+    assert warnings_of("PyTorchTrainingJob", spec) == []
+    spec["scheduler"] = {"t9kScheduler": {"queue": "q"}}
+    spec["replicaSpecs"][0]["template"]["spec"].pop("schedulerName")
+    assert warnings_of("PyTorchTrainingJob", spec) == []
