@@ -191,7 +191,7 @@ def test_the_older_colossalai_form_names_the_replica_spec() -> None:
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("500m", "0.5"), ("4Gi", str(4 * 2**30)), ("1e3", "1000"), ("2", "2"), (3, "3"), (0.5, "0.5"), ("1.5k", "1500")],
+    [("500m", "0.5"), ("4Gi", str(4 * 2**30)), ("1e3", "1000"), ("1E", "1e18"), ("2", "2"), (3, "3"), (0.5, "0.5"), ("1.5k", "1500")],
 )
 def test_quantities(text: Any, value: str) -> None:
     from decimal import Decimal
@@ -199,7 +199,7 @@ def test_quantities(text: Any, value: str) -> None:
     assert parse_quantity(text) == Decimal(value)
 
 
-@pytest.mark.parametrize("text", ["big", "1.5.2", "", "1 Gi", "Gi", True, float("inf"), [1]])
+@pytest.mark.parametrize("text", ["big", "1.5.2", "", "1 Gi", "Gi", "2e", "1e999", str(2**63), True, float("inf"), [1]])
 def test_not_quantities(text: Any) -> None:
     with pytest.raises(ValueError):
         parse_quantity(text)

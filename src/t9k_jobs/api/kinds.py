@@ -231,11 +231,11 @@ class PyTorchTrainingJobSpec(Model):
         if self.elastic is not None and self.elastic.is_enabled and not self.torchrun_enabled:
             raise ValueError("elastic: elastic training needs torchrunConfig.enabled: true")
         if self.torchrun_enabled:
-            for i, r in enumerate(self.replica_specs):
-                k, c = self.training_container(i)
+            for i in range(len(self.replica_specs)):
                 try:
                     self.torchrun_script(i)
                 except TorchrunError as exc:
+                    k, _ = self.training_container(i)
                     raise FieldError(f"replicaSpecs[{i}].template.spec.containers[{k}].{exc.path}", exc.message) from None
         return self
 

@@ -26,9 +26,10 @@ template returned has no ``null`` mapping values, so nothing downstream sees one
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ GENERATE_COMMAND = "python -m t9k_jobs.api.pod_schema --write"
 #: or ``4Gi``, or a number. The client's models type them as strings.
 _QUANTITY_MAPS = {("V1ResourceRequirements", "limits"), ("V1ResourceRequirements", "requests"), ("V1PodSpec", "overhead")}
 _QUANTITY_FIELDS = {("V1EmptyDirVolumeSource", "sizeLimit"), ("V1ResourceFieldSelector", "divisor")}
-_QUANTITY = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
+_QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
 _SUFFIX = {
     "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40,
     "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60, "n": Decimal("1e-9"), "u": Decimal("1e-6"),
@@ -181,25 +182,26 @@ def _check(value: Any, type_: str, path: str, models: dict[str, Any], owner: tup
 
 def parse_quantity(value: Any) -> Decimal:
     """A Kubernetes quantity (``500m``, ``4Gi``, ``1e3``, ``2``) as a number; raises ``ValueError``
-    for anything else (``big``, ``1.5.2``, ``.inf``, ``true``)."""
+    for anything else (``big``, ``1.5.2``, ``.inf``, ``true``) and for one whose size is past
+    what Kubernetes holds (2**63, its int64)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError("not a quantity")
-    text = str(value).strip() if not isinstance(value, str) else value
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+    if isinstance(value, float) and not math.isfinite(value):
         raise ValueError("not a finite number")
+    m = _QUANTITY.match(value if isinstance(value, str) else str(value))
     if not isinstance(value, str):
-        return Decimal(text)
-    if not _QUANTITY.match(text):
+        amount = Decimal(str(value))
+    elif not m:
         raise ValueError("not a quantity")
-    m = re.match(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(.*)$", text)
-    assert m is not None
-    number, suffix = m[1], m[2]
-    try:
-        if suffix[:1] in ("e", "E"):
-            return Decimal(number) * (Decimal(10) ** int(suffix[1:]))
-        return Decimal(number) * _SUFFIX[suffix]
-    except (InvalidOperation, KeyError, ValueError, OverflowError):
-        raise ValueError("not a quantity") from None
+    else:
+        number, suffix = m[1], m[2] or ""
+        exponent = int(suffix[1:]) if suffix[:1] in ("e", "E") and len(suffix) > 1 else None
+        if exponent is not None and abs(exponent) > 30:
+            raise ValueError("exponent out of range")
+        amount = Decimal(number) * (Decimal(10) ** exponent if exponent is not None else _SUFFIX[suffix])
+    if abs(amount) >= 2**63:
+        raise ValueError("out of range")
+    return amount
 
 
 def _check_quantity(value: Any, path: str) -> Decimal:

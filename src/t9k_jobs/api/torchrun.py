@@ -36,8 +36,9 @@ _FLAG_ENV = {
     "s": "PYTHONNOUSERSITE",
     "P": "PYTHONSAFEPATH",
 }
-#: Single-letter python options that change nothing under torchrun.
-_FLAG_NOOP = {"u": "torchrun runs python -u itself", "q": "", "R": ""}
+#: Single-letter python options that change nothing under torchrun: ``-u`` (torchrun runs python
+#: with it), ``-q`` (the interactive banner), ``-R`` (hash randomisation, on anyway).
+_FLAG_NOOP = frozenset("uqR")
 #: ``-X`` options with an environment variable, and the value a bare ``-X name`` gives it.
 _X_ENV = {
     "dev": ("PYTHONDEVMODE", "1"),

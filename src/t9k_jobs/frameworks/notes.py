@@ -182,7 +182,7 @@ def _restarts(policies: list[tuple[str, str, bool]], run_policy: Any) -> list[st
     if "backoff_limit" not in run_policy.model_fields_set:
         return []
     if all(p == "Never" for _, p, _ in policies):
-        return [f"spec.runPolicy.backoffLimit: no effect; every replica's restartPolicy is Never"]
+        return ["spec.runPolicy.backoffLimit: no effect; every replica's restartPolicy is Never"]
     if run_policy.backoff_limit == 0:
         return [
             f"{where}: {policy} restarts nothing with spec.runPolicy.backoffLimit 0"
