@@ -245,3 +245,12 @@ def test_template_scheduling_fields_that_t9k_scheduler_overrides() -> None:
     spec["scheduler"] = {"t9kScheduler": {"queue": "q"}}
     spec["replicaSpecs"][0]["template"]["spec"].pop("schedulerName")
     assert warnings_of("PyTorchTrainingJob", spec) == []
+
+
+def test_a_template_name_or_namespace_is_named() -> None:
+    spec = pytorch()
+    spec["replicaSpecs"][0]["template"]["metadata"] = {"name": "mine", "namespace": "other", "labels": {"a": "b"}}
+    assert warnings_of("PyTorchTrainingJob", spec) == [
+        "spec.replicaSpecs[0].template.metadata.name: no effect; the replica pods are named <job>-<type>-<index>",
+        "spec.replicaSpecs[0].template.metadata.namespace: no effect; the replica pods are in the job's namespace",
+    ]

@@ -22,6 +22,7 @@ def spec_warnings(job: Job) -> list[str]:
     out: list[str] = []
     spec: Any = job.spec
     out += _queue(spec)
+    out += _template_identity(job)
     out += _scheduler_fields(job)
     out += _run_mode_types(spec.run_mode, _types(job))
     out += _both_spellings(spec)
@@ -46,6 +47,19 @@ def templates(job: Job) -> list[tuple[str, dict[str, Any]]]:
     if spec.older_form:
         return [(f"spec.replicaSpecs[{i}].template", r.template) for i, r in enumerate(spec.replica_specs or [])]
     return [("spec.worker.template", spec.worker.template)]
+
+
+def _template_identity(job: Job) -> list[str]:
+    """A template's ``metadata.name`` or ``namespace``: every pod is named ``<job>-<type>-<index>``
+    in the job's namespace (reference §1.2), so they are replaced (:func:`~.base.base_pod`)."""
+    out = []
+    for where, template in templates(job):
+        meta = template.get("metadata") or {}
+        for field in ("name", "generateName", "namespace"):
+            if meta.get(field):
+                what = "the job's namespace" if field == "namespace" else "<job>-<type>-<index>"
+                out.append(f"{where}.metadata.{field}: no effect; the replica pods are {'in' if field == 'namespace' else 'named'} {what}")
+    return out
 
 
 def _scheduler_fields(job: Job) -> list[str]:
