@@ -13,7 +13,7 @@ import yaml
 
 from tests.helpers import job, template, wait_until
 
-from .conftest import REPO, alive, py
+from .conftest import REPO, alive, carrying, py
 
 pytestmark = pytest.mark.e2e
 
@@ -125,7 +125,8 @@ def test_pause_then_resume(start, tmp_path: Path) -> None:
     )
     run = start(manifest)
     run.wait_for(lambda s: s.get("phase") == "Running" and s["aggregate"]["running"] == 2)
-    first = _wait_lines(pidfile, 2)
+    _wait_lines(pidfile, 2)
+    first = _commands(run, b"released", 2)  # as this machine numbers them (each replica has a PID namespace)
 
     manifest["spec"]["runMode"]["pause"]["enabled"] = True
     run.manifest.write_text(yaml.safe_dump(manifest, sort_keys=False))
@@ -161,10 +162,9 @@ def test_debug_mode_runs_sleep_and_ctrl_c_stops_it(start) -> None:
         },
     )
     run = start(manifest)
-    status = run.wait_for(lambda s: s.get("phase") == "Running" and s["aggregate"]["running"] == 2)
-    pids = _pids_of(run, status)
-    cmdlines = [Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[:2] for p in pids]
-    assert all(c == [b"sleep", b"inf"] for c in cmdlines), cmdlines
+    run.wait_for(lambda s: s.get("phase") == "Running" and s["aggregate"]["running"] == 2)
+    pids = _commands(run, b"sleep\0inf", 2)
+    assert not _commands(run, b"missing.py", 0), "debug mode runs sleep inf, not the command"
     run.signal(signal.SIGINT)
     assert run.finish(30) == 130, run.output
     assert not any(alive(p) for p in pids)
@@ -191,11 +191,9 @@ def test_deadline_exceeded_fails_the_job(start) -> None:
 
 
 def test_sigint_and_sigterm_leave_no_process_behind(start, tmp_path: Path) -> None:
-    pidfile = tmp_path / "pids"
     # Each replica starts grandchildren in its own process group's subtree.
-    shell = f"sleep 300 & echo $! >> {pidfile}; sleep 300 & echo $! >> {pidfile}; echo $$$$ >> {pidfile}; wait"  # $$ is Kubernetes for a literal $
+    shell = "sleep 301 & sleep 301 & wait"
     for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
-        pidfile.write_text("")
         manifest = job(
             "GenericJob",
             f"orphans-{code}",
@@ -203,7 +201,7 @@ def test_sigint_and_sigterm_leave_no_process_behind(start, tmp_path: Path) -> No
         )
         run = start(manifest, name=f"job-{code}.yaml")
         run.wait_for(lambda s: s.get("aggregate", {}).get("running") == 2)
-        pids = _wait_lines(pidfile, 6)
+        pids = _commands(run, b"sleep\x00301", 4) + _commands(run, b"sleep 301 & sleep 301", 2)
         assert all(alive(p) for p in pids)
         run.signal(sig)
         assert run.finish(30) == code, run.output
@@ -233,7 +231,7 @@ def test_deepspeedjob_without_deepspeed_says_what_to_install(monkeypatch) -> Non
     from t9k_jobs.api import parse_job
     from t9k_jobs.local import runtime as runner
 
-    monkeypatch.setattr(runner, "base_environment", lambda: {"PATH": "/nonexistent"})
+    monkeypatch.setattr(runner, "base_environment", lambda python=None, shims=None: {"PATH": "/nonexistent"})
     ds = parse_job(
         job(
             "DeepSpeedJob",
@@ -303,8 +301,23 @@ def _wait_lines(path: Path, n: int, timeout: float = 20) -> list[int]:
     return wait_until(pids, f"{path} to hold {n} pids", timeout, interval=0.05)
 
 
-def _pids_of(run, status) -> list[int]:
-    """Process ids of the running replicas, read from /proc: children of the t9k-jobs process that
-    are containers (they carry T9K_JOBS_CONTAINER; the run's watchdog does not)."""
-    children = Path(f"/proc/{run.proc.pid}/task/{run.proc.pid}/children").read_text().split()
-    return [int(c) for c in children if b"T9K_JOBS_CONTAINER=" in Path(f"/proc/{c}/environ").read_bytes()]
+def _commands(run, pattern: bytes, n: int, timeout: float = 20) -> list[int]:
+    """The pids (as this machine numbers them: each replica has a PID namespace of its own) of the
+    run's processes whose command line (NUL-separated) holds ``pattern`` and starts with neither
+    the namespaces' monitor nor their init, once there are ``n`` of them (0: now, without waiting)."""
+    marker = f"T9K_JOBS_RUN_DIR={run.run_dir.resolve()}".encode()
+
+    def found() -> list[int]:
+        out = []
+        for pid in carrying(marker, pattern):
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if not argv[0].endswith((b"bwrap", b"unshare")) and not any(b"socket.sethostname" in a for a in argv):
+                out.append(pid)
+        return out
+
+    if n == 0:
+        return found()
+    return wait_until(lambda: (lambda p: p if len(p) >= n else [])(found()), f"{n} processes with {pattern!r}", timeout)

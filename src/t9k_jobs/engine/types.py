@@ -200,6 +200,9 @@ class Observed:
     desired_hashes: dict[tuple[str, str], str] = field(default_factory=dict)
     #: ``(kind, name)`` of children that report themselves ready (a TensorBoard serving).
     ready: frozenset[tuple[str, str]] = frozenset()
+    #: Where a ready child serves, when the runtime knows it: ``(kind, name)`` -> URL (a local
+    #: run's TensorBoard on its loopback port); ``status.tensorboard``'s note gives it.
+    served_at: dict[tuple[str, str], str] = field(default_factory=dict)
     #: Kinds of optional children this runtime does not serve (no TensorBoard CRD, a local run).
     unserved: frozenset[str] = frozenset()
     #: How this runtime carries out ``spec.scheduler.t9kScheduler``

@@ -150,13 +150,18 @@ class LocalBackend:
         gpus: str | None = None,
         watch: bool = True,
         allow_duplicate: bool = False,
+        volumes: dict[str, str | os.PathLike] | None = None,
+        python: str | os.PathLike | None = None,
     ) -> JobView:
         """Start ``job`` (from the file ``path``, watched for edits, or from its dump) in the
-        background; the view once its runtime has started."""
+        background; the view once its runtime has started. ``volumes``: ``{CLAIM: DIR}``
+        (``--volume``); ``python``: ``--python``."""
         from ..render import to_yaml
         from .gpus import GpuInventory
+        from .processes import check_python
         from .runtime import RunDirError, cannot_run_reason, make_run_dir, new_default_run_dir
         from .rundirs import start_detached
+        from .volumes import VolumeError, parse_volume_flags
 
         inventory = None
         if gpus is not None:
@@ -164,7 +169,16 @@ class LocalBackend:
                 inventory = GpuInventory.declared(gpus)
             except ValueError as exc:
                 raise UsageError(f"--gpus: {exc}") from None
-        reason = cannot_run_reason(job, inventory if inventory is not None else GpuInventory.discovered())
+        try:
+            mapping = parse_volume_flags(f"{name}={os.fspath(folder)}" for name, folder in (volumes or {}).items())
+            interpreter = check_python(os.fspath(python)) if python is not None else None
+        except VolumeError as exc:
+            raise UsageError(str(exc)) from None
+        except ValueError as exc:
+            raise UsageError(f"--python: {exc}") from None
+        reason = cannot_run_reason(
+            job, inventory if inventory is not None else GpuInventory.discovered(), mapping, python=interpreter
+        )
         if reason is not None:
             raise UsageError(reason)
         try:
@@ -173,6 +187,8 @@ class LocalBackend:
             raise UsageError(str(exc)) from None
         extra = ([] if watch else ["--no-watch"]) + ([] if gpus is None else ["--gpus", gpus])
         extra += ["--allow-duplicate"] if allow_duplicate else []
+        extra += [arg for name, folder in mapping.items() for arg in ("--volume", f"{name}={folder}")]
+        extra += ["--python", interpreter] if interpreter is not None else []
         started = start_detached(
             path.resolve() if path is not None else None,
             to_yaml([job.dump()]) if path is None else None,

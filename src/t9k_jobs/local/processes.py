@@ -2,9 +2,11 @@
 
 A :class:`LocalPod` runs its init containers one after another, then its containers side by
 side, each as its own process group (``start_new_session``) so that everything a container
-starts (torchrun's workers, shells' children) is stopped with it. Output goes to one log
-file per container and, a block of whole lines at a time, to a callback for the interleaved
-stream.
+starts (torchrun's workers, shells' children) is stopped with it. Where the machine allows, each
+container also runs in namespaces of its own (:mod:`t9k_jobs.local.sandbox`): the pod's volumes
+at their mount paths (:mod:`t9k_jobs.local.volumes`), and a PID namespace that ends with the
+container's command. Output goes to one log file per container and, a block of whole lines at a
+time, to a callback for the interleaved stream.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import Any
 
 from ..engine import ContainerState, ObservedPod, desired_hash_of, restart_attempt_label
 from ..frameworks.base import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from .sandbox import NONE, Sandbox, covering, host_path, hosts_file, inside, wrap
+from .volumes import Mount, PodVolumes, VolumeError
 from ..loglines import MAX_LINE, READ_SIZE, split_lines
 from ..loglines import clean as _clean
 
@@ -76,6 +80,9 @@ class LocalContainer:
     exit_code: int | None = None
     error: str | None = None
     reader: asyncio.Task[None] | None = None
+    #: Whether ``proc`` is the monitor of namespaces the container runs in (bwrap, unshare): its
+    #: processes are then :func:`~t9k_jobs.local.sandbox.inside` it, and signals go to them.
+    contained: bool = False
 
     @property
     def state(self) -> str:
@@ -104,6 +111,17 @@ class LocalPod:
     task: asyncio.Task[None] | None = None
     #: Called with one line when the run cannot go on (its directory cannot be written).
     on_fatal: Callable[[str], None] = lambda message: None
+    #: How the containers are contained (default: not at all, process groups only).
+    sandbox: Sandbox = field(default_factory=lambda: Sandbox(NONE))
+    #: ``--volume``: claim (or foreign configMap/secret) name -> folder of this machine.
+    volume_map: dict[str, Path] = field(default_factory=dict)
+    #: The job's own ConfigMaps and Secrets: ``(kind, name)`` -> the folder holding their keys.
+    own_objects: dict[tuple[str, str], Path] = field(default_factory=dict)
+    volumes: PodVolumes | None = None
+    volume_error: str | None = None
+    #: The replica's own loopback address: where its host name (the pod's name) resolves inside
+    #: its namespaces, as a pod's resolves to its IP.
+    address: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         spec = self.manifest["spec"]
@@ -163,6 +181,25 @@ class LocalPod:
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
+        try:
+            await self._run_containers()
+        finally:
+            if self.volumes is not None:  # every process of the pod has ended: its volumes go
+                self.volumes.remove()
+
+    def _prepare_volumes(self) -> None:
+        """Set up the pod's volumes before its first container, as the kubelet does; a volume that
+        cannot be set up fails every container with the reason (``ContainerCannotRun``)."""
+        if not self.manifest["spec"].get("volumes") or not self.sandbox.mounts:
+            return
+        self.volumes = PodVolumes(self.manifest, self.uid, self.log_dir, self.volume_map, self.own_objects)
+        try:
+            self.volumes.prepare()
+        except VolumeError as exc:
+            self.volume_error = f"volume setup failed: {exc}"
+
+    async def _run_containers(self) -> None:
+        self._prepare_volumes()
         for c in self.init:
             await self._spawn(c)
             await self._wait(c)
@@ -202,8 +239,9 @@ class LocalPod:
         self.on_change()
 
     def kill_leftovers(self, pid: int, container: str) -> None:
-        """SIGKILL what the container's process ``pid`` left: its process group, its descendants,
-        and every process carrying this container's marker (:data:`CONTAINER_ENV`)."""
+        """SIGKILL what the container's process ``pid`` left: its process group, its descendants
+        (in a PID namespace the kernel has ended them already), and every process carrying this
+        container's marker (:data:`CONTAINER_ENV`)."""
         _signal_groups([pid], signal.SIGKILL)
         _signal_each(descendants([pid]), signal.SIGKILL)
         _signal_each(marked({**self._run_marker(), CONTAINER_ENV: f"{self.name}/{container}"}), signal.SIGKILL)
@@ -253,19 +291,69 @@ class LocalPod:
         own = {k: v for k, v in env.items() if k in declared}
         return [expand(x, own) for x in command + args]
 
-    def _cwd(self, c: dict[str, Any]) -> Path:
+    def _cwd(self, c: dict[str, Any], mounts: list[Mount]) -> tuple[Path, list[str]]:
+        """The container's working directory (a path in the container) and the folders to make
+        for it. Without a mount namespace it must exist here. With one, it is looked up through
+        the mounts, and a missing one is made as a container runtime makes it: in its volume
+        (a read-only one refuses), else on a tmpfs of the container's own."""
         wanted = c.get("workingDir")
         if not wanted:
-            return self.default_dir
+            return self.default_dir, []
         path = Path(wanted)
         if not path.is_absolute():
             path = self.default_dir / path
-        if not path.is_dir():
+        missing = ContainerSetupError(
+            f"container {c['name']!r}: workingDir {wanted!r} does not exist on this machine"
+            + (f" (resolved to {path})" if str(path) != wanted else "")
+        )
+        if not self.sandbox.mounts:
+            if not path.is_dir():
+                raise missing
+            return path, []
+        here = host_path(str(path), mounts)
+        if here.is_dir():
+            return path, []
+        if os.path.lexists(here):
+            raise ContainerSetupError(f"container {c['name']!r}: workingDir {wanted!r} is not a directory")
+        mount = covering(str(path), mounts)
+        if mount is None:
+            return path, [str(path)]
+        if mount.read_only:
             raise ContainerSetupError(
-                f"container {c['name']!r}: workingDir {wanted!r} does not exist on this machine"
-                + (f" (resolved to {path})" if str(path) != wanted else "")
+                f"container {c['name']!r}: workingDir {wanted!r} does not exist in the read-only volume {mount.volume!r}"
             )
-        return path
+        try:
+            here.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ContainerSetupError(f"container {c['name']!r}: cannot make workingDir {wanted!r}: {exc.strerror or exc}") from None
+        return path, []
+
+    def _mounts(self, c: dict[str, Any]) -> list[Mount]:
+        """The container's volume mounts (none without a mount namespace)."""
+        if self.volume_error is not None:
+            raise ContainerSetupError(self.volume_error)
+        if self.volumes is None or not c.get("volumeMounts"):
+            return []
+        declared = {str(e.get("name")) for e in c.get("env") or [] if isinstance(e, dict)}
+        try:
+            return self.volumes.mounts(c, {k: v for k, v in self._env(c).items() if k in declared})
+        except VolumeError as exc:
+            raise ContainerSetupError(f"container {c['name']!r}: {exc}") from None
+
+    def _check_command(self, argv: list[str], cwd: Path, env: dict[str, str], mounts: list[Mount]) -> None:
+        """Raise :class:`ContainerSetupError` when the command cannot be found in the container
+        (looked up through its mounts), as starting it directly would: in a namespace the
+        failure would otherwise read as the command's own exit code."""
+        command = argv[0]
+        if "/" in command:
+            candidates = [command if command.startswith("/") else os.path.normpath(os.path.join(cwd, command))]
+        else:
+            candidates = [os.path.join(d or ".", command) for d in env.get("PATH", os.defpath).split(os.pathsep)]
+        for candidate in candidates:
+            here = host_path(candidate if candidate.startswith("/") else os.path.join(cwd, candidate), mounts)
+            if here.is_file() and os.access(here, os.X_OK):
+                return
+        raise ContainerSetupError(f"cannot start {command!r}: [Errno 2] No such file or directory: {command!r}")
 
     async def _spawn(self, c: LocalContainer) -> None:
         log_path = self.log_dir / f"{self.name}.{c.name}.log"
@@ -273,10 +361,17 @@ class LocalPod:
         try:
             env = self._env(c.spec)
             argv = self._argv(c.spec, env)
-            cwd = self._cwd(c.spec)
+            mounts = self._mounts(c.spec)
+            cwd, make = self._cwd(c.spec, mounts)
+            start_dir: str | Path = cwd
+            if self.sandbox.pids:
+                self._check_command(argv, cwd, env, mounts)
+                hosts = hosts_file(self.log_dir / "hosts" / self.name, self.name, self.address)
+                argv, start_dir = wrap(self.sandbox, argv, str(cwd), mounts, make, self.name, hosts)
+                c.contained = True
             c.proc = await asyncio.create_subprocess_exec(
                 *argv,
-                cwd=cwd,
+                cwd=start_dir,
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -322,23 +417,34 @@ class LocalPod:
 
     # ----------------------------------------------------------------- stopping
 
+    def _signal_targets(self) -> tuple[list[int], list[int], list[int]]:
+        """``(process groups, processes, namespace monitors)`` to signal to stop the pod: a
+        container without namespaces is its group and every descendant; a contained one is every
+        process inside its PID namespace (never its monitor: a monitor that ends ends the
+        namespace at once, which would cut the grace period short)."""
+        live = [c for c in self.init + self.main if c.proc is not None and c.exit_code is None]
+        groups = [c.proc.pid for c in live if not c.contained]  # type: ignore[union-attr]
+        monitors = [c.proc.pid for c in live if c.contained]  # type: ignore[union-attr]
+        return groups, descendants(groups) + [p for m in monitors for p in inside(m)], monitors
+
     async def terminate(self) -> None:
         """SIGTERM every process group of the pod and every descendant of its processes (a
-        launcher's ranks may run in sessions of their own, e.g. under an sshd worker), SIGKILL
-        what is left after the grace period."""
+        launcher's ranks may run in sessions of their own, e.g. under an sshd worker), and every
+        process inside a contained container's PID namespace; SIGKILL what is left after the
+        grace period (a namespace's monitor too, which ends the namespace)."""
         self.deleting = True
         self.on_change()
-        groups = self.pids()
-        tree = descendants(groups)
+        groups, tree, monitors = self._signal_targets()
         _signal_groups(groups, signal.SIGTERM)
         _signal_each(tree, signal.SIGTERM)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.grace_seconds
         while (self.pids() or any(_alive(p) for p in tree)) and loop.time() < deadline:
             await asyncio.sleep(0.05)
-        tree += descendants(groups)
-        _signal_groups(groups, signal.SIGKILL)
-        _signal_each(tree, signal.SIGKILL)
+        more_groups, more, more_monitors = self._signal_targets()
+        tree += more
+        _signal_groups(groups + more_groups, signal.SIGKILL)
+        _signal_each(tree + monitors + more_monitors, signal.SIGKILL)
         # Reap: the wait tasks finish once the processes are gone.
         if self.task is not None:
             try:
@@ -422,11 +528,58 @@ def _signal_groups(pids: list[int], sig: signal.Signals) -> None:
             pass
 
 
-def base_environment() -> dict[str, str]:
-    """This process's environment with the directory of its Python first on PATH, so
-    ``python`` and ``torchrun`` in a command mean the interpreter t9k-jobs runs in."""
+def base_environment(python: str | os.PathLike[str] | None = None, shims: Path | None = None) -> dict[str, str]:
+    """This process's environment with the directory of a Python first on PATH, so ``python``
+    and ``torchrun`` in a command mean that interpreter: ``python`` (``--python``; its folder's
+    other programs, a venv's ``deepspeed`` or ``colossalai``, come next), else the interpreter
+    t9k-jobs runs in. ``shims``: a folder made by :func:`write_python_shims` for ``python``, put
+    before it so ``python``, ``python3`` and ``torchrun`` name it whatever its folder holds."""
     env = dict(os.environ)
-    bindir = str(Path(sys.executable).parent)
-    env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    bindir = str(Path(python).parent if python is not None else Path(sys.executable).parent)
+    first = ([str(shims)] if shims is not None else []) + [bindir]
+    env["PATH"] = os.pathsep.join([*first, env.get("PATH", "")])
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
+
+
+#: The commands a local run's ``--python`` stands for (torchrun as ``python -m torch.distributed.run``,
+#: which is what torch's own ``torchrun`` script runs).
+SHIMS = {"python": "", "python3": "", "torchrun": "-m torch.distributed.run "}
+
+
+def write_python_shims(folder: Path, python: str | os.PathLike[str]) -> Path:
+    """Write ``python``, ``python3`` and ``torchrun`` into ``folder`` (made, mode 0755): small
+    scripts that exec ``python`` (an absolute path), so that a venv's interpreter keeps its venv
+    (a symlink would not: Python finds ``pyvenv.cfg`` beside the path it was started by).
+    Returns ``folder``. Raises ``OSError``."""
+    import shlex
+
+    folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+    for name, extra in SHIMS.items():
+        path = folder / name
+        path.write_text(f'#!/bin/sh\nexec {shlex.quote(str(python))} {extra}"$@"\n', encoding="utf-8")
+        path.chmod(0o755)
+    return folder
+
+
+def check_python(python: str) -> str:
+    """``python`` (``--python``) as an absolute path once it is an interpreter that starts: it must
+    be an executable file that runs ``import sys`` and is Python 3. Raises ``ValueError`` with the
+    reason (one line)."""
+    import shutil
+    import subprocess
+
+    found = shutil.which(python) if "/" not in python else python
+    if found is None or not os.path.isfile(found) or not os.access(found, os.X_OK):
+        raise ValueError(f"{python} is not an executable file")
+    path = os.path.abspath(found)
+    try:
+        done = subprocess.run(
+            [path, "-c", "import sys; print(sys.version_info[0])"],
+            stdin=subprocess.DEVNULL, capture_output=True, timeout=60, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ValueError(f"{python} does not start: {exc}") from None
+    if done.returncode != 0 or done.stdout.strip() != b"3":
+        raise ValueError(f"{python} is not a Python 3 interpreter")
+    return path

@@ -31,7 +31,7 @@ import yaml
 from ..api import Job, ManifestError, fixed_field_changes
 from ..api.common import TERMINAL_PHASES
 from ..api.kinds import ColossalAIJob, DeepSpeedJob
-from ..engine import Observed, Plan, desired_hash_of, reconcile
+from ..engine import Event, Observed, Plan, desired_hash_of, reconcile
 from ..frameworks import framework_for, load_manifest
 from ..render import to_yaml
 from ..sshkeys import materialize
@@ -39,7 +39,12 @@ from .display import Display
 from .gpus import GpuAllocator, GpuInventory, gpu_shortage, set_visible_devices
 from .launch import LocalLauncher
 from .ownership import write_atomic
-from .processes import RUN_ENV, LocalPod, base_environment, marked
+from .processes import RUN_ENV, LocalPod, base_environment, marked, write_python_shims
+from .sandbox import Sandbox, SandboxError, detect, mounts_refused
+from .tensorboard import INSTALL_HINT as TB_HINT
+from .tensorboard import LocalTensorBoard
+from .tensorboard import available as tensorboard_available
+from .volumes import mounts_volumes, shm_dir, tensorboard_folders, unused_mappings, volume_problems
 
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
@@ -101,12 +106,48 @@ def _free_port(taken: set[int]) -> int:
     raise RuntimeError("no free TCP port on 127.0.0.1")
 
 
-def cannot_run_reason(job: Job, gpus: GpuInventory | None = None) -> str | None:
+def own_objects(job: Job) -> frozenset[tuple[str, str]]:
+    """The ConfigMaps and Secrets a local run of ``job`` makes itself (the hostfile, the ssh key
+    pair), as ``(kind, name)``: a volume naming one is the job's own, not a ``--volume``."""
+    plan = reconcile(job, Observed(unserved=frozenset({"TensorBoard"})), 0.0, LocalAddressing(), LocalLauncher())
+    return frozenset((o["kind"], o["metadata"]["name"]) for o in plan.create if o["kind"] in ("ConfigMap", "Secret"))
+
+
+def volumes_reason(job: Job, volumes: dict[str, Path], sandbox: Sandbox | None = None) -> str | None:
+    """Why the volumes of ``job`` cannot be set up here (one line), or ``None``: the first of
+    :func:`t9k_jobs.local.volumes.volume_problems` (``volumes``: ``--volume``), the TensorBoard's
+    folders, or a job whose containers mount volumes on a machine without mount namespaces
+    (``sandbox``: default, this machine's, probed only for such a job). Raises
+    :class:`~t9k_jobs.local.sandbox.SandboxError` when ``$T9K_JOBS_SANDBOX`` names a sandbox that
+    cannot be used."""
+    problems = volume_problems(job, volumes, own_objects(job))
+    if problems:
+        return f"{job.kind} {job.name}: {problems[0]}"
+    if mounts_volumes(job):
+        refused = mounts_refused(sandbox if sandbox is not None else detect())
+        if refused is not None:
+            return f"{job.kind} {job.name}: {refused}"
+    _folders, tb_problems = tensorboard_folders(job, volumes)
+    if tb_problems:
+        return f"{job.kind} {job.name}: {tb_problems[0]}"
+    return None
+
+
+def cannot_run_reason(
+    job: Job,
+    gpus: GpuInventory | None = None,
+    volumes: dict[str, Path] | None = None,
+    sandbox: Sandbox | None = None,
+    python: str | None = None,
+) -> str | None:
     """Why this machine cannot run ``job`` locally (one line, with what to do), or ``None``.
 
     ``gpus``: the devices the run may give out (default: this machine's, discovered only if the
     job asks for a GPU). A ``nvidia.com/gpu`` quantity that cannot be, or more GPUs over all the
     job's replicas than there are, is refused (:func:`t9k_jobs.local.gpus.gpu_shortage`).
+    ``volumes``: ``--volume`` (claim -> folder); a volume that cannot be set up is refused
+    (:func:`volumes_reason`; ``sandbox``: the machine's namespaces, probed when needed).
+    ``python``: ``--python``, whose environment must hold a kind's launcher.
 
     DeepSpeedJob runs with deepspeed's launcher in its no-ssh mode, one per worker (it needs the
     ``deepspeed`` package); its ``customCommand`` and debug mode assume the cluster's sshd in
@@ -123,6 +164,14 @@ def cannot_run_reason(job: Job, gpus: GpuInventory | None = None) -> str | None:
     shortage = gpu_shortage(job, gpus if gpus is not None else GpuInventory.discovered())
     if shortage is not None:
         return f"{job.kind} {job.name}: {shortage}"
+    try:
+        reason = volumes_reason(job, volumes or {}, sandbox)
+    except SandboxError as exc:
+        return str(exc)
+    if reason is not None:
+        return reason
+    path = base_environment(python).get("PATH")
+    where = f"the environment of --python {python}" if python is not None else "the environment t9k-jobs runs in"
     if isinstance(job, DeepSpeedJob):
         if job.spec.config.custom_command:
             return (
@@ -131,10 +180,10 @@ def cannot_run_reason(job: Job, gpus: GpuInventory | None = None) -> str | None:
             )
         if job.run_mode.debug_enabled:
             return "DeepSpeedJob debug mode runs sshd in the workers for you to log in: use a cluster for it"
-        if shutil.which("deepspeed", path=base_environment().get("PATH")) is None:
+        if shutil.which("deepspeed", path=path) is None:
             return (
                 "DeepSpeedJob runs its workers with deepspeed's launcher, which is not installed here: "
-                "pip install deepspeed==0.19.8 into the environment t9k-jobs runs in "
+                f"pip install deepspeed==0.19.8 into {where} "
                 "(bash scripts/bootstrap.sh examples,test,launchers does)"
             )
         return None
@@ -148,10 +197,10 @@ def cannot_run_reason(job: Job, gpus: GpuInventory | None = None) -> str | None:
                 f"and {sshd} (spec.ssh.sshdPath) is not here: install OpenSSH's server (Debian: apt-get install "
                 "openssh-server), or run the job on a cluster"
             )
-        if shutil.which("colossalai", path=base_environment().get("PATH")) is None:
+        if shutil.which("colossalai", path=path) is None:
             return (
                 "ColossalAIJob's launcher, colossalai, is not installed here: pip install colossalai==0.5.0 into "
-                "the environment t9k-jobs runs in (bash scripts/bootstrap.sh examples,test,launchers installs "
+                f"{where} (bash scripts/bootstrap.sh examples,test,launchers installs "
                 "the locked set; docs/launchers.md)"
             )
         return None
@@ -183,7 +232,7 @@ def ensure_sshd_privsep_dir() -> None:
 #: Signals that stop a run: Ctrl-C, a kill, a closed terminal or dropped ssh session, Ctrl-\\.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
-_WATCHDOG = """import os, signal, sys, time
+_WATCHDOG = """import os, shutil, signal, sys, time
 runtime, marker = int(sys.argv[1]), ("T9K_JOBS_RUN_DIR=" + sys.argv[2]).encode()
 def state(pid):
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
@@ -206,16 +255,19 @@ for _ in range(10):  # the run's processes, however they were reparented, a few 
             except OSError:
                 pass
     time.sleep(0.2)
+shutil.rmtree(sys.argv[3], ignore_errors=True)  # the run's Memory emptyDirs
 """
 
 
 def start_watchdog(run_marker: str) -> subprocess.Popen[bytes]:
     """A process of its own session that outlives this one: when this process dies, however it
-    dies (SIGKILL included), it kills every process carrying the run's marker within a second.
-    The run stops it at its normal end. It carries no marker itself."""
+    dies (SIGKILL included), it kills every process carrying the run's marker within a second
+    (a contained container's namespace ends with its monitor), then removes the run's Memory
+    emptyDirs (:func:`t9k_jobs.local.volumes.shm_dir`). The run stops it at its normal end. It
+    carries no marker itself."""
     env = {k: v for k, v in os.environ.items() if k != RUN_ENV}
     return subprocess.Popen(
-        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), run_marker],
+        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), run_marker, str(shm_dir(Path(run_marker)))],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -256,6 +308,8 @@ def run_job(
     watch: bool = True,
     gpus: GpuInventory | None = None,
     allow_duplicate: bool = False,
+    volumes: dict[str, Path] | None = None,
+    python: str | None = None,
 ) -> int:
     """Run ``job`` here until it finishes or is interrupted; return the process exit code.
 
@@ -267,18 +321,37 @@ def run_job(
     container, ``job.log`` interleaved, ``status.yaml``, ``events.log`` and ``objects.yaml`` (the
     non-pod objects the operator would create); ``manifest.yaml`` is the run's own copy of the
     manifest (:mod:`t9k_jobs.local.edits`). ``gpus``: the GPUs replicas get (``--gpus``); default:
-    this machine's, discovered when a replica first asks for one.
+    this machine's, discovered when a replica first asks for one. ``volumes``: ``--volume``, the
+    folder of each claim (or foreign configMap or secret) the pods mount (:mod:`.volumes`); each
+    container runs in namespaces of its own where the machine allows (:mod:`.sandbox`).
+    ``python``: ``--python``, the interpreter ``python``, ``python3`` and ``torchrun`` mean (an
+    absolute path; default: the one t9k-jobs runs in). A status the job carries is not read: a
+    run starts the job anew.
     """
     from .edits import write_copy
     from .ownership import dir_lock, publish_runtime
     from .rundirs import already_running
 
+    from ..api.created import as_created
+    from ..frameworks import parse_job
+
     gpus = gpus if gpus is not None else GpuInventory.discovered()
-    reason = cannot_run_reason(job, gpus)
+    volumes = dict(volumes or {})
+    doc, dropped = as_created(job.dump())  # a saved job starts anew (the CLI says so once)
+    if dropped:
+        job = parse_job(doc, f"{job.kind}/{job.name}")
     display = Display(quiet=quiet)
+    try:
+        sandbox = detect()
+    except SandboxError as exc:
+        display.error(str(exc))
+        return EXIT_CANNOT_RUN
+    reason = cannot_run_reason(job, gpus, volumes, sandbox, python)
     if reason is not None:
         display.error(reason)
         return EXIT_CANNOT_RUN
+    for line in unused_mappings(job, volumes, own_objects(job)):
+        display.note(line)
     user_doc = _manifest_doc(manifest) if manifest is not None else None
     made = None
     try:
@@ -313,7 +386,9 @@ def run_job(
         return EXIT_CANNOT_RUN
     # pid_lock stays open until this process exits: the kernel drops the lock as the process
     # ends, so "nobody holds it" means the runtime is gone, not about to go.
-    runner = LocalRunner(job, manifest, run_dir, display, watch, gpus, user_doc=user_doc)
+    runner = LocalRunner(
+        job, manifest, run_dir, display, watch, gpus, user_doc=user_doc, volumes=volumes, sandbox=sandbox, python=python
+    )
     runner.pid_lock = pid_lock
     return asyncio.run(runner.run())
 
@@ -326,14 +401,16 @@ def _without_status(job: Job) -> dict[str, Any]:
 
 def _manifest_doc(path: Path) -> dict[str, Any] | None:
     """The user's manifest as a mapping, read as :func:`t9k_jobs.frameworks.load_manifest` reads it (None
-    when it no longer reads as one job: it was read a moment ago, so that is an edit in between)."""
+    when it no longer reads as one job: it was read a moment ago, so that is an edit in between),
+    without what the API server sets (:func:`t9k_jobs.api.created.as_created`)."""
+    from ..api.created import as_created
     from ..api.reading import ReadError, decode, parse_documents, read_source
 
     try:
         docs = parse_documents(decode(read_source(path)))
     except (ReadError, OSError):
         return None
-    return docs[0] if len(docs) == 1 and isinstance(docs[0], dict) else None
+    return as_created(docs[0])[0] if len(docs) == 1 and isinstance(docs[0], dict) else None
 
 
 def write_status(run_dir: Path, status: dict[str, Any]) -> None:
@@ -423,8 +500,17 @@ class LocalRunner:
         watch: bool,
         gpus: GpuInventory | None = None,
         user_doc: dict[str, Any] | None = None,
+        volumes: dict[str, Path] | None = None,
+        sandbox: Sandbox | None = None,
+        python: str | None = None,
     ) -> None:
         self.job = job
+        #: ``--volume``: the folder of each claim (or foreign configMap or secret) pods mount.
+        self.volumes = dict(volumes or {})
+        #: How containers are contained (:mod:`.sandbox`): namespaces where the machine allows.
+        self.sandbox = sandbox if sandbox is not None else Sandbox("none")
+        self.python = python
+        self.tensorboard: LocalTensorBoard | None = None
         # Every pod takes GPUs of its own when it starts and gives them back when its processes
         # end; a pod whose GPUs are still held by one being stopped waits (Pending) for them.
         self.gpus = GpuAllocator(gpus if gpus is not None else GpuInventory.discovered())
@@ -440,7 +526,9 @@ class LocalRunner:
         self.objects: list[dict[str, Any]] = []
         # Every process of the run carries its run directory: how a sweep (and a user) tells this
         # run's processes, the ranks its launchers start included, from anything else.
-        self.base_env = {**base_environment(), RUN_ENV: str(run_dir.resolve())}
+        # --python: python, python3 and torchrun mean it (small scripts in <run dir>/bin).
+        shims = write_python_shims(run_dir / "bin", python) if python is not None else None
+        self.base_env = {**base_environment(python, shims), RUN_ENV: str(run_dir.resolve())}
         self.wake = asyncio.Event()
         self.stop_signal: int | None = None
         self.mtime = self._mtime()
@@ -572,6 +660,10 @@ class LocalRunner:
             loop.add_signal_handler(sig, self._on_signal, sig)
         watchdog = start_watchdog(self.base_env[RUN_ENV])
         self.display.start(self.job, self.run_dir)
+        if self.sandbox.kind != "bwrap":
+            self.display.note(f"replicas run {self.sandbox.describe()}")
+        if getattr(self.job.spec, "tensorboard_spec", None) is not None and not tensorboard_available():
+            self._event(Event("Warning", "TensorBoardUnavailable", f"spec.tensorboardSpec is not served: {TB_HINT}"))
         try:
             prepare_host(self.job)
         except OSError as exc:
@@ -580,6 +672,10 @@ class LocalRunner:
             return await self._loop()
         finally:
             await self._teardown()
+            if self.tensorboard is not None:
+                self.tensorboard.stop()
+            with contextlib.suppress(OSError):
+                shm_dir(self.run_dir.resolve()).rmdir()  # emptied by the pods as they ended
             watchdog.kill()
             watchdog.wait()
             for sig in STOP_SIGNALS:
@@ -623,12 +719,30 @@ class LocalRunner:
         return running and time.monotonic() - self.finished_at < END_GRACE
 
     def _observe(self) -> Observed:
+        tb = self.tensorboard
+        served = tb is not None and tb.ready()
         return Observed(
             pods={name: pod.observe() for name, pod in self.pods.items()},
             others=frozenset(self.others),
             desired_hashes={(o["kind"], o["metadata"]["name"]): desired_hash_of(o) for o in self.objects},
-            unserved=frozenset({"TensorBoard"}),  # no TensorBoard server runs locally; status says so
+            ready=frozenset({("TensorBoard", tb.name)}) if tb is not None and served else frozenset(),
+            served_at={("TensorBoard", tb.name): tb.url} if tb is not None and served else {},
+            # without the tensorboard package no TensorBoard is served here; status says so
+            unserved=frozenset() if tensorboard_available() else frozenset({"TensorBoard"}),
         )
+
+    def _start_tensorboard(self, obj: dict[str, Any]) -> None:
+        """Serve the job's TensorBoard (:mod:`.tensorboard`) over its folders on this machine; the
+        loop looks again until it answers. A TensorBoard that cannot start is said once."""
+        folders, _problems = tensorboard_folders(self.job, self.volumes)  # checked before the run
+        tb = LocalTensorBoard(obj["metadata"]["name"], folders, self.run_dir, dict(self.base_env))
+        try:
+            tb.start()
+        except OSError as exc:
+            self.display.error(f"cannot start TensorBoard: {exc.strerror or exc}")
+            return
+        self.tensorboard = tb
+        self.display.note(f"TensorBoard {tb.name}: {tb.url} (serving {', '.join(map(str, folders))})")
 
     def _apply(self, plan: Plan) -> None:
         made_objects = False
@@ -637,6 +751,8 @@ class LocalRunner:
             if kind == "Pod":
                 self._start_pod(obj)
             else:
+                if kind == "TensorBoard" and self.tensorboard is None:
+                    self._start_tensorboard(obj)
                 self.others.add((kind, name))
                 made = materialize(obj)
                 self.objects.append(made)
@@ -663,9 +779,7 @@ class LocalRunner:
             self.deletions.add(task)
             task.add_done_callback(self.deletions.discard)
         for event in plan.events:
-            self.events_log.write(f"{time.strftime('%H:%M:%S')} {event.type} {event.reason}: {event.message}\n")
-            self.events_log.flush()
-            self.display.event(event)
+            self._event(event)
         old = self.job.status.dump() if self.job.status is not None else None
         if plan.status.dump() != old:
             self.job = self.job.model_copy(update={"status": plan.status})
@@ -674,6 +788,21 @@ class LocalRunner:
             # for the status.yaml it names (a status.yaml changed by anyone else is read instead).
             write_status(self.run_dir, plan.status.dump())
         self.display.update(self.job, self.pods)
+
+    def _address(self, pod: dict[str, Any]) -> str:
+        """The replica's own loopback address (:meth:`LocalAddressing.own_address`), where its host
+        name resolves inside its namespaces."""
+        from ..frameworks.base import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+
+        labels = pod["metadata"].get("labels") or {}
+        index = int(labels.get(LABEL_REPLICA_INDEX, "0"))
+        return self.addressing.own_address(self.job.name, str(labels.get(LABEL_REPLICA_TYPE, "")), index)
+
+    def _event(self, event: Event) -> None:
+        """Write ``event`` to ``events.log`` and show it. Raises ``OSError``."""
+        self.events_log.write(f"{time.strftime('%H:%M:%S')} {event.type} {event.reason}: {event.message}\n")
+        self.events_log.flush()
+        self.display.event(event)
 
     def _start_pod(self, manifest: dict[str, Any]) -> None:
         pod = LocalPod(
@@ -684,6 +813,16 @@ class LocalRunner:
             sink=self._line,
             on_change=self._changed,
             on_fatal=self._fatal,
+            sandbox=self.sandbox,
+            address=self._address(manifest),
+            volume_map=self.volumes,
+            own_objects={
+                (o["kind"], o["metadata"]["name"]): Path(
+                    self.addressing.child_file(o["kind"], o["metadata"]["name"], "-") or ""
+                ).parent
+                for o in self.objects
+                if o["kind"] in ("ConfigMap", "Secret")
+            },
         )
         self.pods[pod.name] = pod
         if not self._start_with_gpus(pod):
@@ -752,7 +891,7 @@ class LocalRunner:
         for problem in fixed_field_changes(self.job, new):
             self.display.error(f"{problem} (edit ignored; the job goes on with the previous spec)")
             return
-        reason = cannot_run_reason(new, self.gpus.inventory)
+        reason = cannot_run_reason(new, self.gpus.inventory, self.volumes, self.sandbox, self.python)
         if reason is not None:
             self.display.error(f"{reason} (edit ignored; the job goes on with the previous spec)")
             return
