@@ -55,8 +55,10 @@ def _fail(lines: list[str], code: int = EXIT_INVALID) -> None:
     raise typer.Exit(code)
 
 
-def _load(path: Path):  # noqa: ANN202 - returns one of the Job kinds
-    """The job in ``path``, or exit 2 with its errors; its warnings go to stderr."""
+def _load(path: Path, created: bool = False):  # noqa: ANN202 - returns one of the Job kinds
+    """The job in ``path``, or exit 2 with its errors; its warnings go to stderr. ``created``: read
+    as the API server reads a create (a saved job's status and server-set metadata dropped, with
+    one note on stderr: :mod:`t9k_jobs.api.created`)."""
     from .frameworks import spec_warnings
 
     try:
@@ -64,6 +66,14 @@ def _load(path: Path):  # noqa: ANN202 - returns one of the Job kinds
     except ManifestError as exc:
         _fail(exc.lines())
     source = "<stdin>" if str(path) == "-" else str(path)
+    if created:
+        from .api.created import as_created, dropped_note
+        from .frameworks import parse_job
+
+        doc, dropped = as_created(job.dump())
+        if dropped:
+            typer.echo(f"note: {source}: {dropped_note(dropped)}", err=True)
+            job = parse_job(doc, source)
     for line in spec_warnings(job):
         typer.echo(f"warning: {source}: {line}", err=True)
     return job
@@ -88,7 +98,7 @@ def render(
     from .render import render as render_objects
     from .render import to_yaml
 
-    job = _load(file)
+    job = _load(file, created=True)
     objects = render_objects(job, gang=gang.value)
     if output is Output.json:
         typer.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
@@ -150,10 +160,29 @@ def run(
             "default, as kubectl create refuses a name that is taken).",
         ),
     ] = False,
+    volume: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--volume",
+            help="NAME=DIR (repeatable): the folder of this machine that a persistentVolumeClaim named NAME "
+            "(or a configMap or secret that is not the job's own) stands for; every replica mounting it sees "
+            "DIR at its mountPath, shared.",
+        ),
+    ] = None,
+    python: Annotated[
+        Optional[str],
+        typer.Option(
+            "--python",
+            help="The interpreter that python, python3 and torchrun mean in the replicas (an environment "
+            "with the job's dependencies; default: the one t9k-jobs runs in).",
+        ),
+    ] = None,
 ) -> None:
     """Run the job in FILE on this machine; exit 0 only when it Succeeded (with -d: once it started)."""
     from .local.gpus import GpuInventory
+    from .local.processes import check_python
     from .local.runtime import run_job
+    from .local.volumes import VolumeError, parse_volume_flags
 
     inventory = None
     if gpus is not None:
@@ -161,16 +190,31 @@ def run(
             inventory = GpuInventory.declared(gpus)
         except ValueError as exc:
             _fail([f"--gpus: {exc}"])
+    try:
+        volumes = parse_volume_flags(volume or [])
+    except VolumeError as exc:
+        _fail([str(exc)])
+    if python is not None:
+        try:
+            python = check_python(python)
+        except ValueError as exc:
+            _fail([f"--python: {exc}"])
     if detach:
         from .client import Client
 
         with _verb():
             started = Client.local().run(
-                file, run_dir=run_dir, gpus=gpus, watch=watch_manifest, allow_duplicate=allow_duplicate
+                file,
+                run_dir=run_dir,
+                gpus=gpus,
+                watch=watch_manifest,
+                allow_duplicate=allow_duplicate,
+                volumes=volumes,
+                python=python,
             )
         _print_detached(started)
         raise typer.Exit(0)
-    job = _load(file)
+    job = _load(file, created=True)
     from_stdin = str(file) == "-"
     code = run_job(
         job,
@@ -180,6 +224,8 @@ def run(
         watch=watch_manifest,
         gpus=inventory,
         allow_duplicate=allow_duplicate,
+        volumes=volumes,
+        python=python,
     )
     raise typer.Exit(code)
 

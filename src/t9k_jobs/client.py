@@ -414,6 +414,8 @@ class Client:
         gpus: str | None = None,
         watch: bool = True,
         allow_duplicate: bool = False,
+        volumes: dict[str, str | os.PathLike] | None = None,
+        python: str | os.PathLike | None = None,
     ) -> Job:
         """Local only: start ``job`` on this machine in the background (its own session: it
         survives the caller) and return it once its runtime has started, with annotations
@@ -422,12 +424,14 @@ class Client:
         get (``"0,1"``, ``"none"``; default: this machine's); ``watch``: apply the user's edits of
         the manifest file while it runs (the run keeps its own copy, which :meth:`pause`,
         :meth:`resume` and :meth:`scale` edit); ``allow_duplicate``: start it even though a run
-        of the same job runs in the same runs dir.
+        of the same job runs in the same runs dir; ``volumes``: ``{CLAIM: DIR}``, the folder each
+        persistentVolumeClaim (or foreign configMap or secret) stands for (``--volume``); ``python``:
+        the interpreter ``python``, ``python3`` and ``torchrun`` mean in the replicas (``--python``).
 
         Raises :class:`InvalidJob`, :class:`UsageError` (cannot run here: more GPUs or replicas
-        than this machine has, a run dir in use), :class:`AlreadyExists` (a run of this job runs
-        in the same runs dir), :class:`NotSupported` on a cluster, :class:`JobsError` when the
-        runtime did not start.
+        than this machine has, a claim without a folder, a run dir in use), :class:`AlreadyExists`
+        (a run of this job runs in the same runs dir), :class:`NotSupported` on a cluster,
+        :class:`JobsError` when the runtime did not start.
 
         >>> Client.local().run("examples/generic-exchange/job.yaml").name   # doctest: +SKIP
         'exchange'
@@ -436,7 +440,7 @@ class Client:
         if run is None:
             raise NotSupported("run starts a job on this machine; on a cluster use create")
         model, _manifest, path = load_job(job)
-        return self._job(run(model, path, run_dir, gpus, watch, allow_duplicate))
+        return self._job(run(model, path, run_dir, gpus, watch, allow_duplicate, volumes, python))
 
     def get(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
         """The job with its status. Raises :class:`NotFound`, :class:`InvalidJob` (a stored job
