@@ -2,8 +2,9 @@
 refused with its field path (warnings are in tests/frameworks/test_spec_warnings.py).
 
 - GenericJob rules: an empty list is no rules; an empty rule, or a type with no rank, is refused;
-- torchrun: the script is found after python's options (carried as their environment variables or
-  refused), and a command torchrun cannot run (torchrun itself, a shell) is refused;
+- torchrun: the script is found after python's options (carried as their environment variables,
+  or the python command run as written), and a command torchrun cannot run (torchrun itself, a
+  shell, nothing) is refused;
 - one ``runMode.debug.replicaSpecs`` / ``pause.resumeSpecs`` entry per replica type.
 """
 
@@ -107,13 +108,11 @@ def test_python_options_reach_the_rendered_pod_as_variables_the_users_own_winnin
 @pytest.mark.parametrize(
     ("command", "args", "where", "says"),
     [
-        (["python", "-c", "print(1)"], None, "command[1]", "python's option -c cannot reach the script"),
-        (["python", "-E", "t.py"], None, "command[1]", "python's option -E cannot reach the script"),
-        (["python", "-uI", "t.py"], None, "command[1]", "python's option -I cannot reach the script"),
-        (["python", "--check-hash-based-pycs", "always", "t.py"], None, "command[1]", "python's option '--check-hash-based-pycs'"),
-        (["python", "-X", "frozen_modules=off", "t.py"], None, "command[2]", "python's -X frozen_modules has no environment variable"),
-        (["python"], ["-u", "-S", "t.py"], "args[1]", "python's option -S cannot reach the script"),
+        (["python"], None, "command[0]", "nothing for torchrun to run"),
         (["python", "-u"], None, "command[1]", "nothing for torchrun to run"),
+        (["python", "-W"], None, "command[1]", "python's -W needs a value after it"),
+        (["python", "-X", "pycache_prefix", "t.py"], None, "command[2]", "python's -X pycache_prefix needs =value"),
+        (["python", "-E", "-m", "torch.distributed.launch", "t.py"], None, "command[2]", "runs torchrun"),
         (["bash", "-c", "python t.py"], None, "command[0]", "'bash' would be the training script, and torchrun runs it with python"),
         (["/bin/sh", "run.sh"], None, "command[0]", "'/bin/sh' would be the training script"),
         (["torchrun", "--nproc_per_node=2", "t.py"], None, "command[0]", "runs torchrun, and with torchrunConfig t9k-jobs starts torchrun itself"),
@@ -129,6 +128,34 @@ def test_what_torchrun_cannot_run_is_refused_with_its_path(
     assert line.startswith(prefix), line
 
 
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        (["python", "-c", "print(1)"], []),
+        (["python", "-E", "t.py"], ["--x"]),
+        (["python3", "-uI", "t.py"], []),
+        (["python", "--check-hash-based-pycs", "always", "t.py"], []),
+        (["python", "-X", "frozen_modules=off", "t.py"], []),
+        (["sh"], ["python", "-S", "t.py"]),
+    ],
+)
+def test_a_python_option_no_variable_carries_runs_the_command_as_written(command: list[str], args: list[str]) -> None:
+    """``python -c code`` (or ``-E``, ``-I``...): torchrun runs the python command itself as a
+    program, ``--no-python``, so each worker runs what the container would have run."""
+    script = torchrun_script(command, args)
+    python = command[:1] if "python" in command[0] else args[:1]
+    rest = command[1:] + args if "python" in command[0] else args[1:]
+    assert script.no_python and script.argv == [*python, *rest] and script.env == {}
+    pod = next(o for o in render(parse_job(pytorch(command, args or None)), keygen=dict) if o["kind"] == "Pod")
+    c = pod["spec"]["containers"][0]
+    assert c["args"][c["args"].index("--no-python") + 1 :] == [*python, *rest]
+
+
+def test_with_no_python_in_extra_options_a_python_command_runs_as_written() -> None:
+    script = torchrun_script(["python", "-u", "t.py"], [], ["--no-python"])
+    assert script.argv == ["python", "-u", "t.py"] and script.torchrun_args(["--no-python"]) == ["python", "-u", "t.py"]
+
+
 def test_a_program_runs_under_torchrun_with_no_python() -> None:
     """``--no-python`` in extraOptions: torchrun runs the program itself, a shell included."""
     job_ = parse_job(pytorch(["bash", "-c", "python t.py"], extraOptions=["--no-python"]))
@@ -138,7 +165,7 @@ def test_a_program_runs_under_torchrun_with_no_python() -> None:
 
 def test_torchrun_errors_name_the_field_and_item() -> None:
     with pytest.raises(TorchrunError) as err:
-        torchrun_script(["python", "-u"], ["-E", "t.py"])
+        torchrun_script(["python", "-u"], ["-W"])
     assert err.value.path == "args[0]"
 
 

@@ -6,7 +6,7 @@ torchrun (``torch/distributed/run.py``) starts every worker process as ``python 
 (``python -u -m <module>`` with ``-m``; the program itself with ``--no-python``) and reads every
 option before the script as its own, so ``torchrun ... -u train.py`` exits 2 ("unrecognized
 arguments: -u"). So the script is found as the container would have run it, and the python
-options before it are carried over where an equivalent exists:
+options before it are carried over:
 
 - ``-u`` is dropped: torchrun runs python with ``-u`` itself; ``-q`` and ``-R`` change nothing in
   a script (an interactive banner, hash randomisation that is on anyway);
@@ -14,10 +14,15 @@ options before it are carried over where an equivalent exists:
   have one become their environment variable (``PYTHONOPTIMIZE``, ``PYTHONDONTWRITEBYTECODE``,
   ``PYTHONWARNINGS``, ``PYTHONDEVMODE``...: the python documentation's "Command line and
   environment"); a variable the container sets itself keeps its value;
-- any other option (``-c``, ``-i``, ``-E``, ``-I``, ``-S``, ``-b``, ``-x``, a ``-X`` without a
-  variable) has no way through torchrun and is refused, as are a script that is torchrun itself
-  (t9k-jobs starts torchrun), a shell (torchrun would run it with python) unless
-  ``extraOptions`` has ``--no-python``, and an option where the script should be.
+- with any other option (``-c code``, ``-E``, ``-I``, ``-S``, ``-X`` without a variable...), or
+  with ``--no-python`` in ``extraOptions``, torchrun runs the python command as written, as a
+  program (``torchrun <flags> --no-python python -c <code>``): every worker runs what the
+  container would have run.
+
+Refused: nothing to run (``python`` alone), a script that is torchrun itself (t9k-jobs starts
+torchrun), a shell (torchrun would run it with python) unless ``extraOptions`` has
+``--no-python``, an option where the script should be, and ``-W``, ``-X`` or ``-m`` without its
+value.
 """
 
 from __future__ import annotations
@@ -51,7 +56,6 @@ _X_ENV = {
     "int_max_str_digits": ("PYTHONINTMAXSTRDIGITS", None),
     "pycache_prefix": ("PYTHONPYCACHEPREFIX", None),
 }
-ACCEPTED_OPTIONS = "-u, -q, -R, -O, -OO, -B, -d, -v, -s, -P, -W arg, -X " + "|".join(_X_ENV) + ", -m module"
 #: torchrun's own options that run the script as a program, not with python.
 NO_PYTHON = ("--no-python", "--no_python")
 #: The training container of a PyTorchTrainingJob replica: the first of these names, else the first container.
@@ -84,15 +88,26 @@ class TorchrunError(ValueError):
 @dataclass(frozen=True)
 class TorchrunScript:
     """What follows torchrun's flags: ``argv`` (the script or ``-m module``, then its
-    arguments), ``env`` (python options as environment variables, in the order given), where
-    the script came from (``source``: ``command`` or ``args``) and whether a command that does
-    not run python was dropped (``replaced``: T9k, "with torchrunConfig the command no longer
-    takes effect")."""
+    arguments; with ``no_python``, a program and its arguments, run as ``--no-python``), ``env``
+    (python options as environment variables, in the order given), where the script came from
+    (``source``: ``command`` or ``args``) and whether a command that does not run python was
+    dropped (``replaced``: T9k, "with torchrunConfig the command no longer takes effect")."""
 
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     source: str = "command"
     replaced: bool = False
+    no_python: bool = False
+
+    def torchrun_args(self, extra_options: list[str] | tuple[str, ...] = ()) -> list[str]:
+        """The arguments after torchrun's flags and ``extra_options``: ``--no-python`` when the
+        argv is a program (and ``extra_options`` do not say it already), then the argv."""
+        flag = ["--no-python"] if self.no_python and not any(o.strip() in NO_PYTHON for o in extra_options) else []
+        return flag + self.argv
+
+
+class _AsWritten(Exception):
+    """A python option torchrun cannot pass: the command is run as written, as a program."""
 
 
 def torchrun_script(command: list[str], args: list[str], extra_options: list[str] | tuple[str, ...] = ()) -> TorchrunScript:
@@ -100,10 +115,11 @@ def torchrun_script(command: list[str], args: list[str], extra_options: list[str
 
     A ``command`` that starts with python gives its options and the rest of itself followed by
     ``args``, as the container would have run them (``[python, -u, train.py]`` with ``[--lr,
-    "0.1"]`` gives ``train.py --lr 0.1``); otherwise ``args`` (python and its options dropped
-    when ``args`` starts with python), or with no ``args`` the ``command`` itself.
-    ``extra_options`` are torchrunConfig's (``--no-python`` lets the script be any program).
-    Raises :class:`TorchrunError` for what torchrun cannot run (see the module docstring).
+    "0.1"]`` gives ``train.py --lr 0.1``; ``[python, -c, code]`` gives the program ``python -c
+    code``, run with ``--no-python``); otherwise ``args`` (python and its options read the same
+    way when ``args`` starts with python), or with no ``args`` the ``command`` itself.
+    ``extra_options`` are torchrunConfig's (``--no-python``: the script is a program, run as
+    written). Raises :class:`TorchrunError` for what torchrun cannot run (see the module docstring).
     """
     no_python = any(o.strip() in NO_PYTHON for o in extra_options)
     if command and is_python(command[0]):
@@ -111,20 +127,47 @@ def torchrun_script(command: list[str], args: list[str], extra_options: list[str
         def at(i: int) -> tuple[str, int]:
             return ("command", i + 1) if i < len(command) - 1 else ("args", i - (len(command) - 1))
 
-        argv, env, start = _python_options(command[1:] + args, at)
-        where = at(start) if argv else ("command", len(command) - 1)
-        return _checked(TorchrunScript(argv, env, where[0], False), where, no_python)
+        return _python(command[0], command[1:] + args, at, "command", False, no_python, ("command", len(command) - 1))
     if args and is_python(args[0]):
-        argv, env, start = _python_options(args[1:], lambda i: ("args", i + 1))
-        return _checked(TorchrunScript(argv, env, "args", bool(command)), ("args", start + 1), no_python)
+        return _python(args[0], args[1:], lambda i: ("args", i + 1), "args", bool(command), no_python, ("args", 0))
     if args:
-        return _checked(TorchrunScript(list(args), {}, "args", bool(command)), ("args", 0), no_python)
-    return _checked(TorchrunScript(list(command), {}, "command", False), ("command", 0), no_python)
+        return _checked(TorchrunScript(list(args), {}, "args", bool(command), no_python), ("args", 0))
+    return _checked(TorchrunScript(list(command), {}, "command", False, no_python), ("command", 0))
+
+
+def _python(
+    program: str,
+    items: list[str],
+    at: Callable[[int], tuple[str, int]],
+    source: str,
+    replaced: bool,
+    no_python: bool,
+    interpreter: tuple[str, int],
+) -> TorchrunScript:
+    """A python command (``program`` and its ``items``): its script after the options, or the
+    command as written (a program) when an option cannot be carried or ``no_python``."""
+    if not items:
+        raise TorchrunError(
+            *interpreter,
+            "nothing for torchrun to run: give the training script (and its arguments) after python, or in args",
+        )
+    if not no_python:
+        try:
+            argv, env, start = _python_options(items, at)
+        except _AsWritten:
+            pass
+        else:
+            where = at(start) if argv else interpreter
+            return _checked(TorchrunScript(argv, env, where[0], replaced), where)
+    script = TorchrunScript([program, *items], {}, source, replaced, no_python=True)
+    _check_module(items, at)
+    return script
 
 
 def _python_options(items: list[str], at: Callable[[int], tuple[str, int]]) -> tuple[list[str], dict[str, str], int]:
     """The python options at the head of ``items``: ``(script argv, env, index of the script)``.
-    ``at(i)`` names the field and index of item ``i`` for an error."""
+    ``at(i)`` names the field and index of item ``i`` for an error. Raises :class:`_AsWritten`
+    for an option no variable carries."""
     env: dict[str, str] = {}
     counts: dict[str, int] = {}
     warnings: list[str] = []
@@ -139,12 +182,12 @@ def _python_options(items: list[str], at: Callable[[int], tuple[str, int]]) -> t
     i = 0
     while i < len(items):
         item = items[i]
-        if item == "-":
-            raise TorchrunError(*at(i), _refuse("'-' (a script on standard input)"))
-        if not item.startswith("-"):
+        if not item.startswith("-") or item == "-":
+            if item == "-":
+                raise _AsWritten
             return done(items[i:], i)
         if item.startswith("--"):
-            raise TorchrunError(*at(i), _refuse(repr(item)))
+            raise _AsWritten
         first = i
         cluster = item[1:]
         j = 0
@@ -164,11 +207,7 @@ def _python_options(items: list[str], at: Callable[[int], tuple[str, int]]) -> t
                 else:
                     name, eq, given = value.partition("=")
                     if name not in _X_ENV:
-                        raise TorchrunError(
-                            *at(i),
-                            f"python's -X {name} has no environment variable torchrun could pass; accepted: -X "
-                            + ", -X ".join(_X_ENV),
-                        )
+                        raise _AsWritten
                     var, default = _X_ENV[name]
                     if not eq and default is None:
                         raise TorchrunError(*at(i), f"python's -X {name} needs =value")
@@ -177,21 +216,29 @@ def _python_options(items: list[str], at: Callable[[int], tuple[str, int]]) -> t
             if ch in _FLAG_ENV:
                 counts[_FLAG_ENV[ch]] = counts.get(_FLAG_ENV[ch], 0) + 1
             elif ch not in _FLAG_NOOP:
-                raise TorchrunError(*at(i), _refuse(f"-{ch}"))
+                raise _AsWritten
             j += 1
         i += 1
     return done([], len(items))
 
 
-def _refuse(option: str) -> str:
-    return (
-        f"python's option {option} cannot reach the script: torchrun starts it as python -u <script> and reads "
-        f"options before the script as its own; accepted before the script: {ACCEPTED_OPTIONS} "
-        "(torchrun's own options go in torchrunConfig.extraOptions)"
-    )
+def _check_module(items: list[str], at: Callable[[int], tuple[str, int]]) -> None:
+    """Refuse ``python ... -m torch.distributed.run`` (torchrun itself) in a command run as written."""
+    for i, item in enumerate(items):
+        if item in ("-c", "-") or not item.startswith("-"):
+            return
+        if item == "-m" and i + 1 < len(items) and items[i + 1] in TORCHRUN_MODULES:
+            raise TorchrunError(*at(i), _TORCHRUN_ITSELF)
 
 
-def _checked(script: TorchrunScript, where: tuple[str, int], no_python: bool) -> TorchrunScript:
+TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+_TORCHRUN_ITSELF = (
+    "runs torchrun, and with torchrunConfig t9k-jobs starts torchrun itself: give the training script and its "
+    "arguments (in args, or command: [python, train.py, ...]) and torchrun's options in torchrunConfig"
+)
+
+
+def _checked(script: TorchrunScript, where: tuple[str, int]) -> TorchrunScript:
     """Refuse a script torchrun cannot run; ``where`` is the field and index of ``argv[0]``."""
     argv = script.argv
     if not argv:
@@ -208,13 +255,9 @@ def _checked(script: TorchrunScript, where: tuple[str, int], no_python: bool) ->
         )
     program = os.path.basename(first)
     module = argv[1].strip() if first == "-m" and len(argv) > 1 else None
-    if program == "torchrun" or module in ("torch.distributed.run", "torch.distributed.launch"):
-        raise TorchrunError(
-            *where,
-            "runs torchrun, and with torchrunConfig t9k-jobs starts torchrun itself: give the training script and its "
-            "arguments (in args, or command: [python, train.py, ...]) and torchrun's options in torchrunConfig",
-        )
-    if not no_python and module is None and program in SHELLS:
+    if program == "torchrun" or module in TORCHRUN_MODULES:
+        raise TorchrunError(*where, _TORCHRUN_ITSELF)
+    if not script.no_python and module is None and program in SHELLS:
         raise TorchrunError(
             *where,
             f"{first!r} would be the training script, and torchrun runs it with python; give the python script (in "

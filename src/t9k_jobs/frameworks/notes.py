@@ -258,8 +258,7 @@ def _pytorch(job: PyTorchTrainingJob) -> list[str]:
                 "the script and its arguments come from args"
             )
         first = script.argv[0]
-        extra = spec.torchrun_config.extra_options if spec.torchrun_config is not None else []
-        if first != "-m" and not first.endswith(".py") and not any(o.strip() in ("--no-python", "--no_python") for o in extra):
+        if not script.no_python and first != "-m" and not first.endswith(".py"):
             field = where if script.source == "command" else where.replace(".command", ".args")
             out.append(
                 f"{field}: torchrun runs {first!r} with python as the training script; if it is not a python "

@@ -148,5 +148,5 @@ class PyTorchFramework(Framework[PyTorchTrainingJob]):
             f"--rdzv_id={job.metadata.uid or job.name}",
             f"--max_restarts={config.max_restarts}",
         ]
-        return flags + list(config.extra_options) + script.argv
+        return flags + list(config.extra_options) + script.torchrun_args(config.extra_options)
 
