@@ -71,7 +71,7 @@ def elastic(name: str) -> dict[str, Any]:
     spec = {
         "torchrunConfig": {"enabled": True},
         "elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 4, "expectedReplicas": 2},
-        "replicaSpecs": [replica("worker", 2, template(["python"], image="x"))],
+        "replicaSpecs": [replica("worker", 2, template(["python", "train.py"], image="x"))],
     }
     return helpers.job("PyTorchTrainingJob", name, spec)
 
