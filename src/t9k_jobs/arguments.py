@@ -29,7 +29,9 @@ from .errors import UsageError
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The verbs that act on one job: their ``name`` is required.
-ONE_JOB_VERBS = frozenset({"get", "wait", "logs", "delete", "pause", "resume", "scale"})
+ONE_JOB_VERBS = frozenset(
+    {"get", "wait", "logs", "delete", "pause", "resume", "scale", "view", "open_logs", "open_raw_log"}
+)
 
 
 def _type_name(value: Any) -> str:
@@ -172,7 +174,7 @@ def check_arguments(verb: str, arguments: dict[str, Any]) -> None:
             if verb in ONE_JOB_VERBS or value is not None:
                 check_name(value)
             continue
-        if param == "kind" and value is None and verb == "summaries":
+        if param == "kind" and value is None and verb in ("summaries", "views"):
             continue
         check = _CHECKS.get(param)
         if check is not None:

@@ -457,10 +457,19 @@ class _Target:
     run_dir: Optional[Path] = None
 
     def client(self):  # noqa: ANN201 - a t9k_jobs.Client
-        """The client the options choose (docs/decisions.md, "Day-two verbs: which target"): a
-        cluster when a cluster option is given, or --cluster, or $KUBECONFIG is set and no local
-        option is; else this machine's runs. Options of both kinds together are a usage error."""
-        from .client import DEFAULT_REQUEST_TIMEOUT, Client, default_target
+        """The client the options choose (:meth:`is_cluster`)."""
+        from .client import DEFAULT_REQUEST_TIMEOUT, Client
+
+        if self.is_cluster():
+            limit = self.request_timeout if self.request_timeout is not None else DEFAULT_REQUEST_TIMEOUT
+            return Client.cluster(self.kubeconfig, self.context, self.namespace, limit)
+        return Client.local(self.runs_dir, self.run_dir)
+
+    def is_cluster(self) -> bool:
+        """Whether the options choose a cluster (docs/decisions.md, "Day-two verbs: which target"):
+        a cluster option given, or --cluster, or $KUBECONFIG set and no local option; else this
+        machine's runs. Options of both kinds together are a usage error."""
+        from .client import default_target
         from .errors import UsageError
 
         cluster_opts = [
@@ -487,10 +496,19 @@ class _Target:
             raise UsageError(f"--cluster: {local_opts[0]} is for local runs; drop one of them")
         if cluster_opts and local_opts:
             raise UsageError(f"{cluster_opts[0]} (a cluster) and {local_opts[0]} (local runs) cannot be combined")
-        if self.cluster or cluster_opts or (not self.local and not local_opts and default_target() == "cluster"):
+        return bool(self.cluster or cluster_opts or (not self.local and not local_opts and default_target() == "cluster"))
+
+    async def async_client(self, watch: bool = True):  # noqa: ANN201 - a t9k_jobs.AsyncClient
+        """The async client (:class:`t9k_jobs.AsyncClient`) of the same target as :meth:`client`,
+        watching (the dashboard's)."""
+        from .client import DEFAULT_REQUEST_TIMEOUT, AsyncClient
+
+        if self.is_cluster():
             limit = self.request_timeout if self.request_timeout is not None else DEFAULT_REQUEST_TIMEOUT
-            return Client.cluster(self.kubeconfig, self.context, self.namespace, limit)
-        return Client.local(self.runs_dir, self.run_dir)
+            return await AsyncClient.cluster(
+                self.kubeconfig, self.context, self.namespace, limit, watch=watch, all_namespaces=self.all_namespaces
+            )
+        return AsyncClient.local(self.runs_dir, self.run_dir, watch=watch)
 
 
 #: Each target option once: its :class:`_Target` field, its typer annotation and its default, in the
@@ -820,7 +838,7 @@ def _spec_verb(
     target: _Target,
     replicas: Optional[int] = None,
 ) -> None:
-    from .show import ref
+    from .client import edited_line
 
     with _verb():
         with target.client() as client:
@@ -830,14 +848,8 @@ def _spec_verb(
                 job = client.resume(kind, name)
             else:
                 job = client.scale(kind, name, replicas)  # type: ignore[arg-type]
-    where = "" if client.target == "local" else f" in namespace {job.namespace}"
-    if verb == "scale":
-        typer.echo(f"{ref(job.kind, job.name)}{where} scaled: spec.elastic.expectedReplicas is {replicas}")
-    else:
-        typer.echo(
-            f"{ref(job.kind, job.name)}{where} {'paused' if verb == 'pause' else 'resumed'}: "
-            f"spec.runMode.pause.enabled is {str(verb == 'pause').lower()}"
-        )
+    namespace = None if client.target == "local" else job.namespace
+    typer.echo(edited_line(job.kind, job.name, verb, replicas, namespace))
 
 
 @app.command()
@@ -900,22 +912,38 @@ def dashboard(
             help="Link a job's TensorBoard (spec.tensorboardSpec) to this http(s) URL; {namespace} and {name} are filled in (your T9k console's TensorBoard page).",
         ),
     ] = None,
+    token: Annotated[
+        Optional[str],
+        typer.Option(
+            "--token",
+            help="The token a browser or script must hold (default: $T9K_JOBS_DASHBOARD_TOKEN, else a random one; "
+            "the printed URL carries it). Other users see --token in the process list; the variable they do not.",
+        ),
+    ] = None,
+    allow_host: Annotated[
+        Optional[list[str]],
+        typer.Option("--allow-host", help="Also answer requests for this Host name (with --address; repeatable)."),
+    ] = None,
     *,
     target: _Target,
 ) -> None:
     """Serve a web dashboard of the jobs (this machine's runs, or a cluster's) on 127.0.0.1 and print
-    its URL: live job list, job pages (why not Running, replicas, events, timeline), logs, loss plots.
+    its URL with its token: live job list, job pages (why not Running, replicas, events, timeline),
+    logs, loss plots. Only who holds the token sees anything; -n NS shows that namespace only.
     Read-only unless --allow-actions. Needs the dashboard extra (docs/dashboard.md)."""
     from .dashboard import missing
 
     if missing():
         _fail([f"dashboard: {', '.join(missing())} not installed: bash scripts/bootstrap.sh examples,dashboard"], 1)
+    from .dashboard.auth import TOKEN_ENV
     from .dashboard.server import serve
 
+    given = token if token is not None else os.environ.get(TOKEN_ENV) or None
     with _verb():
         code = serve(
-            target.client, port, address, allow_actions, target.all_namespaces, echo=lambda s: typer.echo(s),
-            tensorboard_url=tensorboard_url,
+            target.async_client, port, address, allow_actions, target.all_namespaces, echo=lambda s: typer.echo(s),
+            tensorboard_url=tensorboard_url, token=given, token_option=token is not None,
+            allow_hosts=tuple(allow_host or ()),
         )
     raise typer.Exit(code)
 

@@ -80,6 +80,13 @@ def clean(lines: bytes) -> bytes:
     return lines
 
 
+def last_state(text: str) -> str:
+    r"""What a terminal leaves of one line that rewrites itself with ``\r``: the text after its
+    last ``\r`` (a ``\r`` that ends it rewrites nothing). :func:`clean`'s rule, for a line already
+    decoded (a pod's log line, after its timestamp)."""
+    return text.rstrip("\r").rsplit("\r", 1)[-1] if "\r" in text else text
+
+
 class LineReader:
     r"""Bytes in, lines to show out (str, without the newline), in bounded memory: at most
     :data:`MAX_LINE` bytes of an unfinished line are held whatever is fed. ``feed(data)`` takes
@@ -105,4 +112,4 @@ class LineReader:
         return [clean(rest).decode("utf-8")]
 
 
-__all__ = ["MAX_LINE", "READ_SIZE", "LineReader", "clean", "cut_at", "split_lines"]
+__all__ = ["MAX_LINE", "READ_SIZE", "LineReader", "clean", "cut_at", "last_state", "split_lines"]

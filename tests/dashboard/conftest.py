@@ -94,7 +94,8 @@ def runs(tmp_path: Path) -> Iterator[Runs]:
 
 class Dashboard:
     """``t9k-jobs dashboard --port 0 ARGS`` as a real process (``env``: its environment, default
-    this one's); ``url`` is the one it printed."""
+    this one's); ``url`` is the address it printed (without its token), ``token`` the token,
+    ``login`` the whole URL it printed (which trades the token for the cookie)."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
@@ -106,6 +107,8 @@ class Dashboard:
             env=env,
         )
         self.output: list[str] = []
+        self.token = ""
+        self.login = ""
         threading.Thread(target=self._read, daemon=True).start()
         found = wait_until(self._url, "the dashboard to print its URL", LIMIT)
         self.url = found
@@ -118,12 +121,27 @@ class Dashboard:
     def _url(self) -> str | None:
         if self.proc.poll() is not None and not self.output:
             raise AssertionError(f"the dashboard exited ({self.proc.returncode}) before printing its URL")
-        match = re.search(r"(http://\S+/) ", "".join(self.output))
+        match = re.search(r"(http://\S+/)\?token=(\S+) ", "".join(self.output))
         if match:
+            self.token = match.group(2)
+            self.login = match.group(1) + "?token=" + self.token
             return match.group(1).rstrip("/")
         if self.proc.poll() is not None:
             raise AssertionError(f"the dashboard exited ({self.proc.returncode}):\n{''.join(self.output)}")
         return None
+
+    def get(self, path: str, timeout: float = LIMIT) -> Any:
+        """GET ``path`` with the token (``urllib``'s answer; raises HTTPError for 4xx/5xx)."""
+        import urllib.request
+
+        request = urllib.request.Request(self.url + path, headers={"Authorization": f"Bearer {self.token}"})
+        return urllib.request.urlopen(request, timeout=timeout)
+
+    def open_in(self, browser: Any, path: str = "/") -> None:
+        """Open ``path`` in ``browser``, logged in: the printed URL first (it sets the cookie)."""
+        browser.get(self.login)
+        if path != "/":
+            browser.get(self.url + path)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

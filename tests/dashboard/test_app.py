@@ -50,26 +50,36 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
         runs.cleanup()
 
 
-@pytest.fixture
-def app_client(finished: Runs) -> Iterator[Any]:
-    from starlette.testclient import TestClient
+#: The token the app tests' dashboards take.
+TOKEN = "test-token-0123456789abcdef"
 
+
+def _app(finished: Runs, allow: bool = False) -> Any:
+    from t9k_jobs import AsyncClient
     from t9k_jobs.dashboard.app import create_app
     from t9k_jobs.dashboard.source import JobSource
 
-    source = JobSource(lambda: Client.local(finished.runs_dir))
-    with TestClient(create_app(source), base_url="http://127.0.0.1:8700") as client:
+    source = JobSource(AsyncClient.local(finished.runs_dir, watch=True), allow_actions=allow)
+    return create_app(source, TOKEN, 8700)
+
+
+def _client(finished: Runs, allow: bool = False, token: bool = True) -> Any:
+    from starlette.testclient import TestClient
+
+    client = TestClient(_app(finished, allow), base_url="http://127.0.0.1:8700")
+    if token:
+        client.headers["authorization"] = f"Bearer {TOKEN}"
+    return client
+
+
+@pytest.fixture
+def app_client(finished: Runs) -> Iterator[Any]:
+    with _client(finished) as client:
         yield client
 
 
 def _actions_client(finished: Runs, allow: bool) -> Any:
-    from starlette.testclient import TestClient
-
-    from t9k_jobs.dashboard.app import create_app
-    from t9k_jobs.dashboard.source import JobSource
-
-    source = JobSource(lambda: Client.local(finished.runs_dir), allow_actions=allow)
-    return TestClient(create_app(source), base_url="http://127.0.0.1:8700")
+    return _client(finished, allow)
 
 
 # ----------------------------------------------------------------------------- pages and JSON
@@ -230,7 +240,9 @@ def test_it_binds_to_loopback_unless_address_is_spelled_out() -> None:
     assert parse_bind("[::1]:9000", None) == Bind("::1", 9000, True)
     assert parse_bind("9000", "0.0.0.0") == Bind("0.0.0.0", 9000, False)
     assert parse_bind("9000", "127.0.0.5").loopback
-    assert allowed_hosts(parse_bind("9000", "0.0.0.0")) == ["*"]
+    beyond = allowed_hosts(parse_bind("9000", "0.0.0.0"), ("dash.example",))
+    assert "*" not in beyond and socket.gethostname() in beyond and "dash.example" in beyond
+    assert "127.0.0.1" in beyond and "0.0.0.0" not in beyond
     assert "evil.example" not in allowed_hosts(parse_bind("9000", None))
     for port, address, words in (
         ("0.0.0.0:9000", None, "not a loopback address"),
@@ -265,6 +277,11 @@ def _dashboard(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         (["--local", "-n", "team-a"], "--local: -n/--namespace is a cluster option"),
         (["--tensorboard-url", "javascript:alert(1)"], "--tensorboard-url: 'javascript:alert(1)' is not an http"),
         (["--tensorboard-url", "https://console/{job}"], "--tensorboard-url: unknown field {job}"),
+        (["--tensorboard-url", "https://console/{name!r}"], "--tensorboard-url: {name!r} has a conversion or format spec"),
+        (["--tensorboard-url", "https://console/{name:>9}"], "--tensorboard-url: {name:>9} has a conversion"),
+        (["--token", "short"], "--token: a token has 16 to 256 characters"),
+        (["--token", "x" * 20 + " y"], "--token: a token has 16 to 256 characters"),
+        (["--allow-host", "*"], "--allow-host: '*' is not a host name"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], words: str, tmp_path: Path) -> None:
@@ -290,9 +307,9 @@ def test_the_printed_url_answers_and_ctrl_c_ends_it(tmp_path: Path) -> None:
     try:
         import urllib.request
 
-        assert board.url.startswith("http://127.0.0.1:")
+        assert board.url.startswith("http://127.0.0.1:") and board.token
         with urllib.request.urlopen(board.url + "/healthz", timeout=LIMIT) as answer:
-            assert json.loads(answer.read()) == {"ok": True, "target": "local"}
+            assert json.loads(answer.read()) == {"ok": True}
         assert "read-only" in "".join(board.output)
     finally:
         board.stop()
@@ -303,7 +320,8 @@ def test_the_printed_url_answers_and_ctrl_c_ends_it(tmp_path: Path) -> None:
 
 
 class _OneJobBackend:
-    """A cluster backend that knows one job (a view built as the cluster backend builds it)."""
+    """An async cluster backend that knows one job (a view built as the cluster backend builds it
+    from the server's objects): what the page makes of a cluster job's pods and Events."""
 
     target = "cluster"
     namespace = "team-a"
@@ -312,19 +330,29 @@ class _OneJobBackend:
     def __init__(self, view: Any) -> None:
         self.view = view
 
-    def get(self, kind: str, name: str, namespace: str | None = None, detail: bool = False) -> Any:
+    async def get(self, kind: str, name: str, namespace: str | None = None, detail: bool = False) -> Any:
         return self.view
 
-    def list(self, *args: Any, **kwargs: Any) -> list[Any]:
+    async def list(self, *args: Any, **kwargs: Any) -> list[Any]:
         return [self.view]
 
-    def close(self) -> None:
+    async def version(self) -> int:
+        return 1
+
+    def problem(self) -> None:
+        return None
+
+    async def close(self) -> None:
         pass
 
 
 def test_a_cluster_jobs_pods_give_nodes_events_and_timeline() -> None:
+    import asyncio
+
+    from t9k_jobs import AsyncClient
     from t9k_jobs.cluster.verbs import raw_view
-    from t9k_jobs.dashboard.source import JobKey, JobSource
+    from t9k_jobs.dashboard.source import JobSource
+    from t9k_jobs.errors import NotFound
     from t9k_jobs.show import why
     from tests.helpers import job, replica, template
 
@@ -355,8 +383,8 @@ def test_a_cluster_jobs_pods_give_nodes_events_and_timeline() -> None:
         "lastTimestamp": "2026-11-27T03:00:02Z",
     }
     view = raw_view(raw, [pod], None, [event], detail=True)
-    source = JobSource(lambda: Client(_OneJobBackend(view)))
-    data = source.job(JobKey.parse("gj", "c", "team-a"))
+    source = JobSource(AsyncClient(_OneJobBackend(view)))
+    data = asyncio.run(source.job(source.key("gj", "c", "team-a")))
     assert data["namespace"] == "team-a" and data["why"] == why(view)
     assert [(r["name"], r["node"]) for r in data["replicas"]] == [("c-worker-0", "t9k-node-1")]
     assert [(e["reason"], e["object"]) for e in data["events"]] == [("Scheduled", "pod/c-worker-0")]
@@ -368,7 +396,10 @@ def test_a_cluster_jobs_pods_give_nodes_events_and_timeline() -> None:
         ("c-worker-0", "container main running"),
     ]
     assert source.describe_target() == "the cluster at https://127.0.0.1:6443, namespace team-a"
-    assert [r["namespace"] for r in source.jobs()] == ["team-a"]
+    assert [r["namespace"] for r in asyncio.run(source.jobs())["jobs"]] == ["team-a"]
+    # Its scope is its namespace: another is not found, nothing asked of the backend.
+    with pytest.raises(NotFound, match="this dashboard shows namespace team-a only"):
+        source.key("gj", "c", "team-b")
 
 
 def test_every_answer_forbids_foreign_and_inline_scripts(app_client: Any) -> None:
@@ -379,35 +410,37 @@ def test_every_answer_forbids_foreign_and_inline_scripts(app_client: Any) -> Non
 
 
 def test_a_followed_stream_reads_ahead_a_bounded_amount_and_stops_with_its_reader() -> None:
-    """An endless log read for a page that takes one batch and goes away: the reader thread reads
-    at most READ_AHEAD lines ahead, then stops and closes the log."""
+    """An endless log read for a page that takes one batch and goes away: the reading task reads
+    at most READ_AHEAD lines ahead, then is cancelled and the log closed (no thread involved)."""
     import asyncio
     import itertools
-    import threading
 
-    from t9k_jobs.dashboard import app as dashboard_app
+    from t9k_jobs.dashboard import sse
 
     read: list[int] = []
-    closed = threading.Event()
+    closed = asyncio.Event()
 
-    def endless() -> Iterator[str]:
+    async def endless() -> Any:
         try:
             for i in itertools.count():
                 read.append(i)
                 yield f"line {i}"
+                if i % 100 == 0:
+                    await asyncio.sleep(0)
         finally:
             closed.set()
 
     async def one_batch() -> list[str]:
-        stream = dashboard_app._pumped(endless())
+        stream = sse.batched(endless())
         batch = await stream.__anext__()
+        await asyncio.sleep(0.2)  # let the reader fill its queue
         await stream.aclose()
+        await asyncio.wait_for(closed.wait(), LIMIT)
         return batch
 
     batch = asyncio.run(one_batch())
-    assert batch[0] == "line 0" and len(batch) <= 2000
-    assert closed.wait(LIMIT), "the log was not closed"
-    assert len(read) <= dashboard_app.READ_AHEAD + 2001
+    assert batch[0] == "line 0" and len(batch) <= sse.BATCH
+    assert len(read) <= sse.READ_AHEAD + sse.BATCH + 2
 
 
 def test_the_tensorboard_url_is_checked_and_filled_with_encoded_names() -> None:
@@ -419,6 +452,8 @@ def test_the_tensorboard_url_is_checked_and_filled_with_encoded_names() -> None:
         ("javascript:alert(1)", "not an http:// or https:// URL"),
         ("https://x/{job}", "unknown field {job}"),
         ("https://x/{", "not a URL template"),
+        ("https://x/{name!s}", "{name!s} has a conversion or format spec"),
+        ("https://x/{namespace:.3}", "{namespace:.3} has a conversion or format spec"),
     ]:
         with pytest.raises(ValueError, match=re.escape(words)):
             check_tensorboard_url(bad)

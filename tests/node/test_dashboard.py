@@ -35,7 +35,7 @@ def test_a_cluster_jobs_page_shows_its_pods_node_events_and_why(node, namespace:
         env = {**os.environ, "KUBECONFIG": str(node.kubeconfig)}
         board = Dashboard("--kubeconfig", str(node.kubeconfig), "-n", namespace, env=env)
         try:
-            browser.get(f"{board.url}/job/GenericJob/shown?namespace={namespace}")
+            board.open_in(browser, f"/job/GenericJob/shown?namespace={namespace}")
 
             def done(state: dict[str, Any]) -> bool:
                 return state["phase"] == "Succeeded" and len(state["replicas"]) == 2
@@ -76,7 +76,7 @@ def test_a_cluster_jobs_page_shows_its_pods_node_events_and_why(node, namespace:
                 LIMIT,
             )
             assert "Insufficient cpu" in why, described
-            browser.get(f"{board.url}/job/GenericJob/no-room?namespace={namespace}")
+            board.open_in(browser, f"/job/GenericJob/no-room?namespace={namespace}")
             shown = wait_until(
                 lambda: (lambda s: s["why"] if s["why"] and "Unschedulable" in s["why"] else None)(page_state(browser)),
                 "the page to say why",
@@ -84,7 +84,7 @@ def test_a_cluster_jobs_page_shows_its_pods_node_events_and_why(node, namespace:
             )
             assert shown == why
 
-            browser.get(board.url + "/")
+            board.open_in(browser)
             rows = wait_until(
                 lambda: js(browser, "return [...document.querySelectorAll('#jobs tbody tr')].map((tr) => tr.dataset.name)"),
                 "the list",

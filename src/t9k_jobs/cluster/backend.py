@@ -1,15 +1,24 @@
-"""The cluster backend of :class:`t9k_jobs.Client`: jobs on a Kubernetes cluster as job views.
+"""The cluster backends of the SDK: jobs on a Kubernetes cluster as job views.
 
-Synchronous for its callers; underneath it runs the async verbs of :mod:`t9k_jobs.cluster.verbs`
-(on kubernetes_asyncio) on an event loop in a daemon thread of its own: each method hands a
-coroutine to that loop and waits for it; a followed log is read there and handed over through a
-bounded queue. :meth:`ClusterBackend.close` closes the connection and stops the thread (at
-interpreter exit too). What is printed about a job is written once, in :mod:`t9k_jobs.show`.
+:class:`AsyncClusterBackend` (for :class:`t9k_jobs.AsyncClient`, the dashboard's) runs the async
+verbs of :mod:`t9k_jobs.cluster.verbs` on the caller's event loop over one connection, which any
+number of coroutines share. With ``watch=True`` it keeps the jobs, their pods, the Events of both
+and the native PodGroups in informers (:mod:`t9k_jobs.cluster.informer`: list, then watch) and
+answers from them: what twenty open pages cost the API server is one watch per resource, not a
+read per page per second (issue 30); :meth:`AsyncClusterBackend.changes` wakes readers on a
+change.
+
+:class:`ClusterBackend` (for the synchronous :class:`t9k_jobs.Client`) runs the same verbs on an
+event loop in a daemon thread of its own: each method hands a coroutine to that loop and waits for
+it; a followed log is read there and handed over through a bounded queue.
+:meth:`ClusterBackend.close` closes the connection and stops the thread (at interpreter exit too).
+What is printed about a job is written once, in :mod:`t9k_jobs.show`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 import weakref
@@ -17,11 +26,12 @@ from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..api import Job
-from ..errors import JobsError, NotSupported
+from ..api import GROUP, VERSION, Job
+from ..errors import ClusterError, JobsError, NotFound, NotSupported
 from ..view import JobView, LogOptions, LogStream
 
 T = TypeVar("T")
+GROUP_VERSION = f"{GROUP}/{VERSION}"
 _END = object()
 
 
@@ -225,4 +235,324 @@ class ClusterBackend:
         return [f"{ref(kind, name)} deleted"]
 
 
-__all__ = ["ClusterBackend"]
+# ----------------------------------------------------------------------------- the async backend
+
+#: Bytes of log lines a download hands on at a time.
+DOWNLOAD_BLOCK = 1 << 20
+
+
+def _slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """What a job's view reads of a pod (its replica, node, gang, containers' states and times):
+    metadata without managedFields, the spec's node, containers' names and scheduling group, the
+    status whole. Ten thousand pods stay small."""
+    meta = {k: v for k, v in (pod.get("metadata") or {}).items() if k != "managedFields"}
+    spec = pod.get("spec") or {}
+    slim_spec: dict[str, Any] = {
+        "containers": [{"name": c.get("name")} for c in spec.get("containers") or [] if isinstance(c, dict)],
+    }
+    for key in ("nodeName", "schedulingGroup", "priorityClassName", "schedulerName"):
+        if key in spec:
+            slim_spec[key] = spec[key]
+    return {"kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": slim_spec, "status": pod.get("status") or {}}
+
+
+def _slim_event(ev: dict[str, Any]) -> dict[str, Any]:
+    """What ``describe`` shows of an Event: its object, type, reason, message and times."""
+    meta = ev.get("metadata") or {}
+    obj = ev.get("involvedObject") or {}
+    return {
+        "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace"),
+                     "creationTimestamp": meta.get("creationTimestamp")},
+        "involvedObject": {"kind": obj.get("kind"), "name": obj.get("name")},
+        "type": ev.get("type"), "reason": ev.get("reason"), "message": ev.get("message"),
+        "lastTimestamp": ev.get("lastTimestamp"), "eventTime": ev.get("eventTime"),
+    }
+
+
+def _slim_job(job: dict[str, Any]) -> dict[str, Any]:
+    meta = {k: v for k, v in (job.get("metadata") or {}).items() if k != "managedFields"}
+    return {**job, "metadata": meta}
+
+
+class ClusterWatch:
+    """Informers over what a job's view needs, in one namespace (``namespace``) or all (None):
+    the four job kinds, the pods the operator made (label ``tensorstack.dev/owner-kind``), the
+    Events of jobs and of pods, and the native PodGroups (where served). Started on first use;
+    :attr:`changes` is bumped on every change of any of them."""
+
+    def __init__(self, cl: Any, namespace: str | None) -> None:
+        from ..api import KINDS
+        from ..changes import Changes
+        from ..frameworks.base import LABEL_OWNER_KIND
+        from .client import EVENTS, NATIVE_PODGROUPS, PODS
+        from .informer import Informer
+        from .verbs import JOB_RESOURCES
+
+        kube = cl.kube
+        self.changes = Changes()
+        self.jobs = {
+            kind: Informer(kube, JOB_RESOURCES[kind], namespace=namespace, transform=_slim_job) for kind in KINDS
+        }
+        self.pods = Informer(kube, PODS, namespace=namespace, label_selector=LABEL_OWNER_KIND, transform=_slim_pod)
+        self.job_events = Informer(
+            kube, EVENTS, namespace=namespace, field_selector=f"involvedObject.apiVersion={GROUP_VERSION}",
+            transform=_slim_event,
+        )
+        self.pod_events = Informer(
+            kube, EVENTS, namespace=namespace, field_selector="involvedObject.kind=Pod", transform=_slim_event
+        )
+        self.pod_groups = Informer(kube, NATIVE_PODGROUPS, namespace=namespace)
+        self._by_owner: dict[tuple[str, str, str], set[tuple[str, str]]] = {}
+        self._events_of: dict[tuple[str, str, str], set[tuple[str, str]]] = {}
+        self.pods.add_handler(self._index_pod)
+        for inf in (self.job_events, self.pod_events):
+            inf.add_handler(self._index_event)
+        for inf in self.informers():
+            inf.add_handler(lambda *_: self.changes.bump())
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def informers(self) -> list[Any]:
+        return [*self.jobs.values(), self.pods, self.job_events, self.pod_events, self.pod_groups]
+
+    def _index_pod(self, event: str, key: tuple[str, str], new: Any, old: Any) -> None:
+        from ..frameworks.base import LABEL_OWNER_KIND, LABEL_OWNER_NAME
+
+        for obj, add in ((old, False), (new, True)):
+            if obj is None:
+                continue
+            labels = obj["metadata"].get("labels") or {}
+            owner = (key[0], str(labels.get(LABEL_OWNER_KIND, "")), str(labels.get(LABEL_OWNER_NAME, "")))
+            keys = self._by_owner.setdefault(owner, set())
+            if add:
+                keys.add(key)
+            else:
+                keys.discard(key)
+                if not keys:
+                    self._by_owner.pop(owner, None)
+
+    def _index_event(self, event: str, key: tuple[str, str], new: Any, old: Any) -> None:
+        for obj, add in ((old, False), (new, True)):
+            if obj is None:
+                continue
+            involved = obj["involvedObject"]
+            about = (key[0], str(involved.get("kind")), str(involved.get("name")))
+            keys = self._events_of.setdefault(about, set())
+            if add:
+                keys.add(key)
+            else:
+                keys.discard(key)
+                if not keys:
+                    self._events_of.pop(about, None)
+
+    async def start(self, timeout: float | None) -> None:
+        """Start the informers (once) and wait until the jobs' have listed, at most ``timeout``
+        seconds. Raises :class:`ClusterError` with what the API server said when a job kind cannot
+        be listed by then (a silent server, a kind not served, no permission)."""
+        if not self._tasks:
+            loop = asyncio.get_running_loop()
+            self._tasks = [loop.create_task(inf.run(optional=inf is self.pod_groups)) for inf in self.informers()]
+        waits = [inf.synced.wait() for inf in self.jobs.values()]
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits), timeout)
+        except asyncio.TimeoutError:
+            raise ClusterError(self.problem() or "the API server has not answered the list of jobs yet") from None
+
+    def problem(self) -> str | None:
+        """What keeps the caches from being complete now (one line), or None."""
+        for inf in self.informers():
+            if inf.error is not None:
+                return f"cannot watch {inf.resource.plural}: {inf.error}"
+        return None
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
+    def raw(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.jobs[kind].get(namespace, name)
+
+    def all(self, kind: str | None) -> list[dict[str, Any]]:
+        kinds = [kind] if kind else list(self.jobs)
+        out = [obj for k in kinds for obj in self.jobs[k].store.values()]
+        out.sort(key=lambda o: (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        return out
+
+    def pods_of(self, kind: str, namespace: str, name: str) -> list[dict[str, Any]]:
+        """The job's pods, sorted as :func:`t9k_jobs.cluster.verbs.job_pods` sorts them."""
+        from .verbs import pod_sort_key
+
+        keys = self._by_owner.get((namespace, kind, name), set())
+        pods = [p for k in keys if (p := self.pods.store.get(k)) is not None]
+        return sorted(pods, key=pod_sort_key)
+
+    def events_of(self, kind: str, namespace: str, name: str, pod_names: set[str], last: int = 20) -> list[dict[str, Any]]:
+        from .verbs import _event_time
+
+        found = []
+        for about in [(namespace, kind, name), *((namespace, "Pod", p) for p in pod_names)]:
+            for key in self._events_of.get(about, ()):
+                ev = self.job_events.store.get(key) or self.pod_events.store.get(key)
+                if ev is not None:
+                    found.append(ev)
+        found.sort(key=_event_time)
+        return found[-last:]
+
+    def pod_group(self, raw: dict[str, Any], pods: list[dict[str, Any]], namespace: str) -> dict[str, Any] | None:
+        from .verbs import pod_group_name
+
+        name = pod_group_name(raw, pods)
+        return self.pod_groups.get(namespace, name) if name is not None else None
+
+
+class AsyncClusterBackend:
+    """A cluster's jobs as coroutines over one connection (``cl``: a
+    :class:`~t9k_jobs.cluster.verbs.Cluster`), for :class:`t9k_jobs.AsyncClient`. ``watch``: answer
+    reads from informers over ``namespace`` (the connection's default) or every namespace
+    (``all_namespaces``); a job of another namespace is then not found."""
+
+    target = "cluster"
+
+    def __init__(self, cl: Any, watch: bool = False, all_namespaces: bool = False) -> None:
+        self.cl = cl
+        self.namespace: str | None = cl.namespace
+        self.server: str | None = cl.server
+        self.all_namespaces = all_namespaces
+        self.watch = ClusterWatch(cl, None if all_namespaces else cl.namespace) if watch else None
+
+    async def close(self) -> None:
+        if self.watch is not None:
+            await self.watch.close()
+        await self.cl.close()
+
+    async def _watching(self) -> ClusterWatch | None:
+        if self.watch is not None:
+            await self.watch.start(self.cl.kube.request_timeout)
+        return self.watch
+
+    def _ns(self, namespace: str | None) -> str:
+        return namespace or self.cl.namespace
+
+    def problem(self) -> str | None:
+        return self.watch.problem() if self.watch is not None else None
+
+    # -- reading
+
+    async def list(
+        self, kind: str | None = None, namespace: str | None = None, all_namespaces: bool = False
+    ) -> list[JobView]:
+        """Every job of ``kind`` (all kinds when None) in ``namespace`` or all namespaces."""
+        from ..api import KINDS
+        from .verbs import list_jobs, raw_view
+
+        w = await self._watching()
+        if w is None:
+            raws = await list_jobs(self.cl, [kind] if kind else list(KINDS), namespace, all_namespaces)
+        else:
+            raws = w.all(kind)
+            if not all_namespaces:
+                raws = [r for r in raws if r["metadata"].get("namespace") == self._ns(namespace)]
+        return [raw_view(r) for r in raws]
+
+    async def get(self, kind: str, name: str, namespace: str | None = None, detail: bool = False) -> JobView:
+        """The job's view; ``detail``: with its pods, PodGroup and Events. Raises NotFound."""
+        from .verbs import JOB_RESOURCES, raw_view, read_view
+
+        w = await self._watching()
+        if w is None:
+            return await read_view(self.cl, kind, name, namespace, detail)
+        ns = self._ns(namespace)
+        raw = w.raw(kind, ns, name)
+        if raw is None:
+            raise NotFound(f"{JOB_RESOURCES[kind].kind} {name!r} not found in namespace {ns!r}")
+        if not detail:
+            return raw_view(raw)
+        from .verbs import status_of
+
+        pods = w.pods_of(kind, ns, name)
+        status = status_of(raw)
+        names = {p["metadata"]["name"] for p in pods} | {
+            rs.name for t in (status.tasks if status is not None else []) for rs in t.replicas
+        }
+        return raw_view(raw, pods, w.pod_group(raw, pods, ns), w.events_of(kind, ns, name, names), detail=True)
+
+    async def version(self) -> int:
+        w = await self._watching()
+        return w.changes.version if w is not None else 0
+
+    async def changes(self, after: int, timeout: float | None = None) -> int:
+        """Wait until something watched changed since version ``after`` (or ``timeout`` s); the
+        version then. Without ``watch``: waits ``timeout`` and returns ``after + 1``."""
+        w = await self._watching()
+        if w is None:
+            await asyncio.sleep(timeout if timeout is not None else 1.0)
+            return after + 1
+        return await w.changes.wait(after, timeout)
+
+    async def open_logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> Any:
+        """The job's log lines as an async iterator (:func:`t9k_jobs.cluster.verbs.open_logs`); when
+        watching, new pods and the job's end are learnt from the informers, not by polling."""
+        from .verbs import open_logs
+
+        w = await self._watching()
+        if w is None:
+            return await open_logs(self.cl, kind, name, options, namespace)
+        ns = self._ns(namespace)
+
+        async def look() -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+            raw = w.raw(kind, ns, name)
+            return raw, (w.pods_of(kind, ns, name) if raw is not None else [])
+
+        async def pause(seconds: float) -> None:
+            await w.changes.wait(w.changes.version, seconds)
+
+        return await open_logs(self.cl, kind, name, options, ns, look=look, pause=pause)
+
+    async def open_raw_log(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> Any:
+        """The log's lines as bytes (a download), newline-ended, about a MiB at a time."""
+        lines = await self.open_logs(kind, name, options, namespace)
+
+        async def chunks() -> Any:
+            held: list[bytes] = []
+            size = 0
+            async with contextlib.aclosing(lines):
+                async for line in lines:
+                    data = line.encode("utf-8", "replace") + b"\n"
+                    held.append(data)
+                    size += len(data)
+                    if size >= DOWNLOAD_BLOCK:
+                        yield b"".join(held)
+                        held, size = [], 0
+            if held:
+                yield b"".join(held)
+
+        return chunks()
+
+    # -- writing
+
+    async def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
+        """A JSON merge patch setting ``path`` to ``value``."""
+        from .verbs import patch_job, raw_view
+
+        body: Any = value
+        for key in reversed(path):
+            body = {key: body}
+        return raw_view(await patch_job(self.cl, view.kind, view.name, body, view.namespace))
+
+    async def delete(
+        self, kind: str, name: str, namespace: str | None = None, purge: bool = False, timeout: float | None = None
+    ) -> list[str]:
+        """Delete the object; its children follow (the garbage collector). The lines ``delete`` prints."""
+        from ..show import ref
+        from .verbs import delete_job
+
+        if purge:
+            raise NotSupported("--purge is for local runs; a cluster job's logs go with its pods")
+        if timeout is not None:
+            raise NotSupported("--timeout is for local runs; on a cluster, wait for the pods to go with kubectl wait")
+        await delete_job(self.cl, kind, name, namespace)
+        return [f"{ref(kind, name)} deleted"]
+
+
+__all__ = ["AsyncClusterBackend", "ClusterBackend", "ClusterWatch"]

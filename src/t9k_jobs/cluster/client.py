@@ -27,6 +27,7 @@ import orjson
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
+from ..loglines import READ_SIZE, split_lines
 from . import metrics
 
 DEFAULT_QPS = 50.0
@@ -373,7 +374,7 @@ class KubeClient:
         :class:`ApiError` for a non-2xx answer. Like watches, it skips the token bucket."""
         if params:
             path += "?" + urlencode({k: _param(v) for k, v in params.items() if v is not None})
-        stream = self._stream(path, idle_timeout, "get", "*/*", unterminated=True)
+        stream = self._stream(path, idle_timeout, "get", "*/*", unterminated=True, cut=True)
         async with contextlib.aclosing(stream) as lines:
             async for line in lines:
                 yield line.decode("utf-8", errors="replace")
@@ -385,10 +386,14 @@ class KubeClient:
         verb: str,
         accept: str | None = None,
         unterminated: bool = False,
+        cut: bool = False,
     ) -> AsyncIterator[bytes]:
         """Yield the lines (without the newline) of a streamed GET of ``path`` as they arrive (the
         callers close it with :func:`contextlib.aclosing`, so the response goes when they stop);
-        ``unterminated``: the text after the last newline too, when the stream ends.
+        ``unterminated``: the text after the last newline too, when the stream ends; ``cut``: lines
+        longer than :data:`~t9k_jobs.loglines.MAX_LINE` bytes come as pieces of at most that
+        length (a log: memory stays bounded whatever a container prints), else whole (a watch
+        event is one JSON document).
         ``idle_timeout`` (seconds, None: none) bounds the silence between two reads; ``verb``: the
         request's label in ``API_REQUESTS``. Raises :class:`ApiError` for a non-2xx answer. Skips
         the token bucket."""
@@ -403,14 +408,31 @@ class KubeClient:
                 code = str(resp.status)
                 if resp.status >= 300:
                     raise _error(resp.status, await resp.read())
-                buf = b""
+                if cut:
+                    partial = b""
+                    async for chunk in resp.content.iter_any():
+                        for start in range(0, len(chunk), READ_SIZE):
+                            lines, partial = split_lines(partial, chunk[start : start + READ_SIZE])
+                            if lines is not None:
+                                for line in lines.split(b"\n"):
+                                    yield line
+                    if partial and unterminated:
+                        yield partial
+                    return
+                held: list[bytes] = []  # the unfinished line, in the pieces it came in
                 async for chunk in resp.content.iter_any():
-                    buf += chunk
-                    *lines, buf = buf.split(b"\n")
-                    for line in lines:
-                        yield line
-                if buf and unterminated:
-                    yield buf
+                    start = 0
+                    end = chunk.find(b"\n")
+                    while end >= 0:
+                        held.append(chunk[start:end])
+                        yield b"".join(held)
+                        held = []
+                        start = end + 1
+                        end = chunk.find(b"\n", start)
+                    if start < len(chunk):
+                        held.append(chunk[start:])
+                if held and unterminated:
+                    yield b"".join(held)
         finally:
             metrics.API_REQUESTS.labels(verb=verb, code=code).inc()
 

@@ -36,7 +36,7 @@ Handler = Callable[[str, Key, Any, Any], None]  # (event, key, new or None, old 
 class Informer(Generic[T]):
     """Cache of ``resource`` in ``namespace`` (``None``: all) matching ``label_selector``.
 
-    ``transform(obj) -> T`` projects each object (default: keep it whole). ``page_size`` is
+    ``field_selector`` narrows it further (events of one involved kind). ``transform(obj) -> T`` projects each object (default: keep it whole). ``page_size`` is
     the list page length; ``idle_timeout`` (seconds) the longest silence before a watch is
     deemed stalled; ``watch_timeout`` the range (seconds) the server-side watch timeout is
     drawn from. Handlers added
@@ -51,6 +51,7 @@ class Informer(Generic[T]):
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         transform: Callable[[dict[str, Any]], T] | None = None,
         page_size: int = 500,
         idle_timeout: float = 90.0,
@@ -60,6 +61,7 @@ class Informer(Generic[T]):
         self.resource = resource
         self.namespace = namespace
         self.label_selector = label_selector
+        self.field_selector = field_selector
         self.transform: Callable[[dict[str, Any]], Any] = transform or (lambda o: o)
         self.page_size = page_size
         self.idle_timeout = idle_timeout
@@ -68,6 +70,10 @@ class Informer(Generic[T]):
         self.resource_version = ""
         self.synced = asyncio.Event()
         self.relists = 0
+        #: Why the last list or watch failed (``"403 Forbidden: ..."``), None once one succeeds.
+        self.error: str | None = None
+        #: Set when the resource is not served (404 on the list) and ``optional`` was asked for.
+        self.absent = False
         self._handlers: list[Handler] = []
         self._relist_hooks: list[Callable[[], None]] = []
 
@@ -86,8 +92,10 @@ class Informer(Generic[T]):
     def get(self, namespace: str, name: str) -> T | None:
         return self.store.get((namespace, name))
 
-    async def run(self) -> None:
-        """List and watch until cancelled. Never returns otherwise; errors are retried."""
+    async def run(self, optional: bool = False) -> None:
+        """List and watch until cancelled. Never returns otherwise; errors are retried (and kept in
+        :attr:`error`). ``optional``: a resource the server does not serve (404 on the first list)
+        is not retried: :attr:`absent` is set, the cache stays empty and counts as synced."""
         backoff = 0.2
         need_list = True
         while True:
@@ -95,11 +103,17 @@ class Informer(Generic[T]):
                 if need_list:
                     await self._list()
                     need_list = False
+                    self.error = None
                 await self._watch()
                 backoff = 0.2
             except asyncio.CancelledError:
                 raise
             except ApiError as exc:
+                if optional and exc.status == 404 and need_list and not self.synced.is_set():
+                    self.absent = True
+                    self.synced.set()
+                    return
+                self.error = str(exc)
                 if exc.status == 410:
                     log.info(
                         "%s: resourceVersion %s expired, listing again", self.name, self.resource_version
@@ -114,6 +128,7 @@ class Informer(Generic[T]):
                 # (the API server does not always send bookmarks); reopen from the last version.
                 log.debug("%s: watch idle for %.0fs, reopening", self.name, self.idle_timeout)
             except Exception as exc:  # noqa: BLE001 - a broken stream or connection: reconnect
+                self.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 log.warning(
                     "%s: watch interrupted (%s: %s); retrying in %.1fs",
                     self.name,
@@ -128,6 +143,8 @@ class Informer(Generic[T]):
         params: dict[str, Any] = {"limit": self.page_size}
         if self.label_selector:
             params["labelSelector"] = self.label_selector
+        if self.field_selector:
+            params["fieldSelector"] = self.field_selector
         fresh: dict[Key, T] = {}
         while True:
             page = await self.client.list(self.resource, self.namespace, params=params)
@@ -167,6 +184,8 @@ class Informer(Generic[T]):
         }
         if self.label_selector:
             params["labelSelector"] = self.label_selector
+        if self.field_selector:
+            params["fieldSelector"] = self.field_selector
         async for event in self.client.watch(self.resource, self.namespace, params, self.idle_timeout):
             kind = event.get("type")
             obj = event.get("object") or {}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ import aiohttp
 
 from ..api import GROUP, KINDS, VERSION, Job, JobStatus, ManifestError
 from ..frameworks import parse_job
+from ..loglines import last_state
 from ..api.common import TERMINAL_PHASES, ReplicaStatus
 from ..errors import AlreadyExists, ClusterError, InvalidJob, JobsError, NotFound, UsageError
 from ..frameworks.base import (
@@ -372,17 +373,18 @@ async def job_pods(cl: Cluster, kind: str, name: str, namespace: str | None = No
     pods = list(page.get("items") or [])
     for pod in pods:
         pod.setdefault("kind", "Pod")  # items of a list do not carry it
+    return sorted(pods, key=pod_sort_key)
 
-    def key(pod: dict[str, Any]) -> tuple[str, int, str]:
-        labels = pod["metadata"].get("labels") or {}
-        index = labels.get(LABEL_REPLICA_INDEX, "0")
-        return (
-            labels.get(LABEL_REPLICA_TYPE, ""),
-            int(index) if index.isdigit() else 0,
-            pod["metadata"].get("creationTimestamp") or "",
-        )
 
-    return sorted(pods, key=key)
+def pod_sort_key(pod: dict[str, Any]) -> tuple[str, int, str]:
+    """How a job's pods are listed: by replica type, index, then creation."""
+    labels = pod["metadata"].get("labels") or {}
+    index = labels.get(LABEL_REPLICA_INDEX, "0")
+    return (
+        labels.get(LABEL_REPLICA_TYPE, ""),
+        int(index) if index.isdigit() else 0,
+        pod["metadata"].get("creationTimestamp") or "",
+    )
 
 
 async def job_events(
@@ -429,14 +431,9 @@ def pod_replica(pod: dict[str, Any]) -> ReplicaStatus:
 # ----------------------------------------------------------------------------- describe
 
 
-async def job_pod_group(
-    cl: Cluster, raw: dict[str, Any], pods: list[dict[str, Any]], namespace: str
-) -> dict[str, Any] | None:
-    """The job's ``scheduling.k8s.io/v1beta1`` PodGroup as the API server returns it (GET
-    ``/apis/scheduling.k8s.io/v1beta1/namespaces/NS/podgroups/NAME``), named by its pods'
-    ``schedulingGroup.podGroupName``, else by the job when it asks for ``t9kScheduler``; None when
-    neither, or when the API server answers with an error (404: none, or the API not served; 403:
-    not allowed): describe goes on without it. Network errors raise as for every verb."""
+def pod_group_name(raw: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
+    """The name of the job's native PodGroup: its pods' ``schedulingGroup.podGroupName``, else the
+    job's own when it asks for ``t9kScheduler``; None when neither."""
     names = [
         ((p.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
         for p in pods
@@ -445,6 +442,18 @@ async def job_pod_group(
     name = next((n for n in names if n), None)
     if name is None and ((raw.get("spec") or {}).get("scheduler") or {}).get("t9kScheduler") is not None:
         name = raw["metadata"]["name"]
+    return name
+
+
+async def job_pod_group(
+    cl: Cluster, raw: dict[str, Any], pods: list[dict[str, Any]], namespace: str
+) -> dict[str, Any] | None:
+    """The job's ``scheduling.k8s.io/v1beta1`` PodGroup as the API server returns it (GET
+    ``/apis/scheduling.k8s.io/v1beta1/namespaces/NS/podgroups/NAME``), named by its pods'
+    ``schedulingGroup.podGroupName``, else by the job when it asks for ``t9kScheduler``; None when
+    neither, or when the API server answers with an error (404: none, or the API not served; 403:
+    not allowed): describe goes on without it. Network errors raise as for every verb."""
+    name = pod_group_name(raw, pods)
     if name is None:
         return None
     try:
@@ -607,9 +616,11 @@ def _ts_key(stamp: str) -> tuple[str, int]:
 
 
 def _split(line: str) -> tuple[str, str]:
-    """``(timestamp, text)`` of a log line read with ``timestamps=true``."""
+    """``(timestamp, text)`` of a log line read with ``timestamps=true``; of a line that rewrites
+    itself with carriage returns (a progress bar), the text is its last state, as ``job.log``
+    shows a local one (:func:`t9k_jobs.loglines.last_state`)."""
     stamp, _, text = line.partition(" ")
-    return stamp, text
+    return stamp, last_state(text)
 
 
 def _prefix(job_name: str, pod: dict[str, Any], container: str) -> str:
@@ -635,12 +646,27 @@ def _started(pod: dict[str, Any], container: str) -> bool:
     return False
 
 
+#: What a followed log looks at once a second: ``(the job as the server has it, None when it is
+#: gone; the job's pods)``. By default two requests; a watching backend answers from its caches.
+Look = Callable[[], Awaitable[tuple[dict[str, Any] | None, list[dict[str, Any]]]]]
+
+
 async def open_logs(
-    cl: Cluster, kind: str, name: str, options: LogOptions, namespace: str | None = None
+    cl: Cluster,
+    kind: str,
+    name: str,
+    options: LogOptions,
+    namespace: str | None = None,
+    look: Look | None = None,
+    pause: Callable[[float], Awaitable[Any]] | None = None,
 ) -> AsyncIterator[str]:
     """Check what is asked for and return an async iterator of the job's log lines (no newline):
     every replica merged, each line prefixed ``[worker-1] `` like the local ``job.log``, or one
     type's replicas, or one replica's container (no prefix).
+
+    ``look`` (default: a GET of the job and a list of its pods) is how a followed log learns of
+    new pods and the job's end; ``pause(seconds)`` how it waits between two looks (default a
+    sleep; a watching backend wakes it at the next change instead).
 
     Raises :class:`NotFound` (no such job, replica type or container), :class:`UsageError`
     (``index`` without ``replica_type``, ``previous`` with ``follow``); the iterator raises
@@ -653,7 +679,12 @@ async def open_logs(
         raise UsageError("--container needs --type and --index")
     if o.previous and o.follow:
         raise UsageError("--previous cannot be combined with -f: a previous container's log is complete")
-    raw = await get_job(cl, kind, name, ns)
+    if look is not None:
+        raw, _ = await look()
+        if raw is None:
+            raise NotFound(f"{JOB_RESOURCES[kind].kind} {name!r} not found in namespace {ns!r}")
+    else:
+        raw = await get_job(cl, kind, name, ns)
     job = parse(raw)
     if o.replica_type is not None and job is not None:
         types = [g.type for g in groups(job)]
@@ -669,7 +700,7 @@ async def open_logs(
             names = [c.get("name") for c in (group.template.get("spec") or {}).get("containers") or []]
             if o.container is not None and o.container not in names:
                 raise NotFound(f"{pod_name} has no container {o.container!r}; it has {', '.join(map(str, names))}")
-    logs = _Logs(cl, kind, name, ns, o, pod_name)
+    logs = _Logs(cl, kind, name, ns, o, pod_name, look, pause)
     if o.follow:
         queue: asyncio.Queue[str | BaseException | None] = asyncio.Queue(maxsize=10000)
         return _follow(logs, queue)
@@ -687,6 +718,25 @@ class _Logs:
     ns: str
     o: LogOptions
     pod_name: str | None
+    look_hook: Look | None = None
+    pause_hook: Callable[[float], Awaitable[Any]] | None = None
+
+    async def look(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """``(the job, None when gone; its wanted pods)``, through ``look_hook`` when given."""
+        if self.look_hook is not None:
+            raw, pods = await self.look_hook()
+            return raw, [p for p in pods if self.wanted(p)]
+        try:
+            raw = await get_job(self.cl, self.kind, self.name, self.ns)
+        except NotFound:
+            return None, []
+        return raw, await self.pods()
+
+    async def pause(self, seconds: float) -> None:
+        if self.pause_hook is not None:
+            await self.pause_hook(seconds)
+        else:
+            await asyncio.sleep(seconds)
 
     @property
     def single(self) -> bool:
@@ -720,7 +770,7 @@ class _Logs:
 async def _read(logs: _Logs) -> AsyncIterator[str]:
     """The logs as they are now, merged in time order (the last ``o.tail`` lines of that)."""
     cl, o, show, single = logs.cl, logs.o, logs.show, logs.single
-    pods = await logs.pods()
+    pods = (await logs.look())[1] if logs.look_hook is not None else await logs.pods()
     if single and not pods:
         raise NotFound(f"{logs.kind} {logs.name} has no pod {logs.pod_name} (not created yet, or deleted)")
     entries: list[tuple[tuple[str, int], int, str]] = []
@@ -825,18 +875,14 @@ async def _follow(logs: _Logs, queue: asyncio.Queue[str | BaseException | None])
             unreachable_since: float | None = None
             while True:
                 try:
-                    try:
-                        raw = await get_job(cl, kind, name, ns)
-                        gone = False
-                    except NotFound:
-                        raw, gone = None, True
-                    pods = [] if gone else await logs.pods()
+                    raw, pods = await logs.look()
+                    gone = raw is None
                     unreachable_since = None
                 except Unreachable:  # the server restarts: the streams wait, so do we (a minute)
                     unreachable_since = unreachable_since if unreachable_since is not None else loop.time()
                     if loop.time() - unreachable_since > UNREACHABLE_LIMIT:
                         raise
-                    await asyncio.sleep(POLL)
+                    await logs.pause(POLL)
                     continue
                 live = {p["metadata"].get("uid", ""): p for p in pods}
                 for pod in pods:
@@ -866,7 +912,7 @@ async def _follow(logs: _Logs, queue: asyncio.Queue[str | BaseException | None])
                         break
                     if loop.time() - ended_at >= DRAIN:
                         break
-                await asyncio.sleep(POLL if not finished else 0.2)
+                await logs.pause(POLL if not finished else 0.2)
             for st in streams.values():
                 if st.task is not None and not st.task.done():
                     st.task.cancel()

@@ -1,18 +1,25 @@
 """``t9k-jobs dashboard``: where it binds, and serving the app with uvicorn.
 
 It binds to ``127.0.0.1`` by default. A non-loopback address is taken only from ``--address``
-spelled out (``--port 0.0.0.0:8080`` is refused), and then a warning says that the dashboard has
-no login of its own. The socket is bound before the URL is printed, so the URL printed is the
-one that answers (``--port 0`` picks a free port).
+spelled out (``--port 0.0.0.0:8080`` is refused), and then a warning says that anyone with the URL
+reaches it unencrypted. The socket is bound before the URL is printed, so the URL printed is the
+one that answers (``--port 0`` picks a free port); it carries the token (:mod:`.auth`). Ctrl-C and
+SIGTERM stop it within a few seconds whatever its pages and the API server do.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ipaddress
+import logging
+import signal
 import socket
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import JobsError, UsageError
 
@@ -121,16 +128,64 @@ def url_of(sock: socket.socket, bind: Bind) -> str:
     return f"http://{host}:{port}/"
 
 
-def allowed_hosts(bind: Bind) -> list[str]:
-    """The ``Host`` headers accepted: loopback names, plus any when bound beyond loopback."""
+def allowed_hosts(bind: Bind, extra: tuple[str, ...] = ()) -> list[str]:
+    """The ``Host`` names the dashboard answers for (a page of another site reaching it through DNS
+    rebinding names its own): loopback names and the address bound; beyond loopback, also this
+    machine's host name, its fully qualified name and the addresses they resolve to; and
+    ``extra`` (``--allow-host``)."""
+    names = {"127.0.0.1", "localhost", "::1", "[::1]", bind.host, f"[{bind.host}]", *extra}
     if not bind.loopback:
-        return ["*"]
-    names = {"127.0.0.1", "localhost", "::1", "[::1]", bind.host, f"[{bind.host}]"}
+        for name in {socket.gethostname(), socket.getfqdn()}:
+            if not name:
+                continue
+            names.add(name)
+            try:
+                names.update(info[4][0] for info in socket.getaddrinfo(name, None, type=socket.SOCK_STREAM))
+            except (OSError, UnicodeError):
+                pass
+    names.discard("0.0.0.0")
+    names.discard("::")
+    names.discard("[::]")
     return sorted(names)
 
 
+def check_host_name(name: str) -> str:
+    """``--allow-host``: a host name or an address, as a ``Host`` header carries it (no port, no
+    wildcard). Raises :class:`UsageError`."""
+    text = name.strip().lower()
+    if not text or len(text) > 253 or not all(c.isalnum() or c in "-.:[]_" for c in text) or text in ("*", "0.0.0.0", "::"):
+        raise UsageError(f"--allow-host: {name!r} is not a host name or address (no port, no wildcard)")
+    return text
+
+
+def make_server(config: Any, stopping: asyncio.Event, loop: asyncio.AbstractEventLoop) -> Any:
+    """uvicorn's server, stopped by Ctrl-C or SIGTERM at once: the signal also sets ``stopping``,
+    which ends every event stream (an open page's connection would otherwise keep the server
+    waiting for its graceful-shutdown limit), and it is not raised again once the server stopped."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            loop.call_soon_threadsafe(stopping.set)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            before = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in before.items():
+                    signal.signal(sig, handler)
+
+    return Server(config)
+
+
 def serve(
-    new_client: Callable[[], object],
+    make_client: Callable[[], Awaitable[Any]],
     port: str,
     address: str | None,
     allow_actions: bool,
@@ -138,53 +193,92 @@ def serve(
     echo: Callable[[str], None] = print,
     warn: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
     tensorboard_url: str | None = None,
+    token: str | None = None,
+    token_option: bool = False,
+    allow_hosts: tuple[str, ...] = (),
+    poll: float | None = None,
 ) -> int:
-    """Check the options, make the client (its errors go up: one line, their exit code), bind,
-    print the URL, serve until interrupted. ``tensorboard_url``: where a job's TensorBoard link
-    points (``{namespace}``, ``{name}``). The exit status; UsageError (exit 2) for bad options."""
-    import uvicorn
+    """Check the options, make the client (``make_client()``, an async
+    :class:`~t9k_jobs.AsyncClient` factory; its errors go up: one line, their exit code), bind,
+    print the URL with the token, serve until Ctrl-C or SIGTERM (within a few seconds, exit 0).
 
-    from .app import create_app
-    from .source import JobSource, check_tensorboard_url
+    ``token``: the token (default: a new random one; ``token_option``: it came from ``--token``,
+    which other users can read in the process list: a note says so); ``allow_hosts``: more
+    ``Host`` names to answer for; ``tensorboard_url``: where a job's TensorBoard link points
+    (``{namespace}``, ``{name}``). Raises :class:`UsageError` (exit 2) for bad options."""
+    from .auth import check_token, new_token
+    from .source import check_tensorboard_url
 
     bind = parse_bind(port, address)
+    extra = tuple(check_host_name(h) for h in allow_hosts)
     if tensorboard_url is not None:
         try:
             check_tensorboard_url(tensorboard_url)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    source = JobSource(
-        new_client, all_namespaces=all_namespaces, allow_actions=allow_actions, tensorboard_url=tensorboard_url,  # type: ignore[arg-type]
-    )
     try:
-        sock = open_socket(bind)
-    except JobsError:
-        source.close()
-        raise
-    url = url_of(sock, bind)
-    if not bind.loopback:
-        warn(
-            f"warning: the dashboard listens on {bind.host}, beyond this machine, with no login of its own"
-            + ("; anyone who reaches it can pause, resume, scale and delete jobs" if allow_actions else "")
-        )
-    mode = "actions allowed (pause, resume, scale, delete)" if allow_actions else "read-only"
-    echo(f"t9k-jobs dashboard: {url} ({source.describe_target()}; {mode}; Ctrl-C stops it)")
-    app = create_app(source, allowed_hosts(bind))
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=3,
-        lifespan="on",
-    )
-    server = uvicorn.Server(config)
+        token = check_token(token, "--token" if token_option else "T9K_JOBS_DASHBOARD_TOKEN") if token else new_token()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if token_option:
+        warn("note: --token is visible to other users of this machine in the process list; "
+             "T9K_JOBS_DASHBOARD_TOKEN is not")
+    logging.getLogger("t9k_jobs.informer").setLevel(logging.ERROR)  # the page says what the informers meet
     try:
-        server.run(sockets=[sock])
-    except KeyboardInterrupt:  # uvicorn raises the signal again once it has shut down: Ctrl-C is the way to stop
+        asyncio.run(_main(make_client, bind, extra, allow_actions, all_namespaces, echo, warn, tensorboard_url, token, poll))
+    except KeyboardInterrupt:  # a second Ctrl-C while stopping
         pass
-    finally:
-        sock.close()
     return 0
 
 
-__all__ = ["Bind", "DEFAULT_ADDRESS", "DEFAULT_PORT", "allowed_hosts", "is_loopback", "open_socket", "parse_bind", "serve", "url_of"]
+async def _main(
+    make_client: Callable[[], Awaitable[Any]],
+    bind: Bind,
+    extra: tuple[str, ...],
+    allow_actions: bool,
+    all_namespaces: bool,
+    echo: Callable[[str], None],
+    warn: Callable[[str], None],
+    tensorboard_url: str | None,
+    token: str,
+    poll: float | None,
+) -> None:
+    import uvicorn
+
+    from .app import create_app
+    from .source import JobSource
+    from .web import MIN_INTERVAL
+
+    client = await make_client()
+    try:
+        sock = open_socket(bind)
+    except JobsError:
+        await client.close()
+        raise
+    source = JobSource(client, all_namespaces=all_namespaces, allow_actions=allow_actions, tensorboard_url=tensorboard_url)
+    url = url_of(sock, bind)
+    if not bind.loopback:
+        warn(
+            f"warning: the dashboard listens on {bind.host}, beyond this machine: anyone who has its URL (with "
+            "its token) can read every job it shows" + ("; and pause, resume, scale and delete them" if allow_actions else "")
+            + "; the connection is not encrypted"
+        )
+    mode = "actions allowed (pause, resume, scale, delete)" if allow_actions else "read-only"
+    echo(f"t9k-jobs dashboard: {url}?token={token} ({source.describe_target()}; {mode}; Ctrl-C stops it)")
+    stopping = asyncio.Event()
+    app = create_app(
+        source, token, sock.getsockname()[1], allowed_hosts(bind, extra), poll if poll is not None else MIN_INTERVAL,
+        stopping,
+    )
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2, lifespan="on")
+    server = make_server(config, stopping, asyncio.get_running_loop())
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        sock.close()
+
+
+__all__ = [
+    "Bind", "DEFAULT_ADDRESS", "DEFAULT_PORT", "allowed_hosts", "check_host_name", "is_loopback", "open_socket",
+    "parse_bind", "serve", "url_of",
+]

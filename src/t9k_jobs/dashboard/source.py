@@ -1,34 +1,57 @@
-"""What the dashboard shows, read through the SDK's client (:class:`t9k_jobs.Client`), the same
-one the CLI's verbs use, and its one job view (:class:`t9k_jobs.view.JobView`).
+"""What the dashboard shows, read through the SDK's async client (:class:`t9k_jobs.AsyncClient`)
+in watching mode, and its one job view (:class:`t9k_jobs.view.JobView`).
 
 Every word about a job comes from :mod:`t9k_jobs.show`: the ``get`` row (:func:`~t9k_jobs.show.row`),
 why it is not Running (:func:`~t9k_jobs.show.why`), ``describe``'s lines, the spec summary, each
-replica's exit codes and reason. This module only turns them into JSON-ready mappings, and adds
-what a page needs besides: the log sources to pick from, a timeline, the actions.
+replica's exit codes and reason. This module turns them into JSON-ready mappings, and adds what a
+page needs besides: the log sources to pick from, a timeline, the metric points, the actions.
 
-The client is synchronous (a cluster client is not meant for several threads at once): short
-reads and the actions go through one shared client under a lock; each followed log opens a
-client of its own (:meth:`JobSource.new_client`), so a long stream never holds the lock.
+Costs grow with changes, not with pages (issue 30): the client keeps the target's jobs in a cache
+kept true by watching (inotify locally, informers on a cluster) and says when it changed; the job
+list and each job's page are computed once per change and shared by every page showing them
+(:meth:`JobSource.jobs`, :meth:`JobSource.job`); a job's metric points are read from its log once,
+by one task, whatever the number of pages plotting them (:class:`MetricsHub`). Nothing here holds
+a lock across a request to the API server or a wait for a process: one slow look or action never
+holds up another (:class:`Actions` runs each action as a task of its own).
+
+The dashboard answers for its scope only (:meth:`JobSource.key`): the namespace it was started
+with (every namespace with ``-A``), or this machine's runs under its runs dir; a job named outside
+it is not found, and nothing is read for it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import show
 from ..api.common import TERMINAL_PHASES
-from ..client import ELASTIC_KINDS, Client, resolve_kind
-from ..errors import UsageError
+from ..client import ELASTIC_KINDS, AsyncClient, resolve_kind
+from ..errors import JobsError, NotFound, UsageError
 from ..view import STOPPED, JobView
+from .metrics import Series, as_json
+from .sse import batched
 
 #: Most transitions remembered per job for its timeline (the oldest go first).
 TIMELINE_LIMIT = 200
 #: Most jobs whose transitions are remembered (the least recently seen go first).
 TRACKED_JOBS = 500
+#: Seconds after which a job page's data is computed again though nothing changed (the ages in
+#: ``describe``'s text).
+REFRESH = 10.0
+#: The actions a page may ask for; the most running at once; how many finished ones are kept.
+ACTIONS = ("pause", "resume", "scale", "delete")
+MAX_ACTIONS = 8
+KEPT_ACTIONS = 200
+#: Most jobs whose metric points are kept; seconds a running job's tracker reads on with no page.
+TRACKED_METRICS = 64
+METRICS_IDLE = 60.0
 
 
 @dataclass(frozen=True)
@@ -88,25 +111,30 @@ class Timeline:
 
 
 class JobSource:
-    """The jobs of one target, for the dashboard: ``new_client`` makes a client as the CLI's target
-    options chose (a cluster, or this machine's runs); ``all_namespaces``: list every namespace's
-    jobs (``-A``); ``allow_actions``: pause, resume, scale and delete are offered."""
+    """The jobs of one target, for the dashboard: ``client`` an :class:`~t9k_jobs.AsyncClient` made
+    with ``watch=True`` (a cluster's namespace, or this machine's runs); ``all_namespaces``: the
+    client watches every namespace (``-A``); ``allow_actions``: pause, resume, scale and delete are
+    offered; ``tensorboard_url``: where a job's TensorBoard is opened (``--tensorboard-url``)."""
 
     def __init__(
         self,
-        new_client: Callable[[], Client],
+        client: AsyncClient,
         all_namespaces: bool = False,
         allow_actions: bool = False,
         tensorboard_url: str | None = None,
     ) -> None:
-        self.new_client = new_client
-        self.client = new_client()
+        self.client = client
         self.all_namespaces = all_namespaces
         self.allow_actions = allow_actions
-        # ``--tensorboard-url``: where a job's TensorBoard is opened (checked by tensorboard_link).
         self.tensorboard_url = tensorboard_url
         self.timeline = Timeline()
-        self._lock = threading.Lock()
+        self.metrics = MetricsHub(self)
+        self.actions = Actions(self)
+        self._list: tuple[Any, dict[str, Any]] | None = None
+        self._list_lock = asyncio.Lock()
+        self._rows: dict[tuple[str, str | None, str, str], tuple[JobView, dict[str, Any]]] = {}
+        self._jobs: OrderedDict[JobKey, tuple[Any, dict[str, Any]]] = OrderedDict()
+        self._job_locks: dict[JobKey, asyncio.Lock] = {}
 
     @property
     def target(self) -> str:
@@ -124,47 +152,114 @@ class JobSource:
         where = "all namespaces" if self.all_namespaces else f"namespace {self.client.namespace}"
         return f"the cluster at {self.client.server}, {where}"
 
-    def close(self) -> None:
-        with self._lock:
-            self.client.close()
+    async def close(self) -> None:
+        await self.metrics.close()
+        await self.actions.close()
+        await self.client.close()
 
-    # -- reading
+    # -- scope
 
-    def jobs(self) -> list[dict[str, Any]]:
-        """The rows of the job list: what ``get -o wide`` shows, plus each job's page address."""
-        with self._lock:
-            views = self.client.backend.list(None, None, None, self.all_namespaces)
-        now = time.time()
-        rows = []
-        for view in views:
-            cells = show.row(view, now)
-            rows.append(
-                {
-                    "kind": view.kind,
-                    "short": show.short_name(view.kind),
-                    "name": view.name,
-                    "namespace": view.namespace,
-                    "phase": cells["phase"],
-                    "ready": cells["ready"],
-                    "restarts": cells["restarts"],
-                    "age": cells["age"],
-                    "created": view.created,
-                    "queue": cells["wide"].get("queue"),
-                    "priority": cells["wide"].get("priority"),
-                    "why": _why_shown(view),
-                }
-            )
-        rows.sort(key=lambda r: (-(r["created"] or 0), r["kind"], r["name"]))
-        return rows
+    def key(self, kind: str, name: str, namespace: str | None) -> JobKey:
+        """The job a request names, inside this dashboard's scope. Raises :class:`UsageError` (an
+        unknown kind, a bad name) and :class:`NotFound` for a job outside the scope: a namespace
+        on a local dashboard, another namespace than its own without ``-A``."""
+        key = JobKey.parse(kind, name, namespace)
+        if self.client.target == "local":
+            if key.namespace is not None:
+                raise NotFound(f"{key.kind} {key.name!r} not found: this dashboard shows this machine's runs, which have no namespaces")
+            return key
+        own = self.client.namespace
+        if self.all_namespaces:
+            return JobKey(key.kind, key.name, key.namespace or own)
+        if key.namespace not in (None, own):
+            raise NotFound(f"{key.kind} {key.name!r} not found: this dashboard shows namespace {own} only")
+        return JobKey(key.kind, key.name, own)
 
-    def view(self, key: JobKey) -> JobView:
+    # -- the job list
+
+    async def version(self) -> int:
+        return await self.client.version()
+
+    async def wait(self, after: int, timeout: float | None) -> int:
+        """The client's version once something changed after ``after`` (or ``timeout`` s passed)."""
+        return await self.client.changes(after, timeout)
+
+    async def jobs(self) -> dict[str, Any]:
+        """``{"jobs": rows, "problem": ...}``: the rows of the job list, what ``get -o wide``
+        shows (the age as ``created``, epoch seconds, which the page counts on), newest first, and
+        what keeps the list from being complete (an informer refused, no inotify), or None.
+        Computed once per change of the client's version and shared."""
+        version = await self.client.version()
+        problem = self.client.problem()
+        cached = self._list
+        if cached is not None and cached[0] == (version, problem):
+            return cached[1]
+        async with self._list_lock:
+            version = await self.client.version()
+            problem = self.client.problem()
+            cached = self._list
+            if cached is not None and cached[0] == (version, problem):
+                return cached[1]
+            views = await self.client.views(all_namespaces=self.all_namespaces)
+            now = time.time()
+            rows, kept = [], {}
+            for view in views:
+                ident = (view.kind, view.namespace, view.name, str(view.run_dir or ""))
+                old = self._rows.get(ident)
+                row = old[1] if old is not None and old[0] is view else self._row(view, now)
+                kept[ident] = (view, row)
+                rows.append({**row, "age": show.human_age(now - view.created) if view.created is not None else "-"})
+            self._rows = kept
+            rows.sort(key=lambda r: (-(r["created"] or 0), r["kind"], r["name"]))
+            payload = {"jobs": rows, "problem": problem}
+            self._list = ((version, problem), payload)
+            return payload
+
+    @staticmethod
+    def _row(view: JobView, now: float) -> dict[str, Any]:
+        cells = show.row(view, now)
+        return {
+            "kind": view.kind,
+            "short": show.short_name(view.kind),
+            "name": view.name,
+            "namespace": view.namespace,
+            "phase": cells["phase"],
+            "ready": cells["ready"],
+            "restarts": cells["restarts"],
+            "created": view.created,
+            "queue": cells["wide"].get("queue"),
+            "priority": cells["wide"].get("priority"),
+            "why": _why_shown(view),
+        }
+
+    # -- one job
+
+    async def view(self, key: JobKey) -> JobView:
         """The detailed view ``describe`` shows. Raises NotFound and the client's other errors."""
-        with self._lock:
-            return self.client.backend.get(key.kind, key.name, key.namespace, detail=True)
+        return await self.client.view(key.kind, key.name, key.namespace, detail=True)
 
-    def job(self, key: JobKey) -> dict[str, Any]:
-        """Everything the job page shows, JSON-ready."""
-        view = self.view(key)
+    async def job(self, key: JobKey) -> dict[str, Any]:
+        """Everything the job page shows, JSON-ready; computed once per change of the client's
+        version (and every :data:`REFRESH` s, for the ages ``describe`` writes) and shared by the
+        pages showing it."""
+        stamp = (await self.client.version(), int(time.time() // REFRESH))
+        cached = self._jobs.get(key)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        lock = self._job_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            cached = self._jobs.get(key)
+            if cached is not None and cached[0] == stamp:
+                return cached[1]
+            data = self._job_data(key, await self.view(key))
+            self._jobs[key] = (stamp, data)
+            self._jobs.move_to_end(key)
+            while len(self._jobs) > TRACKED_JOBS:
+                old, _ = self._jobs.popitem(last=False)
+                self._job_locks.pop(old, None)
+            return data
+
+    def _job_data(self, key: JobKey, view: JobView) -> dict[str, Any]:
         now = time.time()
         status = view.status
         cells = show.row(view, now)
@@ -191,8 +286,8 @@ class JobSource:
         if view.events:
             events = [
                 {
-                    "when": show.rfc3339(ev.when) if ev.when else "-",
-                    "age": show.human_age(now - ev.when) if ev.when else "-",
+                    "when": ev.when,
+                    "at": show.rfc3339(ev.when) if ev.when else "-",
                     "type": ev.type,
                     "reason": ev.reason,
                     "object": ev.object,
@@ -218,6 +313,7 @@ class JobSource:
             "backoff": cells["backoff"],
             "age": cells["age"],
             "created": show.rfc3339(view.created),
+            "created_at": view.created,
             "run_mode": show.run_mode(job),
             "queue": cells["wide"].get("queue"),
             "priority": cells["wide"].get("priority"),
@@ -232,6 +328,7 @@ class JobSource:
             "logs": _log_sources(view),
             "tensorboard": _tensorboard(view, self.tensorboard_url),
             "actions": self._actions(view),
+            "problem": self.client.problem(),
         }
 
     def _timeline(self, key: JobKey, view: JobView, nodes: dict[str, Any], now: float) -> list[dict[str, Any]]:
@@ -306,79 +403,216 @@ class JobSource:
             "delete": True,
         }
 
-    # -- logs
 
-    def log_lines(
-        self, key: JobKey, replica_type: str | None, index: int | None, container: str | None, follow: bool,
-        tail: int | None,
-    ) -> Iterator[str]:
-        """The job's log lines through a client of its own (closed at the end): every replica merged
-        with the ``[worker-1]`` prefix, one type's, or one replica's container; ``follow``: until the
-        job has finished. Raises the client's errors (NotFound, UsageError) before the first line."""
-        client = self.new_client()
-        try:
-            stream = client.logs(
-                key.kind, key.name, replica_type, index, container, follow=follow, tail=tail,
-                namespace=key.namespace,
-            )
-        except BaseException:
-            client.close()
-            raise
-        return Lines(stream, client)
+class Actions:
+    """Pause, resume, scale and delete, each a task of its own (one slow action never holds up a
+    look or another action): :meth:`start` returns at once with the :class:`Action`, whose
+    outcome :meth:`get` tells later. At most :data:`MAX_ACTIONS` run at once, one per job."""
 
-    # -- actions
+    def __init__(self, source: JobSource) -> None:
+        self.source = source
+        self._ids = itertools.count(1)
+        self.actions: OrderedDict[str, Action] = OrderedDict()
 
-    def act(self, key: JobKey, verb: str, replicas: int | None = None) -> str:
-        """Pause, resume, scale or delete the job through the client's verbs, as the CLI does; the
-        line to show. Raises UsageError for another verb and the client's errors."""
-        if not self.allow_actions:
+    def running(self) -> list[Action]:
+        return [a for a in self.actions.values() if a.state == "running"]
+
+    def start(self, key: JobKey, verb: str, replicas: int | None = None) -> Action:
+        """Start ``verb`` on the job (a running action of that job is returned instead of a second
+        one). Raises UsageError (actions off, an unknown verb, scale without replicas),
+        :class:`JobsError` when :data:`MAX_ACTIONS` already run."""
+        if not self.source.allow_actions:
             raise UsageError("actions are off: start the dashboard with --allow-actions")
-        ref = show.ref(key.kind, key.name)
-        with self._lock:
-            if verb == "pause":
-                self.client.pause(key.kind, key.name, key.namespace)
-                return f"{ref} paused: spec.runMode.pause.enabled is true"
-            if verb == "resume":
-                self.client.resume(key.kind, key.name, key.namespace)
-                return f"{ref} resumed: spec.runMode.pause.enabled is false"
-            if verb == "scale":
-                if replicas is None:
-                    raise UsageError("scale needs a number of replicas")
-                self.client.scale(key.kind, key.name, replicas, key.namespace)
-                return f"{ref} scaled: spec.elastic.expectedReplicas is {replicas}"
-            if verb == "delete":
-                return "; ".join(self.client.delete(key.kind, key.name, key.namespace).lines)
-        raise UsageError(f"unknown action {verb!r}: use pause, resume, scale or delete")
+        if verb not in ACTIONS:
+            raise UsageError(f"unknown action {verb!r}: use pause, resume, scale or delete")
+        if verb == "scale" and replicas is None:
+            raise UsageError("scale needs a number of replicas")
+        for action in self.running():
+            if action.key == key:
+                return action
+        if len(self.running()) >= MAX_ACTIONS:
+            raise JobsError(f"{MAX_ACTIONS} actions are running already: wait for one to finish")
+        action = Action(str(next(self._ids)), key, verb, replicas, time.time())
+        action.task = asyncio.get_running_loop().create_task(self._run(action))
+        self.actions[action.id] = action
+        while len(self.actions) > KEPT_ACTIONS:
+            oldest = next(iter(self.actions))
+            if self.actions[oldest].state == "running":
+                break
+            self.actions.popitem(last=False)
+        return action
 
+    def get(self, action_id: str) -> Action:
+        action = self.actions.get(action_id)
+        if action is None:
+            raise NotFound(f"no action {action_id!r} (it finished long ago, or never started)")
+        return action
 
-class Lines(Iterator[str]):
-    """A job's log lines read through a client of their own. :meth:`close` (from the thread that
-    reads) ends the stream and closes the client; :meth:`interrupt` (from any thread) asks a
-    followed stream to end: a cluster stream ends within half a second, a local one at its next
-    line or when the job ends (the local reader cannot be woken from another thread)."""
-
-    def __init__(self, stream: Any, client: Client) -> None:
-        self.stream = stream
-        self.client = client
-        self._closed = False
-
-    def __next__(self) -> str:
-        return next(self.stream)
-
-    def interrupt(self) -> None:
+    async def _run(self, action: Action) -> None:
+        client, key = self.source.client, action.key
         try:
-            self.stream.close()
-        except (ValueError, RuntimeError):  # being read in another thread right now
-            pass
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self.interrupt()
+            if action.verb == "delete":
+                done = await client.delete(key.kind, key.name, key.namespace)
+            elif action.verb == "scale":
+                done = await client.scale(key.kind, key.name, action.replicas, key.namespace)  # type: ignore[arg-type]
+            else:
+                done = await getattr(client, action.verb)(key.kind, key.name, key.namespace)
+            action.message = "; ".join(done.lines)
+            action.state = "done"
+        except JobsError as exc:
+            action.state, action.error, action.status = "failed", str(exc), http_status(exc)
+        except Exception as exc:  # noqa: BLE001 - said on the page, the dashboard goes on
+            action.state, action.error, action.status = "failed", f"{type(exc).__name__}: {exc}", 500
         finally:
-            self.client.close()
+            action.ended = time.time()
+            action.done.set()
+
+    async def close(self) -> None:
+        tasks = [a.task for a in self.actions.values() if a.task is not None and not a.task.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@dataclass(eq=False)
+class Action:
+    """One action: ``verb`` on the job ``key``; ``state`` running, done or failed, with the line
+    the CLI prints (``message``) or the error and its HTTP status."""
+
+    id: str
+    key: JobKey
+    verb: str
+    replicas: int | None
+    started: float
+    state: str = "running"
+    message: str | None = None
+    error: str | None = None
+    status: int = 200
+    ended: float | None = None
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+    done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "action": self.id, "verb": self.verb, "state": self.state, "message": self.message,
+            "error": self.error, "job": {"kind": self.key.kind, "name": self.key.name, "namespace": self.key.namespace},
+        }
+
+
+def http_status(exc: JobsError) -> int:
+    """The HTTP status of a verb's error: 404 not found, 400 a bad request, 502 the cluster did not
+    answer as it should, 409 anything else (a finished job cannot be paused...)."""
+    from ..errors import ClusterError
+
+    if isinstance(exc, NotFound):
+        return 404
+    if isinstance(exc, UsageError):
+        return 400
+    return 502 if isinstance(exc, ClusterError) else 409
+
+
+class MetricsTracker:
+    """A job's metric points, read from its merged log once, by one task, as it grows; shared by
+    every page that plots them. ``points`` (JSON-ready), ``dropped``, ``done`` (the log is
+    complete), ``problem`` (why it could not be read)."""
+
+    def __init__(self, source: JobSource, key: JobKey) -> None:
+        from ..changes import Changes
+
+        self.source = source
+        self.key = key
+        self.series = Series()
+        self.points: list[dict[str, Any]] = []
+        self.done = False
+        self.problem: str | None = None
+        self.changes = Changes()
+        self.readers = 0
+        self.task: asyncio.Task[None] | None = None
+        self.idle_since: float | None = None
+
+    def start(self) -> None:
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self._read())
+
+    async def _read(self) -> None:
+        key = self.key
+        try:
+            lines = await self.source.client.open_logs(key.kind, key.name, follow=True, namespace=key.namespace)
+            async for batch in batched(lines):
+                found = [p for line in batch for p in self.series.add_line(line)]
+                if found:
+                    self.points += as_json(found)
+                    self.changes.bump()
+        except asyncio.CancelledError:
+            raise
+        except JobsError as exc:
+            self.problem = str(exc)
+        except Exception as exc:  # noqa: BLE001 - said on the page
+            self.problem = f"{type(exc).__name__}: {exc}"
+        self.done = True
+        self.changes.bump()
+
+    async def follow(self) -> AsyncIterator[tuple[str, Any]]:
+        """``("points", {...})`` with every point so far, then each new batch; ``("end", {...})``
+        once the log is complete."""
+        self.readers += 1
+        self.idle_since = None
+        self.start()
+        sent = 0
+        seen = -1
+        try:
+            while True:
+                if len(self.points) > sent:
+                    yield "points", {"points": self.points[sent:], "dropped": self.series.dropped}
+                    sent = len(self.points)
+                if self.done:
+                    yield "end", {"dropped": self.series.dropped, "problem": self.problem}
+                    return
+                seen = await self.changes.wait(max(seen, self.changes.version), None)
+        finally:
+            self.readers -= 1
+            if self.readers == 0:
+                self.idle_since = time.monotonic()
+
+
+class MetricsHub:
+    """One :class:`MetricsTracker` per job shown, the least recently used dropped beyond
+    :data:`TRACKED_METRICS`; a tracker of a job still running that no page reads for
+    :data:`METRICS_IDLE` s stops reading its log (it starts again from the log's start when a page
+    comes back)."""
+
+    def __init__(self, source: JobSource) -> None:
+        self.source = source
+        self.trackers: OrderedDict[JobKey, MetricsTracker] = OrderedDict()
+
+    def follow(self, key: JobKey) -> AsyncIterator[tuple[str, Any]]:
+        self._reap()
+        tracker = self.trackers.get(key)
+        if tracker is None:
+            tracker = self.trackers[key] = MetricsTracker(self.source, key)
+        self.trackers.move_to_end(key)
+        while len(self.trackers) > TRACKED_METRICS:
+            old_key = next(iter(self.trackers))
+            if self.trackers[old_key].readers:
+                break
+            old = self.trackers.pop(old_key)
+            if old.task is not None:
+                old.task.cancel()
+        return tracker.follow()
+
+    def _reap(self) -> None:
+        now = time.monotonic()
+        for key, tracker in list(self.trackers.items()):
+            if not tracker.done and tracker.readers == 0 and tracker.idle_since is not None and now - tracker.idle_since > METRICS_IDLE:
+                if tracker.task is not None:
+                    tracker.task.cancel()
+                del self.trackers[key]
+
+    async def close(self) -> None:
+        tasks = [t.task for t in self.trackers.values() if t.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _why_shown(view: JobView) -> str | None:
@@ -406,8 +640,8 @@ def _local_event(line: str) -> dict[str, Any]:
     parts = line.split(" ", 2)
     if len(parts) == 3 and parts[0].count(":") == 2 and ":" in parts[2]:
         reason, message = parts[2].split(":", 1)
-        return {"when": parts[0], "age": parts[0], "type": parts[1], "reason": reason, "object": "", "message": message.strip()}
-    return {"when": "-", "age": "-", "type": "", "reason": "", "object": "", "message": line}
+        return {"when": None, "at": parts[0], "type": parts[1], "reason": reason, "object": "", "message": message.strip()}
+    return {"when": None, "at": "-", "type": "", "reason": "", "object": "", "message": line}
 
 
 def _log_sources(view: JobView) -> list[dict[str, Any]]:
@@ -448,21 +682,28 @@ TENSORBOARD_FIELDS = ("namespace", "name")
 
 def check_tensorboard_url(template: str) -> str:
     """``--tensorboard-url`` as given, once checked: an ``http://`` or ``https://`` URL whose only
-    ``{...}`` fields are ``{namespace}`` and ``{name}``. T9k documents no address for a TensorBoard
+    ``{...}`` fields are ``{namespace}`` and ``{name}``, with no conversion or format spec
+    (``{name!r}``, ``{name:>99}``). T9k documents no address for a TensorBoard
     (its console opens it), so the dashboard links where the user says. Raises ``ValueError`` with
     one line naming what is wrong."""
     import string
     from urllib.parse import urlsplit
 
     try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+        fields = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(template) if f is not None]
     except ValueError as exc:
         raise ValueError(f"--tensorboard-url: {template!r} is not a URL template ({exc})") from None
-    unknown = sorted({f for f in fields if f not in TENSORBOARD_FIELDS})
+    unknown = sorted({f for f, _, _ in fields if f not in TENSORBOARD_FIELDS})
     if unknown:
         raise ValueError(
             f"--tensorboard-url: unknown field {{{unknown[0]}}}; accepted: {{namespace}} and {{name}}"
         )
+    for name, spec, conv in fields:
+        if spec or conv:
+            written = "{" + name + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
+            raise ValueError(
+                f"--tensorboard-url: {written} has a conversion or format spec; write {{{name}}} alone"
+            )
     parts = urlsplit(template)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError(f"--tensorboard-url: {template!r} is not an http:// or https:// URL")
@@ -477,4 +718,4 @@ def tensorboard_link(template: str, namespace: str, name: str) -> str:
     return template.format(namespace=quote(namespace, safe=""), name=quote(name, safe=""))
 
 
-__all__ = ["JobKey", "JobSource", "Lines", "Timeline"]
+__all__ = ["Action", "Actions", "JobKey", "JobSource", "MetricsHub", "MetricsTracker", "Timeline", "http_status"]

@@ -37,6 +37,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -49,6 +50,7 @@ from ..api import JobStatus
 from ..frameworks import parse_job
 from ..api.common import TERMINAL_PHASES
 from ..errors import AlreadyExists, JobsError, NotFound, NotSupported, UsageError
+from ..loglines import LineReader
 from ..view import STOPPED, UNKNOWN
 from .ownership import GONE, RuntimeState, runtime_state
 
@@ -317,13 +319,18 @@ def list_runs(
             continue
         runs.append(run)
     runs.sort(key=lambda r: (r.kind, r.name, r.created, r.run_dir.name))
-    if latest:
-        newest: dict[tuple[str, str], LocalRun] = {}
-        for run in runs:
-            newest[(run.kind, run.name)] = run
-        keep = {id(r) for r in newest.values()}
-        runs = [r for r in runs if id(r) in keep or r.runtime().state != GONE]
-    return runs
+    return newest_and_live(runs, lambda r: r.runtime().state != GONE) if latest else runs
+
+
+def newest_and_live(runs: list[LocalRun], not_gone: Callable[[LocalRun], bool]) -> list[LocalRun]:
+    """Of ``runs`` (sorted by kind, name and start), the newest of each kind and name, and every
+    other one that ``not_gone`` says may still run (its runtime is not proven gone: nothing live
+    is hidden); in the same order."""
+    newest: dict[tuple[str, str], LocalRun] = {}
+    for run in runs:
+        newest[(run.kind, run.name)] = run
+    keep = {id(r) for r in newest.values()}
+    return [r for r in runs if id(r) in keep or not_gone(r)]
 
 
 def live_runs(runs: list[LocalRun]) -> list[LocalRun]:
@@ -355,16 +362,24 @@ def find_run(
     check_name(name)
     base = runs_dir if runs_dir is not None else runs_dir_default()
     found = list_runs(base, kind, name, latest=False)
+    return pick_run(found, [(r, r.pid()) for r in live_runs(found)], kind, name, base)
+
+
+def pick_run(
+    found: list[LocalRun], live: list[tuple[LocalRun, int | None]], kind: str | None, name: str, base: Path
+) -> LocalRun:
+    """:func:`find_run`'s choice among ``found`` (the runs of that kind and name, oldest first),
+    given ``live`` (those whose runtime provably runs, with its pid): the live one, else the
+    newest. Raises :class:`NotFound` (none), :class:`UsageError` (several live)."""
     if not found:
         what = f"{kind.lower() if kind else 'job'} {name!r}"
         raise NotFound(f"no local run of {what} in {base} (use --runs-dir or --run-dir to look elsewhere)")
-    live = live_runs(found)
     if len(live) > 1:
-        dirs = ", ".join(f"{r.run_dir} (pid {r.pid()})" for r in live)
+        dirs = ", ".join(f"{r.run_dir} (pid {pid})" for r, pid in live)
         raise UsageError(
-            f"{len(live)} runs of {live[0].kind} {name} are running: {dirs}; name one with --run-dir"
+            f"{len(live)} runs of {live[0][0].kind} {name} are running: {dirs}; name one with --run-dir"
         )
-    return live[0] if live else found[-1]
+    return live[0][0] if live else found[-1]
 
 
 # ----------------------------------------------------------------------------- logs
@@ -480,6 +495,87 @@ class LogSourceGone(JobsError):
     """``logs -f``: the run dir or the log being followed went away (removed or moved); exit 1."""
 
 
+class LogReader:
+    """One log of a run read forward, in bounded memory: the reader of :func:`follow_logs` and of
+    the dashboard's followed logs (which calls :meth:`read` in a worker thread and waits between
+    calls on its event loop).
+
+    ``path`` and ``keep`` come from :func:`log_source`. ``tail``: the first :meth:`read` gives
+    only the last ``tail`` lines written so far (None: all). Lines are what
+    :mod:`t9k_jobs.loglines` makes of the bytes: at most :data:`~t9k_jobs.loglines.MAX_LINE`
+    bytes each (a longer line is cut into pieces, each a line), a carriage return's last state,
+    U+FFFD for bytes that are not UTF-8; a 100 MB progress bar with no newline costs a few
+    hundred KB to read. A file that is replaced or truncated is read again from its start."""
+
+    def __init__(self, run: LocalRun, path: Path, keep: Callable[[str], bool] | None, tail: int | None) -> None:
+        self.run = run
+        self.path = path
+        self.keep = keep
+        self.tail = tail
+        self.pos = tail_offset(path, tail, keep) if tail is not None else 0
+        self.lines = LineReader()
+        self.ident: tuple[int, int] | None = None
+        try:
+            st = os.stat(run.run_dir)
+            self.dir_ident: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except OSError:
+            self.dir_ident = None
+
+    def _kept(self, lines: list[str]) -> list[str]:
+        return lines if self.keep is None else [line for line in lines if self.keep(line)]
+
+    def read(self, limit: int = 16 * LOG_BLOCK) -> tuple[list[str], bool]:
+        """``(lines, more)``: the whole lines written since the last read, from at most ``limit``
+        bytes; ``more`` when the file holds more than that (read again). The first read with a
+        ``tail`` reads to the end and gives its last ``tail`` lines only."""
+        if self.tail is not None:
+            tail, self.tail = self.tail, None
+            last: deque[str] = deque(maxlen=tail)
+            more = True
+            while more:
+                lines, more = self.read(limit)
+                last.extend(lines)
+            return list(last) if tail > 0 else [], False
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            return [], False
+        out: list[str] = []
+        with f:
+            st = os.fstat(f.fileno())
+            if self.ident is not None and (self.ident != (st.st_dev, st.st_ino) or st.st_size < self.pos):
+                self.pos, self.lines = 0, LineReader()  # replaced or truncated: read it from its start
+            self.ident = (st.st_dev, st.st_ino)
+            f.seek(self.pos)
+            taken = 0
+            while taken < limit:
+                data = f.read(min(LOG_BLOCK, limit - taken))
+                if not data:
+                    return self._kept(out), False
+                taken += len(data)
+                self.pos += len(data)
+                out += self.lines.feed(data)
+            return self._kept(out), True
+
+    def rest(self) -> list[str]:
+        """The last line when it has no newline (at the end: the file is complete)."""
+        return self._kept(self.lines.finish())
+
+    def gone(self) -> str | None:
+        """Why following cannot go on (the run dir or the file removed, moved or replaced), or None."""
+        try:
+            st = os.stat(self.run.run_dir)
+        except FileNotFoundError:
+            return f"the run dir {self.run.run_dir} is gone (removed or moved) while following its logs"
+        except OSError:
+            return None
+        if self.dir_ident is not None and (st.st_dev, st.st_ino) != self.dir_ident:
+            return f"the run dir {self.run.run_dir} was replaced while following its logs"
+        if self.ident is not None and not self.path.exists():
+            return f"{self.path} was removed while following it"
+        return None
+
+
 def follow_logs(
     run: LocalRun,
     replica_type: str | None = None,
@@ -494,72 +590,33 @@ def follow_logs(
     (``replica_type`` and ``index``; ``container`` defaults to the first one).
 
     ``tail``: only the last ``tail`` lines written so far (None: all), a last line without a
-    newline counted; found by reading from the end (:func:`tail_offset`). The file is read
-    :data:`LOG_BLOCK` bytes at a time, so memory stays bounded whatever its size. ``follow``: go
-    on yielding lines as they are written until the runtime has exited (the status is terminal or
-    the run was stopped) and the file is read to its end; a replica restarted or replaced keeps
-    writing to the same files, so its new lines come too. A file that is not there yet is waited
-    for while the runtime runs.
+    newline counted; the start is found by reading from the end (:func:`tail_offset`). Lines are
+    read as :class:`LogReader` reads them: memory stays bounded whatever the file's size and its
+    longest line. ``follow``: go on yielding lines as they are written until the runtime has
+    exited (the status is terminal or the run was stopped) and the file is read to its end; a
+    replica restarted or replaced keeps writing to the same files, so its new lines come too. A
+    file that is not there yet is waited for while the runtime runs.
 
     Raises :class:`UsageError`/:class:`NotFound` for replicas that are not in the job;
     :class:`LogSourceGone` when, while following, the run dir or the file being read is removed or
     moved (a silent end would look like a finished job)."""
     path, keep = log_source(run, replica_type, index, container)
-    accept = keep or (lambda _line: True)
-    pos = tail_offset(path, tail, keep) if tail is not None else 0
-    pending = b""
-    ident = None
-    try:
-        st = os.stat(run.run_dir)
-        dir_ident: tuple[int, int] | None = (st.st_dev, st.st_ino)
-    except OSError:
-        dir_ident = None
-
-    def gone() -> str | None:
-        try:
-            st = os.stat(run.run_dir)
-        except FileNotFoundError:
-            return f"the run dir {run.run_dir} is gone (removed or moved) while following its logs"
-        except OSError:
-            return None
-        if dir_ident is not None and (st.st_dev, st.st_ino) != dir_ident:
-            return f"the run dir {run.run_dir} was replaced while following its logs"
-        if ident is not None and not path.exists():
-            return f"{path} was removed while following it"
-        return None
-
+    reader = LogReader(run, path, keep, tail)
     while True:
         alive = run.runtime().running  # read before the file: lines written before it ended are not missed
-        try:
-            with open(path, "rb") as f:
-                st = os.fstat(f.fileno())
-                if ident is not None and (ident != (st.st_dev, st.st_ino) or st.st_size < pos):
-                    pos, pending = 0, b""  # replaced or truncated: read it from its start
-                ident = (st.st_dev, st.st_ino)
-                f.seek(pos)
-                while True:
-                    data = f.read(LOG_BLOCK)
-                    if not data:
-                        break
-                    pos += len(data)
-                    lines = (pending + data).split(b"\n")
-                    pending = lines.pop()
-                    for line in lines:
-                        text = line.decode("utf-8", errors="replace")
-                        if accept(text):
-                            yield text
-        except FileNotFoundError:
-            pass
+        more = True
+        while more:
+            lines, more = reader.read()
+            yield from lines
         stop = not follow or not alive or (should_stop is not None and should_stop())
         if follow and not stop:
-            problem = gone()
+            problem = reader.gone()
             if problem is not None:
                 raise LogSourceGone(problem)
         if stop:
-            if pending and accept(pending.decode("utf-8", errors="replace")):
-                yield pending.decode("utf-8", errors="replace")
+            yield from reader.rest()
             if follow and not alive and (should_stop is None or not should_stop()):
-                problem = gone()
+                problem = reader.gone()
                 if problem is not None:
                     raise LogSourceGone(problem)
             return

@@ -39,11 +39,34 @@ window.t9k = (function () {
     }
     return source;
   }
+  // show.human_age's words (kubectl's AGE column): 42s, 3m20s, 25m, 5h, 3d. The server sends
+  // times (epoch seconds); the page counts the ages on, so nothing is sent just because time passed.
+  function humanAge(seconds) {
+    const s = Math.max(0, Math.floor(seconds));
+    if (s < 120) return s + "s";
+    if (s < 600) return Math.floor(s / 60) + "m" + (s % 60) + "s";
+    if (s < 3 * 3600) return Math.floor(s / 60) + "m";
+    if (s < 48 * 3600) return Math.floor(s / 3600) + "h";
+    return Math.floor(s / 86400) + "d";
+  }
+  function ageOf(epoch) {
+    return epoch === null || epoch === undefined ? "-" : humanAge(Date.now() / 1000 - epoch);
+  }
+  // Every element with data-since (epoch seconds) shows its age, counted on each second.
+  function tickAges() {
+    for (const node of document.querySelectorAll("[data-since]")) node.textContent = ageOf(Number(node.dataset.since));
+  }
+  setInterval(tickAges, 1000);
+  function since(epoch) {
+    const span = el("span", ageOf(epoch));
+    if (epoch !== null && epoch !== undefined) span.dataset.since = String(epoch);
+    return span;
+  }
   function query(params) {
     const q = new URLSearchParams();
     for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined && v !== "") q.set(k, v);
     const s = q.toString();
     return s ? "?" + s : "";
   }
-  return { el, row, fill, initial, phaseBadge, stream, query };
+  return { el, row, fill, initial, phaseBadge, stream, query, humanAge, ageOf, since, tickAges };
 })();

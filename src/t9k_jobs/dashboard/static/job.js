@@ -2,7 +2,7 @@
 // at a time, or searched on the server), its metrics plotted with uPlot, and the actions.
 "use strict";
 (function () {
-  const { el, row, fill, initial, stream, query } = window.t9k;
+  const { el, row, fill, initial, stream, query, since, ageOf } = window.t9k;
   const start = initial();
   const key = start.key;
   const base = "/api/job/" + encodeURIComponent(key.kind) + "/" + encodeURIComponent(key.name);
@@ -13,16 +13,24 @@
   // ---------------------------------------------------------------- the job
   function text(id, value) { document.getElementById(id).textContent = value === null || value === undefined ? "" : String(value); }
 
+  // "2026-11-27T18:00:00Z (3m20s ago)", the age counted on by the page.
+  function createdValue(j) {
+    const span = el("span", j.created);
+    if (j.created_at !== null && j.created_at !== undefined) span.append(" (", since(j.created_at), " ago)");
+    return span;
+  }
   function render(j) {
     job = j;
-    document.getElementById("problem").hidden = true;
+    const problem = document.getElementById("problem");
+    problem.textContent = j.problem || "";
+    problem.hidden = !j.problem;
     const phase = document.getElementById("phase");
     phase.textContent = j.phase;
     phase.className = "phase phase-" + j.phase;
     document.getElementById("why").hidden = !j.why;
     text("why-text", j.why || "");
     const summary = [["Phase", j.phase], ["Ready", j.ready], ["Restarts", j.restarts], ["Backoff", j.backoff],
-      ["Created", j.created + " (" + j.age + " ago)"], ["Run mode", j.run_mode]];
+      ["Created", createdValue(j)], ["Run mode", j.run_mode]];
     if (j.namespace) summary.push(["Namespace", j.namespace]);
     if (j.queue !== null) summary.push(["Queue", j.queue]);
     if (j.priority !== null) summary.push(["Priority", j.priority]);
@@ -30,7 +38,11 @@
     if (j.pod_group) summary.push(["PodGroup", j.pod_group]);
     if (j.tensorboard) summary.push(["TensorBoard", j.tensorboard.object + (j.tensorboard.note ? ": " + j.tensorboard.note : "")]);
     const dl = document.getElementById("summary");
-    dl.replaceChildren(...summary.flatMap(([k, v]) => [el("dt", k), el("dd", v)]));
+    dl.replaceChildren(...summary.flatMap(function ([k, v]) {
+      const dd = el("dd");
+      if (v instanceof Node) dd.append(v); else dd.textContent = v === null || v === undefined ? "" : String(v);
+      return [el("dt", k), dd];
+    }));
     if (j.tensorboard && j.tensorboard.url) {
       // --tensorboard-url: the server checked its scheme (http/https) and encoded the names.
       const a = el("a", "open TensorBoard");
@@ -49,7 +61,7 @@
       return tr;
     }));
     fill(document.querySelector("#conditions tbody"), j.conditions.map((c) => row([c.type, c.status, c.reason, c.message])));
-    fill(document.querySelector("#events tbody"), j.events.map((e) => row([e.age, e.type, e.reason, e.object, e.message])));
+    fill(document.querySelector("#events tbody"), j.events.map((e) => row([e.when !== null && e.when !== undefined ? since(e.when) : e.at, e.type, e.reason, e.object, e.message])));
     document.getElementById("timeline").replaceChildren(...j.timeline.map(function (t) {
       const li = el("li");
       li.append(el("time", t.at), " ", el("b", t.what), " ", el("span", t.event));
@@ -100,10 +112,24 @@
     const body = act.verb === "scale" ? JSON.stringify({ replicas: act.replicas }) : "{}";
     fetch(base + "/actions/" + act.verb + query(ns), {
       method: "POST", headers: { "X-T9k-Dashboard": "1", "Content-Type": "application/json" }, body: body,
-    }).then((r) => r.json().then((data) => [r.ok, data]))
-      .then(function ([ok, data]) { text("action-result", ok ? data.message : "refused: " + data.error); })
+    }).then((r) => r.json().then((data) => [r.status, data]))
+      .then(function ([code, data]) { outcome(code, data); })
       .catch(function (err) { text("action-result", "failed: " + err); });
   });
+  // An action runs on the server on its own: 200 or an error says how it ended, 202 that it still
+  // runs (a delete waits for the replicas' grace period), and its outcome is asked for each second.
+  function outcome(code, data) {
+    if (code === 202 || data.state === "running") {
+      text("action-result", data.verb + " running… (the page stays live meanwhile)");
+      setTimeout(function () {
+        fetch("/api/actions/" + encodeURIComponent(data.action)).then((r) => r.json().then((d) => [r.status, d]))
+          .then(function ([c, d]) { outcome(c === 200 ? (d.state === "failed" ? 409 : c) : c, d); })
+          .catch(function (err) { text("action-result", "failed: " + err); });
+      }, 1000);
+      return;
+    }
+    text("action-result", data.state === "done" ? data.message : "refused: " + data.error);
+  }
 
   // ---------------------------------------------------------------- logs
   const logBox = document.getElementById("log");

@@ -1,13 +1,15 @@
 // The job list: rows from the server's snapshot stream, filtered here by phase, kind and name.
 "use strict";
 (function () {
-  const { el, row, fill, initial, phaseBadge, stream, query } = window.t9k;
+  const { el, row, fill, initial, phaseBadge, stream, query, since } = window.t9k;
   const body = document.querySelector("#jobs tbody");
   const phase = document.getElementById("filter-phase");
   const kind = document.getElementById("filter-kind");
   const name = document.getElementById("filter-name");
   const problem = document.getElementById("problem");
   let jobs = initial().jobs;
+  // Enter in the name box filters as typing does (the form is never sent).
+  document.getElementById("filters").addEventListener("submit", function (ev) { ev.preventDefault(); render(); });
 
   function link(j) {
     const a = el("a", j.name);
@@ -22,7 +24,7 @@
     document.querySelectorAll(".ns").forEach((c) => { c.hidden = !anyNs; });
     document.querySelectorAll(".q").forEach((c) => { c.hidden = !anyQueue; });
     fill(body, shown.map(function (j) {
-      const tr = row([j.kind, link(j), j.namespace || "", phaseBadge(j.phase), j.ready, j.restarts, j.age,
+      const tr = row([j.kind, link(j), j.namespace || "", phaseBadge(j.phase), j.ready, j.restarts, since(j.created),
         j.queue === null ? "" : j.queue, j.priority === null ? "" : j.priority, j.why || ""]);
       tr.dataset.phase = j.phase; tr.dataset.kind = j.kind; tr.dataset.name = j.name;
       tr.children[2].className = "ns"; tr.children[2].hidden = !anyNs;
@@ -37,7 +39,12 @@
   for (const input of [phase, kind]) input.addEventListener("change", render);
   name.addEventListener("input", render);
   stream("/api/jobs/events", {
-    jobs: function (data) { jobs = data.jobs; problem.hidden = true; render(); },
+    jobs: function (data) {
+      jobs = data.jobs;
+      problem.textContent = data.problem || "";
+      problem.hidden = !data.problem;
+      render();
+    },
     problem: function (data) { problem.textContent = data.problem; problem.hidden = false; },
   });
   render();
