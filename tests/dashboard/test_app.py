@@ -457,3 +457,101 @@ def test_the_tensorboard_url_is_checked_and_filled_with_encoded_names() -> None:
     ]:
         with pytest.raises(ValueError, match=re.escape(words)):
             check_tensorboard_url(bad)
+
+
+# ----------------------------------------------------------------------------- who may look (issue 30)
+
+
+PROTECTED = [
+    "/",
+    "/job/gj/fin",
+    "/api/jobs",
+    "/api/jobs/events",
+    "/api/job/gj/fin",
+    "/api/job/gj/fin/events",
+    "/api/job/gj/fin/logs/follow",
+    "/api/job/gj/fin/logs/page",
+    "/api/job/gj/fin/logs/search?q=epoch",
+    "/api/job/gj/fin/logs/download",
+    "/api/job/gj/fin/metrics/follow",
+    "/api/actions/1",
+]
+
+
+def test_without_the_token_nothing_is_shown_and_nothing_done(finished: Runs) -> None:
+    with _client(finished, allow=True, token=False) as client:
+        for path in PROTECTED:
+            answer = client.get(path, headers={"accept": "text/html"})
+            assert answer.status_code == 401, path
+            assert "fin" not in answer.text and "epoch" not in answer.text, path
+            assert "needs its token" in answer.text, path
+        refused = client.post("/api/job/gj/fin/actions/delete", headers={"x-t9k-dashboard": "1"})
+        assert refused.status_code == 401 and "fin" not in refused.text
+        for bad in ("Bearer nope", f"Basic {TOKEN}", f"Bearer {TOKEN}x", "Bearer"):
+            assert client.get("/api/jobs", headers={"authorization": bad}).status_code == 401, bad
+        client.cookies.set("t9k-dashboard-8700", TOKEN)  # the token itself is not the cookie's value
+        assert client.get("/api/jobs").status_code == 401
+        client.cookies.clear()
+        assert client.get(f"/api/jobs?token={TOKEN}x", follow_redirects=False).status_code == 401
+        # What holds nothing of any job is open: the page's own scripts and style, the health check.
+        assert client.get("/static/job.js").status_code == 200
+        assert client.get("/healthz").json() == {"ok": True}
+    assert finished.phase("fin") == "Succeeded"
+
+
+def test_the_printed_url_trades_the_token_for_a_strict_http_only_cookie(finished: Runs) -> None:
+    with _client(finished, token=False) as client:
+        first = client.get(f"/job/gj/fin?token={TOKEN}&namespace=", follow_redirects=False)
+        assert first.status_code == 303 and first.headers["location"] == "/job/gj/fin?namespace="
+        cookie = first.headers["set-cookie"]
+        assert cookie.startswith("t9k-dashboard-8700=") and TOKEN not in cookie
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+        assert client.get("/api/jobs").status_code == 200  # the cookie, kept by the client, is enough
+        assert client.get("/job/gj/fin").status_code == 200
+    # A path that would read as another host (//evil.example) is never sent on as one.
+    import asyncio
+
+    from t9k_jobs.dashboard.auth import TokenAuth
+
+    sent: list[Any] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": "//evil.example/", "raw_path": b"//evil.example/",
+             "query_string": f"token={TOKEN}".encode(), "headers": []}
+    asyncio.run(TokenAuth(None, TOKEN, 8700)(scope, None, send))
+    assert dict(sent[0]["headers"])[b"location"] == b"/evil.example/"
+
+
+def test_a_namespace_is_outside_a_local_dashboards_scope(finished: Runs) -> None:
+    """Locally the scope is the runs dir: a request naming a namespace reads nothing, acts on nothing."""
+    with _client(finished, allow=True) as client:
+        for path in ("/job/gj/fin", "/api/job/gj/fin", "/api/job/gj/fin/events", "/api/job/gj/fin/logs/page",
+                     "/api/job/gj/fin/logs/download", "/api/job/gj/fin/metrics/follow"):
+            answer = client.get(path + "?namespace=team-b")
+            assert answer.status_code == 404, path
+            assert "epoch" not in answer.text, path
+        delete = client.post("/api/job/gj/fin/actions/delete?namespace=team-b", headers={"x-t9k-dashboard": "1"})
+        assert delete.status_code == 404
+    assert (finished.runs_dir).is_dir() and finished.phase("fin") == "Succeeded"
+
+
+def test_a_page_past_the_end_is_the_last_page(app_client: Any) -> None:
+    last = app_client.get("/api/job/gj/fin/logs/page?size=1000").json()
+    past = app_client.get("/api/job/gj/fin/logs/page?size=1000&page=99999").json()
+    assert past == last and past["page"] == last["pages"] - 1
+
+
+def test_two_pages_plot_the_points_of_one_reading_of_the_log(finished: Runs) -> None:
+    """The metric points are read from the log once per job, whatever the number of pages."""
+    with _client(finished) as client:
+        bodies = []
+        for _ in range(2):
+            with client.stream("GET", "/api/job/gj/fin/metrics/follow") as answer:
+                bodies.append("".join(answer.iter_text()))
+        source = client.app.state.board.source
+        assert len(source.metrics.trackers) == 1
+        tracker = next(iter(source.metrics.trackers.values()))
+        assert tracker.done and len(tracker.points) == 12
+    assert bodies[0] == bodies[1] and bodies[0].count('"metric": "loss"') == 6

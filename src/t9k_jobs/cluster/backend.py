@@ -289,6 +289,7 @@ class ClusterWatch:
         from .verbs import JOB_RESOURCES
 
         kube = cl.kube
+        self.server = cl.server
         self.changes = Changes()
         self.jobs = {
             kind: Informer(kube, JOB_RESOURCES[kind], namespace=namespace, transform=_slim_job) for kind in KINDS
@@ -355,13 +356,15 @@ class ClusterWatch:
         try:
             await asyncio.wait_for(asyncio.gather(*waits), timeout)
         except asyncio.TimeoutError:
-            raise ClusterError(self.problem() or "the API server has not answered the list of jobs yet") from None
+            raise ClusterError(
+                self.problem() or f"the API server at {self.server} has not answered the list of jobs within {timeout:g} s"
+            ) from None
 
     def problem(self) -> str | None:
-        """What keeps the caches from being complete now (one line), or None."""
+        """What keeps the caches from being complete now (one line, naming the server), or None."""
         for inf in self.informers():
             if inf.error is not None:
-                return f"cannot watch {inf.resource.plural}: {inf.error}"
+                return f"the API server at {self.server}: cannot watch {inf.resource.plural}: {inf.error}"
         return None
 
     async def close(self) -> None:
