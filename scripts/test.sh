@@ -38,6 +38,13 @@ if [ "$(id -u)" = 0 ] && [ ! -x /usr/sbin/sshd ]; then
   apt-get update -q >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server openssh-client >&2
 fi
+if [ "$(id -u)" = 0 ] && [ ! -x /usr/bin/bwrap ]; then
+  # A local run contains each replica in namespaces of its own with bubblewrap (volumes at their
+  # mount paths, a PID namespace per container); tests/local/test_volumes.py needs it.
+  step "installing bubblewrap for the local runs' namespaces"
+  apt-get update -q >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends bubblewrap >&2
+fi
 if [ "$(id -u)" = 0 ] && { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; }; then
   # The dashboard's browser tests (tests/dashboard) drive Debian's headless chromium with Selenium.
   step "installing chromium and chromium-driver for the dashboard's browser tests"
