@@ -67,12 +67,12 @@ class Runs:
         self.client = Client.local(self.runs_dir)
         self.started: list[Path] = []
 
-    def start(self, manifest: dict[str, Any]) -> Path:
+    def start(self, manifest: dict[str, Any], volumes: dict[str, str] | None = None) -> Path:
         path = self.root / f"{manifest['metadata']['name']}.yaml"
         path.write_text(yaml.safe_dump(manifest, sort_keys=False))
         run_dir = self.runs_dir / f"{manifest['metadata']['name']}-{len(self.started)}"
         self.runs_dir.mkdir(parents=True, exist_ok=True)
-        started = self.client.run(str(path), run_dir=run_dir)
+        started = self.client.run(str(path), run_dir=run_dir, volumes=volumes)
         run_dir = Path(started.metadata.annotations["t9k-jobs.local/run-dir"])
         self.started.append(run_dir)
         return run_dir

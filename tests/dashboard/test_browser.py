@@ -376,7 +376,7 @@ def test_scale_an_elastic_job_with_allow_actions_and_its_refusal(runs, dashboard
     gate.touch()
 
 
-def test_a_jobs_tensorboard_links_where_tensorboard_url_says(runs, dashboard, browser) -> None:
+def test_a_jobs_tensorboard_links_where_tensorboard_url_says(runs, dashboard, browser, tmp_path) -> None:
     """``--tensorboard-url`` with ``{name}``: a job with ``tensorboardSpec`` gets a link to it (T9k
     documents no address of its own for a TensorBoard); the name is percent-encoded into it."""
     from tests.dashboard.conftest import py
@@ -386,7 +386,8 @@ def test_a_jobs_tensorboard_links_where_tensorboard_url_says(runs, dashboard, br
         "runMode": {"pause": {"enabled": True}},
         "replicaSpecs": [replica("worker", 1, template(py("print('never')"), name="pytorch"))],
     }
-    runs.start(job("PyTorchTrainingJob", "tb-job", spec))
+    (tmp_path / "logs" / "run").mkdir(parents=True)
+    runs.start(job("PyTorchTrainingJob", "tb-job", spec), volumes={"logs": str(tmp_path / "logs")})
     wait_until(lambda: runs.phase("tb-job", "pj") == "Paused", "the run to be Paused", LIMIT)
     board = dashboard("--tensorboard-url", "https://console.example/t9k/tensorboards/{name}/")
     open_job(browser, board, "PyTorchTrainingJob", "tb-job")
@@ -398,3 +399,46 @@ def test_a_jobs_tensorboard_links_where_tensorboard_url_says(runs, dashboard, br
     assert link == ["https://console.example/t9k/tensorboards/tb-job/", "open TensorBoard"]
     summary = js(browser, "return document.getElementById('summary').textContent")
     assert "TensorBoard tb-job" in summary
+
+
+def test_a_browser_without_the_token_sees_only_how_to_get_in(runs, dashboard, browser) -> None:
+    runs.start(generic("private", "print('private line', flush=True)", replicas=1))
+    board = dashboard()
+    browser.delete_all_cookies()
+    for path in ("/", "/job/GenericJob/private"):
+        browser.get(board.url + path)
+        text = js(browser, "return document.body.textContent")
+        assert "needs its token" in text and "private" not in text, text
+    board.open_in(browser)  # the printed URL: in, and the token gone from the address bar
+    assert "token=" not in browser.current_url
+    wait_until(lambda: js(browser, "return document.querySelector('#jobs tbody tr[data-name=\"private\"]') !== null"),
+               "the list to show the job", LIMIT)
+
+
+def test_enter_in_the_name_filter_keeps_the_filter(runs, dashboard, browser) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    for name in ("alpha", "beta"):
+        runs.start(generic(name, "print('x', flush=True)", replicas=1))
+    board = dashboard()
+    board.open_in(browser)
+    wait_until(lambda: js(browser, "return document.querySelectorAll('#jobs tbody tr').length") == 2, "both jobs", LIMIT)
+    js(browser, "window.__t9kTestMarker = 'same page';")
+    box = browser.find_element("id", "filter-name")
+    box.send_keys("alp")
+    box.send_keys(Keys.ENTER)
+    wait_until(lambda: js(browser, "return [...document.querySelectorAll('#jobs tbody tr')].map((r) => r.dataset.name)") == ["alpha"],
+               "the list filtered to alpha", LIMIT)
+    assert js(browser, "return window.__t9kTestMarker") == "same page", "Enter reloaded the page"
+    assert browser.find_element("id", "filter-name").get_attribute("value") == "alp"
+
+
+def test_the_page_counts_ages_in_describes_words(runs, dashboard, browser) -> None:
+    """The server sends times; the page counts the ages on with show.human_age's words."""
+    from t9k_jobs.show import human_age
+
+    board = dashboard()
+    board.open_in(browser)
+    samples = [0, 1, 59, 119, 120, 121, 599, 600, 601, 3599, 10799, 10800, 86399, 172799, 172800, 10**7, -5]
+    shown = js(browser, f"return {json.dumps(samples)}.map((s) => window.t9k.humanAge(s))")
+    assert shown == [human_age(s) for s in samples]
