@@ -11,7 +11,7 @@ prints, when it prints one):
   with no newline: the peak RSS of ``t9k-jobs logs gj NAME --type worker --index 0 --tail 2``
   (``wait4``) and its wall time; the dashboard's peak RSS (``VmHWM``) after one log page of that
   replica; the seconds and CPU of the first metrics stream of its merged log to its end, and of a
-  second one; a download of the merged log (MB/s);
+  second one; a download of the replica's log (MB/s);
 * ``ctrl-c``: seconds from SIGINT to exit with five event streams open;
 * ``cluster``: with ``--cluster``, a control plane built by tools/controlplane/build.sh and 5
   jobs: the API server's GET and LIST requests for jobs, pods and Events per second over
@@ -184,11 +184,11 @@ def progress_bar(code: Path | None, runs: Path) -> dict[str, Any]:
             before, t = board.cpu(), time.perf_counter()
             board.get("/api/job/gj/bar/metrics/follow")
             out[label] = {"seconds": round(time.perf_counter() - t, 2), "cpu_seconds": round(board.cpu() - before, 2)}
-        size = (runs / "bar-1" / "job.log").stat().st_size
+        size = (runs / "bar-1" / "bar-worker-0.main.log").stat().st_size
         t = time.perf_counter()
-        got = len(board.get("/api/job/gj/bar/logs/download"))
+        got = len(board.get("/api/job/gj/bar/logs/download?type=worker&index=0"))
         took = time.perf_counter() - t
-        out["download of the merged log"] = {"mb": round(got / 1e6, 1), "file_mb": round(size / 1e6, 1),
+        out["download of the replica's log"] = {"mb": round(got / 1e6, 1), "file_mb": round(size / 1e6, 1),
                                              "mb_per_second": round(got / 1e6 / took, 1)}
     finally:
         board.stop()

@@ -122,10 +122,24 @@ def test_unknown_jobs_and_kinds_are_named_not_crashed_on(app_client: Any) -> Non
     assert app_client.get("/api/job/gj/fin/logs/search?q=").status_code == 400
 
 
-def test_a_foreign_host_header_is_refused(app_client: Any) -> None:
-    """DNS rebinding: a page of another site whose name resolves to 127.0.0.1 gets nothing."""
+def test_a_foreign_host_header_is_refused(app_client: Any, finished: Runs) -> None:
+    """DNS rebinding: a page of another site whose name resolves to 127.0.0.1 gets nothing; bound
+    beyond loopback (--address 0.0.0.0), the check stays on for the names it answers for."""
     assert app_client.get("/api/jobs", headers={"host": "evil.example:8700"}).status_code == 400
     assert app_client.get("/api/jobs", headers={"host": "localhost:8700"}).status_code == 200
+    from starlette.testclient import TestClient
+
+    from t9k_jobs import AsyncClient
+    from t9k_jobs.dashboard.app import create_app
+    from t9k_jobs.dashboard.server import allowed_hosts, parse_bind
+    from t9k_jobs.dashboard.source import JobSource
+
+    hosts = allowed_hosts(parse_bind("8700", "0.0.0.0"), ("dash.example",))
+    app = create_app(JobSource(AsyncClient.local(finished.runs_dir, watch=True)), TOKEN, 8700, hosts)
+    with TestClient(app, base_url="http://127.0.0.1:8700", headers={"authorization": f"Bearer {TOKEN}"}) as client:
+        assert client.get("/api/jobs", headers={"host": "evil.example:8700"}).status_code == 400
+        assert client.get("/api/jobs", headers={"host": "dash.example:8700"}).status_code == 200
+        assert client.get("/api/jobs", headers={"host": f"{socket.gethostname()}:8700"}).status_code == 200
 
 
 # ----------------------------------------------------------------------------- logs

@@ -423,6 +423,9 @@ class AsyncClusterBackend:
         self.server: str | None = cl.server
         self.all_namespaces = all_namespaces
         self.watch = ClusterWatch(cl, None if all_namespaces else cl.namespace) if watch else None
+        # When watching: the view of each job, kept while the informer holds the same object (a
+        # view parses the job: a thousand jobs are not parsed again for each change of one).
+        self._views: dict[tuple[str, str, str], tuple[dict[str, Any], JobView]] = {}
 
     async def close(self) -> None:
         if self.watch is not None:
@@ -452,11 +455,22 @@ class AsyncClusterBackend:
         w = await self._watching()
         if w is None:
             raws = await list_jobs(self.cl, [kind] if kind else list(KINDS), namespace, all_namespaces)
+            return [raw_view(r) for r in raws]
+        raws = w.all(kind)
+        if not all_namespaces:
+            raws = [r for r in raws if r["metadata"].get("namespace") == self._ns(namespace)]
+        views, kept = [], {}
+        for raw in raws:
+            key = (str(raw.get("kind")), str(raw["metadata"].get("namespace")), str(raw["metadata"].get("name")))
+            cached = self._views.get(key)
+            view = cached[1] if cached is not None and cached[0] is raw else raw_view(raw)
+            kept[key] = (raw, view)
+            views.append(view)
+        if kind is None and all_namespaces == self.all_namespaces:
+            self._views = kept
         else:
-            raws = w.all(kind)
-            if not all_namespaces:
-                raws = [r for r in raws if r["metadata"].get("namespace") == self._ns(namespace)]
-        return [raw_view(r) for r in raws]
+            self._views.update(kept)
+        return views
 
     async def get(self, kind: str, name: str, namespace: str | None = None, detail: bool = False) -> JobView:
         """The job's view; ``detail``: with its pods, PodGroup and Events. Raises NotFound."""
