@@ -18,6 +18,7 @@ import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,8 @@ log = logging.getLogger("t9k_jobs.local")
 LIVENESS = 1.0
 #: Seconds between two full looks when inotify cannot be used (no ``watchfiles``, no watches left).
 FALLBACK_POLL = 2.0
+#: Threads for edits and deletes (each may wait for a run): at most this many at once.
+ACTING_THREADS = 8
 #: Bytes a raw log download reads at a time.
 DOWNLOAD_BLOCK = 1 << 20
 #: A run's files whose change can change what is shown of it (the logs, but ``events.log``, do not).
@@ -255,6 +258,9 @@ class AsyncLocalBackend:
     def __init__(self, runs_dir: Path | None = None, run_dir: Path | None = None, watch: bool = False) -> None:
         self.sync = LocalBackend(runs_dir, run_dir)
         self.cache = RunsCache(runs_dir, run_dir) if watch else None
+        # Edits and deletes wait for a run (a delete for its replicas' grace period): threads of
+        # their own, so they never take the threads that reads run in.
+        self._acting = ThreadPoolExecutor(max_workers=ACTING_THREADS, thread_name_prefix="t9k-local-action")
 
     @property
     def runs_dir(self) -> Path | None:
@@ -267,6 +273,7 @@ class AsyncLocalBackend:
     async def close(self) -> None:
         if self.cache is not None:
             await self.cache.close()
+        self._acting.shutdown(wait=False, cancel_futures=True)
 
     async def _cache(self) -> RunsCache | None:
         if self.cache is not None:
@@ -359,12 +366,14 @@ class AsyncLocalBackend:
     # -- writing (each blocks a worker thread, not the loop)
 
     async def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
-        return await asyncio.to_thread(self.sync.set_field, view, path, value, verb)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._acting, self.sync.set_field, view, path, value, verb)
 
     async def delete(
         self, kind: str, name: str, namespace: str | None = None, purge: bool = False, timeout: float | None = None
     ) -> list[str]:
-        return await asyncio.to_thread(self.sync.delete, kind, name, namespace, purge, timeout)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._acting, self.sync.delete, kind, name, namespace, purge, timeout)
 
 
 async def _follow(
