@@ -422,6 +422,12 @@ def describe(view: JobView, now: float) -> list[str]:
                 out.append(f"{label:<12} {value}")
     if view.pod_group is not None:
         out.append(f"PodGroup:    {view.pod_group}")
+    tb = status.tensorboard if status is not None else None
+    if view.tensorboard_url is not None:
+        out.append(f"TensorBoard: {view.tensorboard_url}")
+    elif tb is not None:
+        ended = view.target == "local" and tb.ready  # a local TensorBoard is served while its run runs
+        out.append(f"TensorBoard: {'not served: its run has ended' if ended else tb.note or tb.reason}")
     reason = why(view)
     if reason and phase != "Succeeded":
         out.append(f"Why:         {reason}")

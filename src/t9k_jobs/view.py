@@ -53,7 +53,8 @@ class JobView:
 
     A local run: ``run_dir``, ``pid`` (its runtime's while it provably runs), ``runtime_reason``
     (why its runtime's state cannot be told), ``unknown_reason`` (why its phase is
-    :data:`UNKNOWN`), ``event_lines`` (the last lines of ``events.log``).
+    :data:`UNKNOWN`), ``event_lines`` (the last lines of ``events.log``), ``tensorboard_url``
+    (where its TensorBoard is served while the run runs: :mod:`t9k_jobs.local.tensorboard`).
 
     A cluster job: ``pods`` (its pods as the API server returns them, being deleted included),
     ``live_replicas`` (the pods not being deleted, as replica statuses), what its native gang's
@@ -85,6 +86,7 @@ class JobView:
     unknown_reason: str | None = None
     event_lines: list[str] = field(default_factory=list, repr=False)
     detailed: bool = False
+    tensorboard_url: str | None = None
     pods: list[dict[str, Any]] = field(default_factory=list, repr=False)
     live_replicas: list[ReplicaStatus] = field(default_factory=list, repr=False)
     pod_group: str | None = None

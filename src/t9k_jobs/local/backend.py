@@ -45,7 +45,19 @@ def run_view(run: LocalRun, detail: bool = False, seen: Observation | None = Non
         unknown_reason=seen.reason,
         event_lines=run.events(15) if detail else [],
         detailed=detail,
+        tensorboard_url=_tensorboard_url(run.run_dir) if seen.alive else None,
     )
+
+
+def _tensorboard_url(run_dir: Path) -> str | None:
+    """The URL of the run's TensorBoard while it is served (:data:`~t9k_jobs.local.tensorboard.URL_FILE`)."""
+    from .tensorboard import URL_FILE
+
+    try:
+        text = (run_dir / URL_FILE).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return text if text.startswith("http://127.0.0.1:") else None
 
 
 class LocalBackend:

@@ -31,8 +31,12 @@ STOP_GRACE = 5.0
 
 
 def available() -> bool:
-    """Whether the ``tensorboard`` package can be imported by the interpreter t9k-jobs runs in."""
-    return importlib.util.find_spec("tensorboard") is not None
+    """Whether the interpreter t9k-jobs runs in has TensorBoard's server (``tensorboard.main``,
+    what the run starts), not just a package of that name."""
+    try:
+        return importlib.util.find_spec("tensorboard.main") is not None
+    except ImportError:
+        return False
 
 
 def _free_port() -> int:
