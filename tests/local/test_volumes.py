@@ -109,15 +109,31 @@ def host_has_no(path: str) -> None:
 # --------------------------------------------------------------------------- running as nobody
 
 
-def unprivileged(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> list[str]:
+def unprivileged(argv: list[str], cwd: Path, login: bool = False) -> list[str]:
     """``argv`` as ``nobody`` when this is root (CI), so that the user-namespace path is what runs;
     as it is otherwise. Root's home is mode 0700, so the command runs in a mount namespace of its
     own where a tmpfs covers /root and the folders the interpreter needs under it (the venv, the
-    Python it was made from) are bound back in; nothing on the machine changes."""
+    Python it was made from) are bound back in; nothing on the machine changes. ``login``: in that
+    namespace only, ``nobody`` may log in over ssh (a shell, no locked password: copies of
+    /etc/passwd and /etc/shadow bound over them), as a real user may; sshd refuses the account as
+    it is, with or without namespaces."""
     if os.geteuid() != 0:
         return argv
     needed = sorted({p for p in (sys.prefix, sys.base_prefix, str(REPO)) if p.startswith("/root/")})
     lines = ["set -e", 'stash="$(mktemp -d)"']
+    if login:
+        accounts = cwd / ".accounts"
+        accounts.mkdir(exist_ok=True)
+        for name, field in (("passwd", 1), ("shadow", 1)):
+            rows = [r.split(":") for r in Path(f"/etc/{name}").read_text().splitlines()]
+            for r in rows:
+                if r[0] == "nobody":
+                    r[field] = ""
+                    if name == "passwd":
+                        r[5], r[6] = str(cwd), "/bin/sh"
+            (accounts / name).write_text("\n".join(":".join(r) for r in rows) + "\n")
+            (accounts / name).chmod(0o644)
+            lines.append(f"mount --bind {str(accounts / name)!r} /etc/{name}")
     for i, path in enumerate(needed):
         lines.append(f'mkdir "$stash/{i}" && mount --bind {path!r} "$stash/{i}"')
     lines.append("mount -t tmpfs -o mode=0755 tmpfs /root")
@@ -128,13 +144,13 @@ def unprivileged(argv: list[str], cwd: Path, env: dict[str, str] | None = None) 
     return [_bin("unshare"), "-m", "--propagation", "private", "sh", "-c", "\n".join(lines), "sh", *setpriv, *argv]
 
 
-def run_cli(args: list[str], cwd: Path, *, as_nobody: bool = False, env: dict[str, str] | None = None,
-            input: str | None = None, timeout: float = 280) -> subprocess.CompletedProcess[str]:
-    """``t9k-jobs ARGS`` to its end (``as_nobody``: :func:`unprivileged`)."""
+def run_cli(args: list[str], cwd: Path, *, as_nobody: bool = False, login: bool = False,
+            env: dict[str, str] | None = None, input: str | None = None, timeout: float = 280) -> subprocess.CompletedProcess[str]:
+    """``t9k-jobs ARGS`` to its end (``as_nobody``, ``login``: :func:`unprivileged`)."""
     argv = [sys.executable, "-m", "t9k_jobs.cli", *args]
     environ = {**os.environ, **(env or {})}
     if as_nobody:
-        argv = unprivileged(argv, cwd)
+        argv = unprivileged(argv, cwd, login)
         environ["HOME"] = str(cwd)
     return subprocess.run(argv, cwd=cwd, env=environ, input=input, capture_output=True, text=True,
                           timeout=timeout, check=False)  # fmt: skip
@@ -310,11 +326,13 @@ def _run_id(run_dir: Path) -> str:
     return shm_dir(run_dir.resolve()).name.removeprefix("t9k-jobs-")
 
 
-def test_colossalaijob_launcher_cwd_under_the_claim_reaches_the_workers(shared_tmp: Path) -> None:
+@pytest.mark.parametrize("as_nobody", [False, True], ids=["root-or-user", "nobody"])
+def test_colossalaijob_launcher_cwd_under_the_claim_reaches_the_workers(shared_tmp: Path, as_nobody: bool) -> None:
     """C1's shape with the code on a claim: the workers mount it, the launcher (only image and
     workingDir, as T9k's ``spec.launcher``) has no volume, and its working directory, under the
     claim's mount path, is made on a tmpfs of its own as a container runtime makes it;
-    ``colossalai run`` cds there on each worker over ssh, where the claim is."""
+    ``colossalai run`` cds there on each worker over ssh, where the claim is. Each worker's sshd
+    runs inside the worker's namespaces (the ranks it starts too), a user namespace as nobody."""
     if not os.access("/usr/sbin/sshd", os.X_OK):
         pytest.fail("OpenSSH's server is not installed (scripts/test.sh installs it)")
     folder = claim(shared_tmp, (REPO / "examples/colossalai-digits/train_colossalai.py", "colossalai"))
@@ -328,7 +346,10 @@ def test_colossalaijob_launcher_cwd_under_the_claim_reaches_the_workers(shared_t
         "runPolicy": {"cleanUpWorkers": True},
     })  # fmt: skip
     (shared_tmp / "job.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
-    done = run_cli(["run", "job.yaml", "--volume", f"tutorial={folder}", "--run-dir", "r", "--quiet"], shared_tmp)
+    if as_nobody and os.geteuid() == 0:
+        _tree_for(NOBODY, shared_tmp)
+    done = run_cli(["run", "job.yaml", "--volume", f"tutorial={folder}", "--run-dir", "r", "--quiet"], shared_tmp,
+                   as_nobody=as_nobody, login=True)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr + _logs(shared_tmp / "r")
     code = folder / "tutorial-examples/colossalai"
     seen = whereabouts(code)
