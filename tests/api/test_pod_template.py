@@ -95,11 +95,11 @@ def test_a_template_field_of_the_wrong_type_is_refused_with_its_path(
         ({}, {"volumes": [{"name": "d", "emptyDir": {}, "hostPath": {"path": "/x"}}]},
          "spec.volumes[0]: one volume source per volume, not 2 (emptyDir, hostPath)"),
         ({"resources": {"limits": {"nvidia.com/gpu": "0.5"}}}, {},
-         "spec.containers[0].resources.limits['nvidia.com/gpu']: '0.5' must be a whole number"),
+         "spec.containers[0].resources.limits[\"nvidia.com/gpu\"]: '0.5' must be a whole number"),
         ({"resources": {"limits": {"cpu": 1}, "requests": {"cpu": "2"}}}, {},
-         "spec.containers[0].resources.requests.cpu: '2' must not be above limits['cpu']"),
+         "spec.containers[0].resources.requests.cpu: '2' must not be above limits[\"cpu\"]"),
         ({"resources": {"limits": {"nvidia.com/gpu": 2}, "requests": {"nvidia.com/gpu": 1}}}, {},
-         "spec.containers[0].resources.requests['nvidia.com/gpu']: must equal limits['nvidia.com/gpu']"),
+         'spec.containers[0].resources.requests["nvidia.com/gpu"]: must equal limits["nvidia.com/gpu"]'),
         ({"resources": {"requests": {"memory": "-1Gi"}}}, {}, "spec.containers[0].resources.requests.memory: '-1Gi' must not be negative"),
         ({"env": [{"name": "A", "value": "x", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}, {},
          "spec.containers[0].env[0]: value and valueFrom: give one of the two"),
@@ -124,7 +124,7 @@ def test_template_labels_and_annotations_are_checked_as_kubernetes_does() -> Non
     data["spec"]["replicaSpecs"][0]["template"]["metadata"] = {"labels": ["a"]}
     assert refused(data)[0].startswith("spec.replicaSpecs[0].template.metadata.labels: must be a mapping")
     data["spec"]["replicaSpecs"][0]["template"]["metadata"] = {"annotations": {"-bad": "x"}}
-    assert refused(data)[0].startswith("spec.replicaSpecs[0].template.metadata.annotations['-bad']: not a valid key")
+    assert refused(data)[0].startswith('spec.replicaSpecs[0].template.metadata.annotations["-bad"]: not a valid key')
     good = {"labels": {"app.kubernetes.io/name": "x", "empty": ""}, "annotations": {"example.com/note": "any text"}}
     data["spec"]["replicaSpecs"][0]["template"]["metadata"] = good
     assert parse_job(data).spec.replica_specs[0].template["metadata"] == good

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from t9k_jobs.api import parse_job
+from t9k_jobs.api import ManifestError, parse_job
 from t9k_jobs.local import gpus as gpus_mod
 from t9k_jobs.local.gpus import (
     Gpu,
@@ -251,11 +251,14 @@ def test_shortage_counts_init_containers_as_the_kubelet_does() -> None:
 
 
 def test_bad_quantity_is_named_by_its_path_in_the_job() -> None:
+    """Refused when the job is validated, as the API server refuses it (issue 32: a pod template is
+    checked as a Pod), before any GPU is counted."""
     manifest = _two_workers("bad")
     manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][1].update(_limit("0.5"))
-    reason = gpu_shortage(parse_job(manifest), GpuInventory.declared("0,1"))
-    assert reason is not None and reason.startswith(
-        'spec.replicaSpecs[0].template.spec.containers[1].resources.limits["nvidia.com/gpu"]: \'0.5\' is not accepted'
+    with pytest.raises(ManifestError) as err:
+        parse_job(manifest)
+    assert err.value.errors[0].startswith(
+        'spec.replicaSpecs[0].template.spec.containers[1].resources.limits["nvidia.com/gpu"]: \'0.5\' must be a whole number'
     )
 
 

@@ -26,6 +26,7 @@ template returned has no ``null`` mapping values, so nothing downstream sees one
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import sys
@@ -96,7 +97,7 @@ def check_resources(resources: Any, path: str = "") -> dict[str, Any]:
 def _join(path: str, key: str) -> str:
     if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
         return f"{path}.{key}" if path else key
-    return f"{path}[{key!r}]"
+    return f"{path}[{json.dumps(key)}]"
 
 
 def _short(value: Any) -> str:
@@ -241,9 +242,9 @@ def _check_quantities(resources: dict[str, Any], path: str) -> None:
             continue
         where = _join(_join(path, "requests"), name)
         if _extended(name) and amount != limits[name]:
-            raise FieldError(where, f"must equal limits[{name!r}] ({name} is an extended resource)")
+            raise FieldError(where, f"must equal limits[{json.dumps(name)}] ({name} is an extended resource)")
         if amount > limits[name]:
-            raise FieldError(where, f"{resources['requests'][name]!r} must not be above limits[{name!r}]")
+            raise FieldError(where, f"{resources['requests'][name]!r} must not be above limits[{json.dumps(name)}]")
 
 
 # --------------------------------------------------------------------------- values
