@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from t9k_jobs import Client
 from t9k_jobs.errors import UsageError
 from tests.dashboard.conftest import LIMIT, Runs, generic
 

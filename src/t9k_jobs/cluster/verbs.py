@@ -837,7 +837,7 @@ async def _follow(logs: _Logs, queue: asyncio.Queue[str | BaseException | None])
 
     A request that breaks, or ends while the pod's status still shows its container running, is
     started again from the second of its last line (lines already given are skipped)."""
-    cl, kind, name, ns, o = logs.cl, logs.kind, logs.name, logs.ns, logs.o
+    cl, o = logs.cl, logs.o
     streams: dict[tuple[str, str], _Stream] = {}
     loop = asyncio.get_running_loop()
 
