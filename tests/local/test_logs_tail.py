@@ -124,3 +124,41 @@ def test_logs_of_what_the_job_does_not_have_is_not_found(tmp_path: Path) -> None
     # A replica gone in a scale-down still has its log, which stays readable.
     (run_dir / "tails-worker-3.pytorch.log").write_bytes(b"three\n")
     assert list(client.logs("gj", "tails", "worker", 3)) == ["three"]
+
+
+def test_a_replicas_own_log_reads_as_its_part_of_job_log(tmp_path: Path) -> None:
+    """Issue 30: a replica that prints a progress bar with no newline (megabytes of ``\\r``
+    rewrites) or a line longer than 64 KiB: its own log, read with ``logs --type --index``, gives
+    the lines ``job.log`` has for it (the runtime cuts at 64 KiB and keeps a rewritten line's last
+    state), ``--tail 2`` the last two of them, and the reader never holds the whole line."""
+    code = (
+        "import sys\n"
+        "for i in range(60000):\n"
+        "    sys.stdout.write('\\r%6d %s' % (i, '#' * 40))\n"
+        "sys.stdout.write('\\n' + 'y' * 200000 + '\\nend\\n')\n"
+    )
+    manifest = job("GenericJob", "bar", {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": template(py(code))}]})
+    path = tmp_path / "bar.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    done = subprocess.run([sys.executable, "-m", "t9k_jobs.cli", "run", str(path), "--quiet", "--run-dir",
+                           str(tmp_path / "t9k-runs" / "bar-1")], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_dir = tmp_path / "t9k-runs" / "bar-1"
+    assert (run_dir / "bar-worker-0.pytorch.log").stat().st_size > 2_000_000  # every byte, as written
+    merged = [line.removeprefix("[worker-0] ") for line in (run_dir / "job.log").read_text().splitlines()]
+    own = lines(run_dir, replica_type="worker", index=0)
+    assert own == merged
+    assert max(len(line.encode()) for line in own) <= 64 * 1024
+    assert any(line.startswith("  ") and line.endswith("#" * 40) for line in own)  # a progress bar's last state
+    assert own[-1] == "end" and own[-2] == "y" * (200000 - 3 * 64 * 1024)
+    tracemalloc.start()
+    assert lines(run_dir, replica_type="worker", index=0, tail=2) == own[-2:]
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 4 * 1024 * 1024, peak
+    out = subprocess.run(
+        [sys.executable, "-m", "t9k_jobs.cli", "logs", "gj", "bar", "--type", "worker", "--index", "0", "--tail", "2"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert out.returncode == 0 and out.stdout.splitlines() == own[-2:], out.stderr
