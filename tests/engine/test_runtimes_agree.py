@@ -119,11 +119,15 @@ def conditions(status: JobStatus) -> list[tuple[str, str, str, str]]:
     return [(c.type, c.status, c.reason, c.message) for c in status.conditions]
 
 
-def test_a_tensorboard_job_has_the_same_conditions_locally_and_on_a_cluster(tmp_path: Path) -> None:
+def test_a_tensorboard_job_has_the_same_conditions_locally_and_on_a_cluster(tmp_path: Path, monkeypatch) -> None:
     """Issue 23: a PyTorchTrainingJob with ``tensorboardSpec`` stayed ``Initialized=False`` while
-    Running locally (no TensorBoard is served there) and was ``True`` on a cluster. A child of a
+    Running locally (no TensorBoard was served there) and was ``True`` on a cluster. A child of a
     kind the runtime does not serve is not waited for (docs/decisions.md): every runtime says
-    Initialized and Running, and ``status.tensorboard`` says where the TensorBoard stands."""
+    Initialized and Running, and ``status.tensorboard`` says where the TensorBoard stands. Since
+    issue 31 a local run serves it where the ``tensorboard`` package is (as a cluster with the
+    CRD), and says it cannot where it is not (as a cluster without)."""
+    from t9k_jobs.local import runtime
+
     manifest = pytorch(name="j", tensorboardSpec=TENSORBOARD)
 
     async def on_cluster(kinds: set[str]) -> JobStatus:
@@ -136,14 +140,20 @@ def test_a_tensorboard_job_has_the_same_conditions_locally_and_on_a_cluster(tmp_
                 await ctl.events_client.close()
                 await ctl.client.close()
 
-    here = settle(manifest, local_world(tmp_path))
+    for name in ("served", "unserved"):
+        (tmp_path / name).mkdir()
+    monkeypatch.setattr(runtime, "tensorboard_available", lambda: True)
+    served = settle(manifest, local_world(tmp_path / "served"))
+    monkeypatch.setattr(runtime, "tensorboard_available", lambda: False)
+    here = settle(manifest, local_world(tmp_path / "unserved"))
     with_crd = asyncio.run(on_cluster({"PodGroup", "TensorBoard"}))
     without_crd = asyncio.run(on_cluster({"PodGroup"}))
 
-    assert here.phase == with_crd.phase == without_crd.phase == "Running"
-    assert conditions(here) == conditions(with_crd) == conditions(without_crd)
+    assert here.phase == served.phase == with_crd.phase == without_crd.phase == "Running"
+    assert conditions(here) == conditions(served) == conditions(with_crd) == conditions(without_crd)
     assert here.condition("Initialized").status == "True"
     # Where no TensorBoard can be made, the job says so, the same way in both runtimes.
     assert here.tensorboard == without_crd.tensorboard
     assert (here.tensorboard.type, here.tensorboard.reason) == ("Warning", "DependentUnavailable")
     assert (with_crd.tensorboard.reason, with_crd.tensorboard.ready) == ("DependentNotReady", False)
+    assert served.tensorboard == with_crd.tensorboard  # made, not answering yet (no server in this test)
