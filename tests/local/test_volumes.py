@@ -720,3 +720,31 @@ def test_without_the_tensorboard_package_the_job_runs_with_a_warning(start, shar
     assert "Warning TensorBoardUnavailable" in events and "t9k-jobs[tensorboard]" in events
     assert _status(shared_tmp / "r")["tensorboard"]["reason"] == "DependentUnavailable"
 
+
+
+def test_the_sdk_runs_a_tutorial_job_with_volumes_and_python(shared_tmp: Path) -> None:
+    """``Client.local().run(..., volumes={CLAIM: DIR}, python=...)``: the same run in the background;
+    a claim missing from ``volumes`` is a UsageError naming it, before anything starts."""
+    from t9k_jobs import Client
+    from t9k_jobs.errors import UsageError
+
+    from .conftest import kill_run
+
+    folder = shared_tmp / "claim"
+    (folder / "code").mkdir(parents=True)
+    (folder / "code" / "hello.py").write_text("import os, sys; print('from', os.getcwd(), sys.executable)\n")
+    spec = mounted({"containers": [{"name": "main", "image": "x", "command": ["python", "hello.py"], "workingDir": "/t9k/mnt/code"}]})
+    manifest = job("GenericJob", "sdk-vol", {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": {"spec": spec}}]})
+    client = Client.local(runs_dir=shared_tmp / "runs")
+    with pytest.raises(UsageError, match="--volume tutorial=DIR"):
+        client.run(manifest)
+    assert not (shared_tmp / "runs").exists() or not any((shared_tmp / "runs").iterdir())
+    run_dir = shared_tmp / "runs" / "r"
+    started = client.run(manifest, run_dir=run_dir, volumes={"tutorial": folder}, python=sys.executable)
+    assert Path(started.metadata.annotations["t9k-jobs.local/run-dir"]) == run_dir.resolve()
+    try:
+        done = client.wait("gj", "sdk-vol", phase="Succeeded", timeout="2m")
+        assert done.status.phase == "Succeeded"
+        assert f"[worker-0] from /t9k/mnt/code {sys.executable}" in list(client.logs("gj", "sdk-vol"))
+    finally:
+        kill_run(run_dir)
