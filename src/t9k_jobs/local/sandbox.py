@@ -77,7 +77,7 @@ PROBE_TIMEOUT = 15.0
 #: are reset first (Python ignores SIGPIPE, SIGXFSZ).
 INIT = """import ctypes, os, signal, socket, sys
 socket.sethostname(sys.argv[1])
-if ctypes.CDLL(None, use_errno=True).mount(sys.argv[2].encode(), b"/etc/hosts", None, 4096 | 1, None) != 0:
+if ctypes.CDLL(None, use_errno=True).mount(sys.argv[2].encode(), b"/etc/hosts", None, 4096, None) != 0:  # MS_BIND
     sys.exit(f"cannot bind {sys.argv[2]} over /etc/hosts: {os.strerror(ctypes.get_errno())}")
 del sys.argv[1:3]
 pid = os.fork()

@@ -317,7 +317,8 @@ def _downward_problems(source: dict[str, Any]) -> list[str]:
             continue
         field = str((item.get("fieldRef") or {}).get("fieldPath") or "")
         if field not in DOWNWARD_FIELDS and not _DOWNWARD_KEY.match(field):
-            out.append(f"items[{i}].fieldRef.fieldPath: {field!r} is not served; accepted: {', '.join(DOWNWARD_FIELDS)}, metadata.labels['KEY'], metadata.annotations['KEY']")
+            accepted = ", ".join([*DOWNWARD_FIELDS, "metadata.labels['KEY']", "metadata.annotations['KEY']"])
+            out.append(f"items[{i}].fieldRef.fieldPath: {field!r} is not served; accepted: {accepted}")
         path = str(item.get("path") or "")
         if not path or path.startswith("/") or ".." in PurePosixPath(path).parts:
             out.append(f"items[{i}].path: {path!r} must be a relative path without '..'")
