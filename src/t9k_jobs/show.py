@@ -426,7 +426,7 @@ def describe(view: JobView, now: float) -> list[str]:
     if view.tensorboard_url is not None:
         out.append(f"TensorBoard: {view.tensorboard_url}")
     elif tb is not None:
-        ended = view.target == "local" and tb.ready  # a local TensorBoard is served while its run runs
+        ended = view.target == "local" and tb.ready and view.pid is None  # served while its run runs
         out.append(f"TensorBoard: {'not served: its run has ended' if ended else tb.note or tb.reason}")
     reason = why(view)
     if reason and phase != "Succeeded":

@@ -257,16 +257,12 @@ def test_user_written_torchrun_p3_shape_rendezvous_across_replicas(shared_tmp: P
     folder = claim(shared_tmp, (REPO / "examples/pytorch-ddp/train.py", "job/pytorchtrainingjob/ddp"))
     spec = mounted({"containers": [{
         "name": "pytorch", "image": "t9kpublic/pytorch-1.13.0:sdk-0.5.2",
-        "command": ["torchrun ", "--nnodes ", "2 ", "--nproc_per_node ", "1 ", "--rdzv_backend ", "c10d",
-                    "--rdzv_endpoint ", "$(MASTER_ADDR):$(MASTER_PORT)", "--max_restarts ", "0 ", "--role ", "node",
+        "command": ["torchrun", "--nnodes", "2", "--nproc_per_node", "1", "--rdzv_backend", "c10d",
+                    "--rdzv_endpoint", "$(MASTER_ADDR):$(MASTER_PORT)", "--max_restarts", "0", "--role", "node",
                     "entry.py", "train.py", "--epochs", "2", "--output", "metrics.json"],
         "workingDir": "/t9k/mnt/tutorial-examples/job/pytorchtrainingjob/ddp",
         "env": [{"name": "OMP_NUM_THREADS", "value": "1"}],
     }]})  # fmt: skip
-    # T9k's manifest has trailing spaces in its items; torchrun reads "--nnodes " as an unknown
-    # option, so a real cluster needs them stripped by the shell it does not have: keep the
-    # shape, not the typos.
-    spec["containers"][0]["command"] = [a.strip() for a in spec["containers"][0]["command"]]
     manifest = job("PyTorchTrainingJob", "torchrun-mnist", {
         "replicaSpecs": [{"type": "node", "replicas": 2, "restartPolicy": "OnFailure", "template": {"spec": spec}}],
     })  # fmt: skip
@@ -699,6 +695,8 @@ def test_a_local_run_serves_its_tensorboard_over_the_claims_folder(start, shared
     assert run.finish(120) == 0, run.output
     with pytest.raises(OSError):
         urllib.request.urlopen(url, timeout=5)  # it lived with the run
+    described = run_cli(["describe", "pj", "tb", "--run-dir", str(run.run_dir)], shared_tmp)
+    assert "TensorBoard: not served: its run has ended" in described.stdout, described.stdout
 
 
 def test_without_the_tensorboard_package_the_job_runs_with_a_warning(start, shared_tmp: Path) -> None:
