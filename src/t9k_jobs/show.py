@@ -392,7 +392,7 @@ def _unseen(view: JobView, live: list[dict[str, Any]]) -> str | None:
 def describe(view: JobView, now: float) -> list[str]:
     """``describe``'s lines: identity (and a local run's dir and runtime), created (RFC 3339 UTC
     and age), phase, run mode, backoff, start and completion, the native PodGroup when there is
-    one, why it is not Running, the spec summary, conditions, replicas (phase, restarts, exit
+    one, a priority not enforced (the ``Priority`` condition), why it is not Running, the spec summary, conditions, replicas (phase, restarts, exit
     codes, reason; on a cluster the node, and pods the status does not name yet) and the recent
     Events. ``view`` is a detailed view (a backend's ``get(..., detail=True)``); ``now``: epoch
     seconds."""
@@ -422,6 +422,9 @@ def describe(view: JobView, now: float) -> list[str]:
                 out.append(f"{label:<12} {value}")
     if view.pod_group is not None:
         out.append(f"PodGroup:    {view.pod_group}")
+    unranked = status.condition("Priority") if status is not None else None
+    if unranked is not None and unranked.status == "False":  # its priority has no PriorityClass
+        out.append(f"Priority:    {unranked.message}")
     tb = status.tensorboard if status is not None else None
     if view.tensorboard_url is not None:
         out.append(f"TensorBoard: {view.tensorboard_url}")

@@ -279,7 +279,7 @@ def test_values_reach_the_deployment() -> None:
 
 def test_watch_namespaces_grant_roles_instead_of_a_cluster_role() -> None:
     objects = render("--set", "watchNamespaces={team-a,team-b}")
-    # Only the cluster-scoped rules (PriorityClasses made, Kueue's ResourceFlavors and Nodes read) stay in a
+    # Only the cluster-scoped rules (PriorityClasses, Kueue's ResourceFlavors and Nodes read) stay in a
     # ClusterRole of their own: a Role cannot grant them.
     (wide,) = [o for o in objects if o["kind"] == "ClusterRole"]
     (wide_binding,) = [o for o in objects if o["kind"] == "ClusterRoleBinding"]
@@ -360,6 +360,26 @@ def test_crds_can_be_left_out_or_not_kept() -> None:
     assert len(crds) == 4 and all("annotations" not in o["metadata"] for o in crds)
 
 
+def test_job_priorities_are_the_admins_grant() -> None:
+    """Issue 33: no PriorityClass by default; each allowed priority gets t9k-priority-N (value N)
+    with the chosen preemption policy; the operator's rights on them stay read-only."""
+    assert "PriorityClass" not in [o["kind"] for o in render()]
+    objects = render("--set", "jobPriorities.allowed={0,50,100}")
+    classes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "PriorityClass"}
+    assert set(classes) == {"t9k-priority-0", "t9k-priority-50", "t9k-priority-100"}
+    for n in (0, 50, 100):
+        pc = classes[f"t9k-priority-{n}"]
+        assert without_helm_metadata(pc) == rbac.priority_class(n)
+        assert pc["metadata"]["labels"]["app.kubernetes.io/instance"] == "t9k-jobs"
+    never = render("--set", "jobPriorities.allowed={10}", "--set", "jobPriorities.preemptionPolicy=Never")
+    (pc,) = [o for o in never if o["kind"] == "PriorityClass"]
+    assert without_helm_metadata(pc) == rbac.priority_class(10, "Never")
+    for role in [o for o in objects if o["kind"] == "ClusterRole"]:
+        for rule in role["rules"]:
+            if "priorityclasses" in rule["resources"]:
+                assert rule["verbs"] == ["get", "list", "watch"], rule
+
+
 @pytest.mark.parametrize(
     ("values", "message"),
     [
@@ -371,10 +391,13 @@ def test_crds_can_be_left_out_or_not_kept() -> None:
         (["--set", "kubeApi.qps=fast"], "qps"),
         (["--set", "image.pullPolicy=Sometimes"], "pullPolicy"),
         (["--set", "metrics.port=70000"], "port"),
+        (["--set", "jobPriorities.allowed={101}"], "allowed"),
+        (["--set", "jobPriorities.allowed={50,50}"], "allowed"),
+        (["--set", "jobPriorities.preemptionPolicy=Sometimes"], "preemptionPolicy"),
     ],
     ids=[
         "replicas-0", "log-level", "misspelt-key", "namespace-name", "negative-qps", "qps-word", "pull-policy",
-        "port",
+        "port", "priority-101", "priority-twice", "preemption-policy",
     ],
 )
 def test_bad_values_are_refused_naming_the_field(values: list[str], message: str) -> None:

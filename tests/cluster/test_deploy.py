@@ -188,8 +188,8 @@ def test_exact_cluster_role() -> None:
         ("", "events"): {"create", "patch"},
         ("scheduler.tensorstack.dev", "podgroups"): updated,
         ("scheduling.k8s.io", "podgroups"): updated,
-        # t9k-priority-N classes, made on first use; never read, changed or deleted.
-        ("scheduling.k8s.io", "priorityclasses"): {"create"},
+        # PriorityClasses: read only (which t9k-priority-N the admin made); never made (issue 33).
+        ("scheduling.k8s.io", "priorityclasses"): {"get", "list", "watch"},
         ("tensorstack.dev", "tensorboards"): updated,
         # Kueue: a t9kScheduler job's Workload (deleted, never patched) and the flavors' node labels.
         ("kueue.x-k8s.io", "workloads"): children,

@@ -2,7 +2,9 @@
 
 The session's control plane is Kubernetes v1.37.2 with the Workload API on (gate
 ``GenericWorkload``, ``scheduling.k8s.io/v1beta1``): the operator finds it by discovery and gives
-each such job a native PodGroup, pods joining it, and the job's PriorityClass. A second plane,
+each such job a native PodGroup, pods joining it, and the job's PriorityClass where the cluster
+admin made it (the chart's ``jobPriorities.allowed``); without one, the default priority, a
+``Priority`` condition and one Warning, and the operator makes no PriorityClass (issue 33). A second plane,
 started here without the Workload API (as 1.37 ships), gets the default scheduler, a
 ``GangScheduling`` condition and one Warning. No scheduler or kubelet runs in these planes (the
 tests play the kubelet); binding a gang for real is tests/node/test_gang.py.
@@ -10,13 +12,19 @@ tests play the kubelet); binding a gang for real is tests/node/test_gang.py.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from .conftest import ControlPlane, started_plane
+from .helm import CHART, helm
 from .kube import Kube, KubeError, job_path
 from .operator_proc import OperatorProcess
 from .test_operator import condition, create, events, pytorch, reasons, run_all, status, wait_phase, wait_pods
@@ -38,6 +46,30 @@ def operator(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFacto
     assert code == 0, f"operator exited {code} on SIGTERM:\n{op.tail()}"
 
 
+PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+
+
+@contextlib.contextmanager
+def allowed_priorities(kube: Kube, operator: OperatorProcess, *priorities: int) -> Iterator[list[dict[str, Any]]]:
+    """The cluster admin allows ``priorities`` as the chart does (``helm template --set
+    jobPriorities.allowed={...}``, its PriorityClasses created on the API server); waits until the
+    operator has seen each class (its log says so), and deletes them afterwards."""
+    out = helm("template", "t9k-jobs", str(CHART), "--set", f"jobPriorities.allowed={{{','.join(map(str, priorities))}}}")
+    assert out.returncode == 0, out.stderr
+    classes = [d for d in yaml.safe_load_all(out.stdout) if d and d["kind"] == "PriorityClass"]
+    assert sorted(c["value"] for c in classes) == sorted(priorities)
+    for pc in classes:
+        kube.create(PRIORITY_CLASSES, pc)
+    try:
+        for pc in classes:
+            line = f"PriorityClass {pc['metadata']['name']} exists"
+            kube.wait_for(lambda line=line: line in operator.tail(400), what=f"the operator to see {line}")
+        yield classes
+    finally:
+        for pc in classes:
+            kube.delete(f"{PRIORITY_CLASSES}/{pc['metadata']['name']}")
+
+
 def test_the_plane_serves_the_workload_api(kube: Kube) -> None:
     assert kube.get("/version")["gitVersion"] == "v1.37.2"
     served = {r["name"] for r in kube.get(NATIVE)["resources"]}
@@ -48,9 +80,15 @@ def test_a_t9k_scheduler_job_gets_a_native_pod_group_its_pods_join(
     kube: Kube, namespace: str, operator: OperatorProcess
 ) -> None:
     ns, name = namespace, "gang"
-    job = create(kube, pytorch(name, ns, workers=2, scheduler=SCHED))
-    live = wait_pods(kube, ns, name, 3, operator)
-    pg = kube.get(pod_group_path(ns, name))
+    with allowed_priorities(kube, operator, 40):
+        job = create(kube, pytorch(name, ns, workers=2, scheduler=SCHED))
+        live = wait_pods(kube, ns, name, 3, operator)
+        pg = kube.get(pod_group_path(ns, name))
+        pc = kube.get(f"{PRIORITY_CLASSES}/t9k-priority-40")
+        run_all(kube, ns, name)
+        st = wait_phase(kube, ns, "PyTorchTrainingJob", name, "Running", operator)
+        assert not any(c["type"] in ("GangScheduling", "Priority") for c in st.get("conditions") or [])
+        assert not {"GangNotEnforced", "PriorityNotEnforced"} & set(reasons(kube, ns, name))
     assert pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
     assert pg["spec"]["disruptionMode"] == {"all": {}}
     assert pg["spec"]["priorityClassName"] == "t9k-priority-40"
@@ -58,19 +96,52 @@ def test_a_t9k_scheduler_job_gets_a_native_pod_group_its_pods_join(
     (owner,) = pg["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["uid"], owner["controller"]) == ("PyTorchTrainingJob", job["metadata"]["uid"], True)
     assert "scheduling.k8s.io/podgroup-protection" in pg["metadata"]["finalizers"]
-    pc = kube.get("/apis/scheduling.k8s.io/v1/priorityclasses/t9k-priority-40")
-    assert (pc["value"], pc["globalDefault"] if "globalDefault" in pc else False) == (40, False)
+    assert (pc["value"], pc.get("globalDefault", False), pc["preemptionPolicy"]) == (40, False, "PreemptLowerPriority")
     for pod in live.values():
         # The API server kept the field (with the gate off it drops it without a word).
         assert pod["spec"]["schedulingGroup"] == {"podGroupName": name}
         assert pod["spec"]["schedulerName"] == "default-scheduler"
         assert pod["spec"]["priorityClassName"] == "t9k-priority-40"
         assert pod["spec"]["priority"] == 40
-    st = status(kube, ns, "PyTorchTrainingJob", name)
-    assert not any(c["type"] == "GangScheduling" for c in st.get("conditions") or [])
-    assert "GangNotEnforced" not in reasons(kube, ns, name)
+
+
+def test_a_priority_the_admin_did_not_allow_runs_at_the_default_priority(
+    kube: Kube, namespace: str, operator: OperatorProcess, control_plane: ControlPlane
+) -> None:
+    """Issue 33: a job creator gains no cluster-wide preemption. Priority 70 has no PriorityClass:
+    the operator makes none (its RBAC could not either), the pods and the PodGroup name none (the
+    default priority, 0), the job says why in a condition, one Warning event and describe."""
+    ns, name = namespace, "unranked"
+    if kube.exists(f"{PRIORITY_CLASSES}/t9k-priority-70"):
+        kube.delete(f"{PRIORITY_CLASSES}/t9k-priority-70")
+    create(kube, pytorch(name, ns, workers=1, scheduler={"t9kScheduler": {"queue": "q", "priority": 70}}))
+    live = wait_pods(kube, ns, name, 2, operator)
+    for pod in live.values():
+        assert pod["spec"]["schedulingGroup"] == {"podGroupName": name}
+        assert "priorityClassName" not in pod["spec"]
+        assert pod["spec"].get("priority", 0) == 0
+    pg = kube.get(pod_group_path(ns, name))
+    assert "priorityClassName" not in pg["spec"] and pg["spec"].get("priority", 0) == 0
+    cond = kube.wait_for(
+        lambda: next((c for c in status(kube, ns, "PyTorchTrainingJob", name).get("conditions") or []
+                      if c["type"] == "Priority"), None),
+        what="the Priority condition",
+    )  # fmt: skip
+    assert (cond["status"], cond["reason"]) == ("False", "NoPriorityClass")
+    assert "no PriorityClass t9k-priority-70" in cond["message"]
+    kube.wait_for(lambda: "PriorityNotEnforced" in reasons(kube, ns, name), what="the PriorityNotEnforced event")
     run_all(kube, ns, name)
     wait_phase(kube, ns, "PyTorchTrainingJob", name, "Running", operator)
+    warned = [e for e in events(kube, ns, name) if e["reason"] == "PriorityNotEnforced"]
+    assert [(e["type"], e.get("count") or 1) for e in warned] == [("Warning", 1)]
+    assert not kube.exists(f"{PRIORITY_CLASSES}/t9k-priority-70"), "the operator made a PriorityClass"
+    environ = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)}
+    described = subprocess.run(
+        [sys.executable, "-m", "t9k_jobs.cli", "describe", "pj", name, "-n", ns],
+        capture_output=True, text=True, timeout=120, env=environ, check=False,
+    )  # fmt: skip
+    assert described.returncode == 0, described.stderr
+    assert "NoPriorityClass" in described.stdout and "t9k-priority-70" in described.stdout, described.stdout
 
 
 def test_min_count_follows_the_replicas_when_the_job_is_scaled(

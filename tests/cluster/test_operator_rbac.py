@@ -81,12 +81,13 @@ def test_operator_needs_no_more_than_its_role(control_plane, kube: Kube, namespa
         kube.set_pod_phase(ns, "restarts-worker-0", "Failed", exit_code=1)
         wait_replaced(kube, ns, "restarts", "restarts-worker-0", uid)
 
-        # A t9kScheduler job on this 1.37 plane: a native PodGroup and a PriorityClass, made with
-        # the operator's own rights (a priority no other test uses, so the class is new here).
+        # A t9kScheduler job on this 1.37 plane: a native PodGroup, made with the operator's own
+        # rights; its priority has no PriorityClass (a priority no other test uses) and the
+        # operator, which may only read them, makes none (issue 33).
         create(kube, pytorch("gang", ns, workers=1, scheduler={"t9kScheduler": {"queue": "q", "priority": 77}}))
         wait_pods(kube, ns, "gang", 2, op)
         assert kube.exists(f"/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups/gang")
-        assert kube.exists("/apis/scheduling.k8s.io/v1/priorityclasses/t9k-priority-77")
+        assert not kube.exists("/apis/scheduling.k8s.io/v1/priorityclasses/t9k-priority-77")
 
         forbidden = op.metric("rest_client_requests_total", code="403")
         assert forbidden == 0, f"{forbidden:.0f} requests refused:\n{op.tail()}"

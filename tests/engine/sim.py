@@ -46,8 +46,11 @@ class Sim:
         graceful: bool = False,
         gang: str = "t9k",
         queueing: bool = False,
+        priority_classes: frozenset[str] | None = None,
     ) -> None:
         manifest = copy.deepcopy(manifest)
+        # The PriorityClasses the cluster has (Observed.priority_classes; None: not known).
+        self.priority_classes = priority_classes
         self.gang = gang  # the runtime's gang mode for t9kScheduler (Observed.gang)
         # Whether Kueue is served (Observed.queueing); the job's Workload's status, as Kueue
         # writes it: a new Workload starts pending (tests admit or evict it with `workload`).
@@ -81,6 +84,7 @@ class Sim:
             others=frozenset(self.others),
             desired_hashes={key: desired_hash_of(obj) for key, obj in self.others.items() if key[0] != "Secret"},
             gang=self.gang,
+            priority_classes=self.priority_classes,
             queueing=self.queueing,
             workload=self.workload if ("Workload", self.job.name) in self.others else None,
             unreachable_nodes=dict(self.unreachable),

@@ -8,6 +8,8 @@ a ``GangScheduling`` condition and one Warning.
 
 from __future__ import annotations
 
+import pytest
+
 from .jobs import colossalai, pytorch
 from .sim import Sim
 
@@ -96,15 +98,89 @@ def test_native_a_class_the_template_names_is_kept_and_named_by_the_group():
     assert sim.pod("j-master-0")["spec"]["priorityClassName"] == "team-high"
 
 
-def test_priority_classes_are_ours_only_for_our_names():
-    from t9k_jobs.frameworks.base import priority_class, priority_class_name
+def priority_events(sim: Sim) -> list[tuple[str, str, str]]:
+    events = [e for plan in sim.plans for e in plan.events]
+    return [(e.type, e.reason, e.message) for e in events if e.reason == "PriorityNotEnforced"]
 
-    pc = priority_class(priority_class_name(100))
-    assert pc is not None and pc["value"] == 100 and pc["metadata"]["name"] == "t9k-priority-100"
-    assert pc["globalDefault"] is False
-    assert priority_class("t9k-priority-0")["value"] == 0
-    for other in ("team-high", "t9k-priority-101", "t9k-priority-07", "t9k-priority-", "t9k-priority-x"):
-        assert priority_class(other) is None, other
+
+def test_native_names_the_class_the_cluster_has():
+    sim = Sim(pytorch([("master", 1), ("worker", 2)], name="j", scheduler=SCHED), gang="native",
+              priority_classes=frozenset({"t9k-priority-40", "system-cluster-critical"}))  # fmt: skip
+    plan = sim.step()
+    (pg,) = created(plan, "PodGroup")
+    assert pg["spec"]["priorityClassName"] == "t9k-priority-40"
+    assert all(p["spec"]["priorityClassName"] == "t9k-priority-40" for p in created(plan, "Pod"))
+    assert sim.condition("Priority") is None and priority_events(sim) == []
+
+
+def test_native_without_the_class_runs_at_the_default_priority_with_one_warning():
+    """Issue 33: the operator makes no PriorityClass; a priority the admin did not allow (no
+    t9k-priority-N) leaves the pods and the PodGroup without a class: the default priority, which
+    preempts nobody. A condition says so while it holds, one Warning when it first appears."""
+    sim = Sim(pytorch([("master", 1), ("worker", 2)], name="j", scheduler=SCHED), gang="native",
+              priority_classes=frozenset({"t9k-priority-50"}))  # fmt: skip
+    plan = sim.step()
+    (pg,) = created(plan, "PodGroup")
+    assert "priorityClassName" not in pg["spec"]
+    pods = created(plan, "Pod")
+    assert len(pods) == 3
+    for pod in pods:
+        assert "priorityClassName" not in pod["spec"] and "priority" not in pod["spec"]
+        assert pod["spec"]["schedulingGroup"] == {"podGroupName": "j"}
+    cond = sim.condition("Priority")
+    assert (cond.status, cond.reason) == ("False", "NoPriorityClass")
+    assert cond.message.startswith(
+        "spec.scheduler.t9kScheduler.priority (40) is not enforced: this cluster has no PriorityClass t9k-priority-40"
+    ), cond.message
+    assert "jobPriorities.allowed" in cond.message
+    sim.run_all()
+    sim.step()
+    sim.step()
+    assert sim.status.phase == "Running"
+    assert sim.condition("Priority").last_transition_time == cond.last_transition_time
+    assert priority_events(sim) == [("Warning", "PriorityNotEnforced", cond.message)]
+    # The admin allows the priority: the condition goes; pods made from then on name the class.
+    sim.priority_classes = frozenset({"t9k-priority-40"})
+    sim.step()
+    assert sim.condition("Priority") is None
+    assert priority_events(sim) == [("Warning", "PriorityNotEnforced", cond.message)]
+
+
+def test_no_priority_condition_where_the_priority_goes_elsewhere():
+    """Kueue carries the priority in the Workload; T9k's PodGroup in its spec; a template's own
+    class or priority is the user's; without known classes (render) every class is taken to exist."""
+    own = pytorch(name="j", scheduler=SCHED)
+    for spec in own["spec"]["replicaSpecs"]:
+        spec["template"]["spec"]["priorityClassName"] = "team-high"
+    none = frozenset()
+    for manifest, kw in (
+        (pytorch(name="j", scheduler=SCHED), {"gang": "native", "queueing": True, "priority_classes": none}),
+        (pytorch(name="j", scheduler=SCHED), {"gang": "t9k", "priority_classes": none}),
+        (own, {"gang": "native", "priority_classes": none}),
+        (pytorch(name="j"), {"gang": "native", "priority_classes": none}),
+        (pytorch(name="j", scheduler=SCHED), {"gang": "native"}),
+    ):
+        sim = Sim(manifest, **kw)
+        sim.step()
+        assert sim.condition("Priority") is None, kw
+        assert priority_events(sim) == [], kw
+    sim = Sim(own, gang="native", priority_classes=none)
+    (pg,) = created(sim.step(), "PodGroup")
+    assert pg["spec"]["priorityClassName"] == "team-high"  # the user's class: the admission plugin judges it
+
+
+def test_a_job_priority_class_is_the_admins_to_make():
+    from t9k_jobs.deploy.rbac import priority_class
+
+    pc = priority_class(100)
+    assert pc["metadata"]["name"] == "t9k-priority-100" and pc["value"] == 100
+    assert (pc["globalDefault"], pc["preemptionPolicy"]) == (False, "PreemptLowerPriority")
+    assert priority_class(0, "Never")["preemptionPolicy"] == "Never"
+    for bad in (101, -1, True, 7.0, "7"):
+        with pytest.raises(ValueError, match="from 0 to 100"):
+            priority_class(bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="preemptionPolicy"):
+        priority_class(5, "Sometimes")
 
 
 def test_none_default_scheduler_condition_and_one_warning():

@@ -49,7 +49,7 @@ from ..frameworks.base import (
     LABEL_OWNER_NAME,
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
-    priority_class,
+    PRIORITY_CLASS_PREFIX,
 )
 from ..sshkeys import materialize
 from . import metrics
@@ -290,8 +290,6 @@ class Controller:
         # Whether scheduling.k8s.io/v1beta1 PodGroups are served (Kubernetes 1.37, gate
         # GenericWorkload): used for t9kScheduler jobs where T9k's own PodGroup is not served.
         self.native_gang = native_gang and "PodGroup" not in (optional_kinds or set())
-        # The PriorityClasses this process knows exist (made by it, or a 409 said so).
-        self.priority_classes: set[str] = set()
         # Children's changes enqueue their job after this many seconds, so the changes of one job
         # that arrive together (created, scheduled, running) make one pass and one status write;
         # kube-controller-manager's Job controller batches pod updates the same way, with 1 s.
@@ -308,6 +306,9 @@ class Controller:
         self.job_informers: dict[str, list[Informer[dict[str, Any]]]] = {}
         self.child_informers: list[Informer[Child]] = []
         self.flavors: Informer[dict[str, str]] | None = None
+        # The cluster's PriorityClasses (names), where a native gang names them: the admin makes
+        # the t9k-priority-N classes of the priorities they allow; the operator only reads them.
+        self.priority_classes: Informer[bool] | None = None
         # Every node, as when it stopped being Ready (None: Ready): a replica's node lost.
         self.nodes: Informer[float | None] | None = None
         # Every job the controller remembers something about (state.py); a record is dropped
@@ -338,12 +339,16 @@ class Controller:
         if self.queueing:
             # The node labels of Kueue's flavors, put on the pods of an admitted job.
             self.flavors = Informer(self.client, RESOURCEFLAVORS, transform=_flavor_labels)
+        if self.gang_mode == "native":
+            # Which t9k-priority-N classes exist: a native gang names its class only then.
+            self.priority_classes = Informer(self.client, PRIORITYCLASSES, transform=lambda obj: True)
+            self.priority_classes.add_handler(self._on_priority_class)
         # Nodes' readiness: the replicas of a node unreachable for node_lost_after are lost.
         self.nodes = Informer(self.client, NODES, transform=unreachable_since)
         self.nodes.add_handler(self._on_node)
 
     def informers(self) -> list[Informer[Any]]:
-        extra: list[Informer[Any]] = [i for i in (self.flavors, self.nodes) if i is not None]
+        extra: list[Informer[Any]] = [i for i in (self.flavors, self.nodes, self.priority_classes) if i is not None]
         return [i for infs in self.job_informers.values() for i in infs] + list(self.child_informers) + extra
 
     def _on_node(self, event: str, key: Key, new: float | None, old: float | None) -> None:
@@ -357,6 +362,32 @@ class Controller:
         for jkey, state in list(self.jobs.items()):
             if any(c.pod is not None and c.pod.node == node for c in state.children.values()):
                 self.queue.add(jkey)
+
+    def _on_priority_class(self, event: str, key: Key, new: bool | None, old: bool | None) -> None:
+        """A PriorityClass was made or deleted: look at every job again (rare; a job whose
+        priority gains or loses its class changes its ``Priority`` condition, and its pods made
+        from then on name the class or not)."""
+        if event == "MODIFIED":
+            return
+        name = key[1]
+        if name.startswith(PRIORITY_CLASS_PREFIX):
+            log.info(
+                "PriorityClass %s %s: t9kScheduler jobs of priority %s %s", name,
+                "exists" if event == "ADDED" else "was deleted", name[len(PRIORITY_CLASS_PREFIX):],
+                "run at it" if event == "ADDED" else "run at the default priority from now on",
+            )  # fmt: skip
+        for infs in self.job_informers.values():
+            for inf in infs:
+                for ns, name in list(inf.store):
+                    self.queue.add(JobKey(inf.resource.kind, ns, name))
+
+    def known_priority_classes(self) -> frozenset[str] | None:
+        """The names of the cluster's PriorityClasses where a native gang may name them (the
+        informer's), else None (the engine then needs none: T9k's PodGroup or Kueue carry the
+        priority, or no gang at all)."""
+        if self.priority_classes is None:
+            return None
+        return frozenset(name for _, name in self.priority_classes.store)
 
     async def start_informers(self) -> None:
         """Start every informer and wait until each has listed once."""
@@ -563,6 +594,7 @@ class Controller:
             ready=frozenset(ready),
             unserved=frozenset(k for k in OPTIONAL_CHILDREN if k not in self.served_optional_kinds),
             gang=self.gang_mode,
+            priority_classes=self.known_priority_classes(),
             queueing=self.queueing,
             workload=workload,
             unreachable_nodes=unreachable,
@@ -616,34 +648,6 @@ class Controller:
         if kind == "PodGroup" and self.gang_mode == "native":
             return NATIVE_PODGROUPS
         return CORE_CHILDREN.get(kind) or OPTIONAL_CHILDREN[kind]
-
-    async def _ensure_priority_classes(self, key: JobKey, raw: dict[str, Any], objs: list[dict[str, Any]]) -> None:
-        """Make the ``t9k-priority-<N>`` PriorityClasses that ``objs`` (pods, a native PodGroup)
-        name and that this process has not seen yet; a 409 means one exists. The API server's
-        Priority admission refuses a pod or PodGroup whose class does not exist, so this runs
-        before they are created. Raises ApiError (after a Warning event) when a class cannot be
-        made; the pass is retried with backoff."""
-        wanted = set()
-        for obj in objs:
-            name = (obj.get("spec") or {}).get("priorityClassName")
-            if name and name not in self.priority_classes:
-                wanted.add(name)
-        for name in sorted(wanted):
-            body = priority_class(name)
-            if body is None:  # a class the user names: theirs to make
-                continue
-            try:
-                await self.client.create(PRIORITYCLASSES, None, body)
-            except ApiError as exc:
-                if exc.status != 409:
-                    metrics.API_ERRORS.labels(verb="create", reason=exc.reason).inc()
-                    self._emit_event(
-                        raw, "Warning", "FailedCreatePriorityClass", f"cannot create priorityclass {name}: {exc.message}"
-                    )
-                    raise
-            else:
-                log.info("%s: created PriorityClass %s (value %s)", key, name, body["value"])
-            self.priority_classes.add(name)
 
     async def reconcile_key(self, key: JobKey) -> str:
         """One pass for ``key``; returns the result label (success, skipped, requeue_after, invalid)."""
@@ -765,11 +769,6 @@ class Controller:
             if obj["kind"] in OPTIONAL_CHILDREN and obj["kind"] not in self.served_optional_kinds:
                 continue
             creates.append(obj)
-        if creates and self.gang_mode == "native":
-            try:
-                await self._ensure_priority_classes(key, raw, creates)
-            except ApiError as exc:
-                return [exc]
         if creates:
             self.expectations.expect(key, creates={_ref(o) for o in creates})
             errors += await self._create_all(key, job, raw, creates)

@@ -140,6 +140,16 @@ VALUES: tuple[Value, ...] = (
     Value("podAnnotations", {}, _STRING_MAP,
           "Extra annotations of the operator pods (the prometheus.io/* ones are always set)."),
     Value("priorityClassName", "", {"type": "string"}, "PriorityClass of the operator pods."),
+    Value("jobPriorities.allowed", [],
+          {"type": "array", "uniqueItems": True, "items": {"type": "integer", "minimum": 0, "maximum": 100}},
+          "The spec.scheduler.t9kScheduler.priority values jobs may run at where jobs are gang-scheduled "
+          "with scheduling.k8s.io PodGroups: the chart makes PriorityClass t9k-priority-N (value N) for "
+          "each. A job whose priority is not listed runs at the default priority, with a Warning and a "
+          "Priority condition. Empty: none; the operator never makes a PriorityClass (docs/scheduling.md)."),
+    Value("jobPriorities.preemptionPolicy", rbac.PRIORITY_PREEMPTION,
+          {"type": "string", "enum": list(rbac.PREEMPTION_POLICIES)},
+          "preemptionPolicy of those classes: PreemptLowerPriority (a job preempts pods of lower "
+          "priority, of any namespace, to fit) or Never (priority only orders the scheduling queue)."),
     Value("nodeSelector", {}, _STRING_MAP, "Node selector of the operator pods."),
     Value("tolerations", [], {"type": "array", "items": {"type": "object"}},
           "Tolerations of the operator pods."),
@@ -460,8 +470,8 @@ def _rbac_template() -> str:
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": scoped.expr(jobs_name)},
         "subjects": _subjects(scoped, "$"),
     }
-    # Cluster-scoped resources (PriorityClasses, Kueue's ResourceFlavors) cannot be granted by a
-    # Role: a small ClusterRole holds those rules alone.
+    # Cluster-scoped resources (PriorityClasses, Kueue's ResourceFlavors, Nodes) cannot be granted
+    # by a Role: a small ClusterRole holds those rules alone.
     wide = _Template()
     wide_name = 'printf "%s-cluster-scoped" (include "t9k-jobs.fullname" .)'
     wide_role = {
@@ -486,6 +496,33 @@ def _rbac_template() -> str:
         + wide.dump([wide_role, wide_binding])
         + "{{- else }}\n"
         + cluster.dump([role, binding])
+        + "{{- end }}\n"
+    )
+
+
+def _priority_classes_template() -> str:
+    """One PriorityClass ``t9k-priority-N`` per priority in ``jobPriorities.allowed`` (none by
+    default), from :func:`rbac.priority_class`: the admin's grant of job priorities."""
+    t = _Template()
+    pc = rbac.priority_class(0)
+    if pc["value"] != 0 or pc["preemptionPolicy"] != rbac.PRIORITY_PREEMPTION or pc["metadata"]["name"] != "t9k-priority-0":
+        raise ValueError("the job PriorityClass no longer has the shape the chart templates")
+    own = dict(pc["metadata"]["labels"])
+
+    def labels(i: int) -> list[str]:
+        pad = " " * i
+        return [f"{pad}labels:"] + [f"{pad}  {k}: {v}" for k, v in own.items()] + [
+            f'{pad}  {{{{- include "t9k-jobs.standardLabels" $ | nindent {i + 2} }}}}'
+        ]
+
+    pc["metadata"] = {"name": t.expr('printf "t9k-priority-%d" (int $p)'), t.block(labels): None}
+    pc["value"] = t.expr("int $p")
+    pc["preemptionPolicy"] = t.expr("$.Values.jobPriorities.preemptionPolicy")
+    pc["description"] = pc["description"].replace(" 0 ", " " + t.expr("int $p") + " ")
+    return (
+        _TEMPLATE_HEADER
+        + "{{- range $p := .Values.jobPriorities.allowed }}\n---\n"
+        + t.dump([pc])
         + "{{- end }}\n"
     )
 
@@ -760,6 +797,7 @@ def generate_chart() -> dict[str, str]:
         "templates/serviceaccount.yaml": _service_account_template(),
         "templates/rbac.yaml": _rbac_template(),
         "templates/leader-election-rbac.yaml": _lease_template(),
+        "templates/priorityclasses.yaml": _priority_classes_template(),
         "templates/deployment.yaml": _deployment_template(),
         "templates/metrics-service.yaml": _service_template(),
         "templates/servicemonitor.yaml": _service_monitor_template(),

@@ -198,11 +198,11 @@ def cluster_role() -> dict[str, Any]:
         # Kueue evicted it. The ResourceFlavors are read for the node labels of an admission.
         _rule(WORKLOADS.group, [WORKLOADS.plural], ["get", "list", "watch", "create", "delete"]),
         _rule(RESOURCEFLAVORS.group, [RESOURCEFLAVORS.plural], ["get", "list", "watch"]),
-        # The PriorityClasses t9k-priority-0 ... t9k-priority-100 that carry a job's
-        # t9kScheduler priority on such a cluster: made on first use (a 409 means it exists),
-        # never read, changed or deleted (other workloads may use them too). RBAC cannot limit
-        # create to names (the name is not known when it authorizes).
-        _rule(PRIORITYCLASSES.group, [PRIORITYCLASSES.plural], ["create"]),
+        # PriorityClasses, read only: a native gang's pods name t9k-priority-N only where the
+        # cluster admin made that class (the chart's jobPriorities.allowed). Making one would be
+        # cluster-wide power (its pods preempt other namespaces' pods), which a job creator must
+        # not get through the operator: no create (docs/scheduling.md).
+        _rule(PRIORITYCLASSES.group, [PRIORITYCLASSES.plural], ["get", "list", "watch"]),
         # Nodes: read (informer) for their Ready condition; the replicas of a node unreachable
         # for --node-lost-after are lost and their pods deleted (issue 25). Never written.
         _rule(NODES.group, [NODES.plural], ["get", "list", "watch"]),
@@ -242,8 +242,8 @@ def namespaced_rules() -> list[dict[str, Any]]:
 
 
 def cluster_scoped_rules() -> list[dict[str, Any]]:
-    """The rules of :func:`cluster_role` on cluster-scoped resources (the t9k-priority-N
-    PriorityClasses it makes, the Kueue ResourceFlavors and the Nodes it reads)."""
+    """The rules of :func:`cluster_role` on cluster-scoped resources (the PriorityClasses, the
+    Kueue ResourceFlavors and the Nodes it reads)."""
     return [r for r in cluster_role()["rules"] if _is_cluster_scoped(r)]
 
 
@@ -401,6 +401,42 @@ def deployment(image: str = DEFAULT_IMAGE, replicas: int = REPLICAS) -> dict[str
                 "spec": pod_spec,
             },
         },
+    }
+
+
+# --------------------------------------------------------------------------- job priorities
+
+#: ``preemptionPolicy`` of the job PriorityClasses unless the admin chooses ``Never``: T9k's
+#: priority says who preempts whom (a higher-priority gang takes a lower one's place), so a class
+#: the admin allows preempts lower-priority pods (docs/decisions.md, "Priorities without admin power").
+PRIORITY_PREEMPTION = "PreemptLowerPriority"
+#: The ``preemptionPolicy`` values a job PriorityClass may have (``scheduling.k8s.io/v1``).
+PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
+
+
+def priority_class(priority: int, preemption_policy: str = PRIORITY_PREEMPTION) -> dict[str, Any]:
+    """The ``scheduling.k8s.io/v1`` PriorityClass ``t9k-priority-<priority>`` that lets jobs of
+    ``t9kScheduler.priority`` ``priority`` (0-100) run at that priority on a cluster with native
+    gangs; made by the cluster admin for each priority they allow (the chart's
+    ``jobPriorities.allowed``), never by the operator. Its value is the priority itself: far
+    below the system classes (two billion) and the user-class ceiling (one billion), so a job
+    never outranks the cluster's critical pods; 0 equals a pod without a class.
+    ``preemption_policy``: :data:`PREEMPTION_POLICIES`. Raises ``ValueError`` for a priority
+    outside 0-100 or another policy."""
+    from ..frameworks.base import priority_class_name
+
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 100:
+        raise ValueError(f"a job priority is an integer from 0 to 100, not {priority!r}")
+    if preemption_policy not in PREEMPTION_POLICIES:
+        raise ValueError(f"preemptionPolicy must be one of {', '.join(PREEMPTION_POLICIES)}, not {preemption_policy!r}")
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": _meta(priority_class_name(priority), labels={"app.kubernetes.io/part-of": "t9k-jobs"}),
+        "value": priority,
+        "globalDefault": False,
+        "preemptionPolicy": preemption_policy,
+        "description": f"T9k jobs of spec.scheduler.t9kScheduler.priority {priority} (allowed by the cluster admin)",
     }
 
 

@@ -100,6 +100,9 @@ def conditions(p: Pass, t: Tally, phase: str, outcome: Outcome | None) -> list[C
     queue = queue_not_enforced(p)
     if queue:
         rows.append(("Queueing", False, "NotEnforced", queue))
+    priority = priority_not_enforced(p)
+    if priority:
+        rows.append(("Priority", False, NO_PRIORITY_CLASS, priority))
     queue = queue_row(p, t.queued, phase)
     if queue is not None:
         rows.append(queue)
@@ -154,6 +157,42 @@ def queue_not_enforced(p: Pass) -> str:
         f"spec.scheduler.t9kScheduler.queue ({sched.queue}) is not enforced: this cluster gang-schedules with "
         "scheduling.k8s.io/v1beta1 PodGroups, which have no queue, and serves no Kueue (kueue.x-k8s.io) to queue "
         "the job; its pods are bound as one gang as soon as they fit, at its PodGroup's priority"
+    )
+
+
+#: Reason of the ``Priority`` condition (False) of a job whose priority has no PriorityClass.
+NO_PRIORITY_CLASS = "NoPriorityClass"
+
+
+def priority_not_enforced(p: Pass) -> str:
+    """The ``Priority`` condition's message when a native gang's priority has no PriorityClass on
+    this cluster ('' otherwise): the pods and the PodGroup then name none and run at the default
+    priority, preempting nothing. Only the cluster admin makes the ``t9k-priority-<N>`` classes,
+    for the priorities they allow (the chart's ``jobPriorities.allowed``; docs/scheduling.md), so
+    a job creator cannot gain preemption over other namespaces' pods. Not said where Kueue queues
+    the job (its Workload carries the priority, which Kueue orders and preempts by, within the
+    admin's quotas), nor for replica templates that name their own class or priority (the
+    Priority admission plugin judges those), nor where the classes are not known (``render``).
+    The condition (False, reason :data:`NO_PRIORITY_CLASS`) stays while it holds; one Warning
+    ``PriorityNotEnforced`` event says it when it first appears (:func:`~.status.finish_status`)."""
+    from ..frameworks.base import priority_class_name
+
+    sched = p.job.scheduler.t9k_scheduler if p.job.scheduler else None
+    known = p.observed.priority_classes
+    if sched is None or p.ctx.gang != "native" or p.observed.queueing or known is None:
+        return ""
+    name = priority_class_name(sched.priority)
+    if name in known:
+        return ""
+    own = [g for g in p.groups if (g.template.get("spec") or {}).get("priorityClassName")
+           or (g.template.get("spec") or {}).get("priority") is not None]  # fmt: skip
+    if own and len(own) == len(p.groups):
+        return ""
+    return (
+        f"spec.scheduler.t9kScheduler.priority ({sched.priority}) is not enforced: this cluster has no "
+        f"PriorityClass {name}, so the job's pods and PodGroup run at the default priority and preempt "
+        "nothing; the cluster admin allows a priority by making its class (the chart's value "
+        "jobPriorities.allowed)"
     )
 
 

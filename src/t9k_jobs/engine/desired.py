@@ -70,15 +70,20 @@ def children(
     gang: GangMode = "t9k",
     launcher: Launcher | None = None,
     queueing: bool = False,
+    priority_classes: frozenset[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Every object other than pods that ``job`` owns, in creation order, each with its desired hash;
     ``gang`` picks which PodGroup, if any (:func:`~t9k_jobs.frameworks.base.pod_group`);
     ``launcher`` as for :func:`~t9k_jobs.engine.reconcile`; ``queueing``: the runtime queues
     ``t9kScheduler`` jobs through Kueue, so such a job owns a Workload
-    (:func:`~t9k_jobs.frameworks.queueing.workload`), made first: nothing else waits for it."""
+    (:func:`~t9k_jobs.frameworks.queueing.workload`), made first: nothing else waits for it;
+    ``priority_classes``: the PriorityClasses the cluster has (``None``: all taken to exist), which
+    a native PodGroup may name."""
     fw = framework_for(job)
     groups = fw.groups(job)
-    ctx = BuildContext(addressing, groups=tuple(groups), gang=gang, launcher=launcher)
+    ctx = BuildContext(
+        addressing, groups=tuple(groups), gang=gang, launcher=launcher, priority_classes=priority_classes
+    )
     wl = workload(job, groups) if queueing else None
     out: list[dict[str, Any]] = [wl] if wl is not None else []
     out += fw.extra_children(job, groups, ctx)
@@ -90,7 +95,7 @@ def children(
     if gang == "native":
         # Every pod joins a native gang, a launcher too (base_pod): it is counted.
         min_member += sum(g.replicas for g in groups if not g.in_pod_group)
-    group_obj = pod_group(job, min_member, gang, _user_priority_class(groups))
+    group_obj = pod_group(job, min_member, gang, _user_priority_class(groups), priority_classes)
     if group_obj is not None:
         out.append(group_obj)
     tb = tensorboard(job, fw.tensorboard_spec(job))
@@ -120,7 +125,7 @@ def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext, 
     ``skipInitContainer`` drops the init containers.
     """
     fw = framework_for(job)
-    pod = base_pod(job, group, index, ctx.gang)
+    pod = base_pod(job, group, index, ctx.gang, ctx.priority_classes)
     pod["metadata"]["labels"][LABEL_RESTART_GENERATION] = str(restart_attempt)
     fw.decorate(job, group, index, pod, ctx)
     flavor_labels = ctx.node_selectors.get(group.type)

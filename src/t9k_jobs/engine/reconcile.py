@@ -116,8 +116,12 @@ def begin(
     ctx = BuildContext(
         addressing, resumed=resumed, groups=tuple(groups), gang=gang, launcher=launcher,
         node_selectors=wl.node_selectors if wl is not None and wl.admitted else {},
+        priority_classes=observed.priority_classes,
     )  # fmt: skip
-    owned = children(job, addressing, ctx.gang, launcher, queueing=in_queue(job, observed, old))
+    owned = children(
+        job, addressing, ctx.gang, launcher, queueing=in_queue(job, observed, old),
+        priority_classes=observed.priority_classes,
+    )  # fmt: skip
     if old.phase in TERMINAL_PHASES or job.run_mode.pause_enabled:
         # A finished or paused job holds no quota: its Workload is deleted (plan_children prunes it).
         owned = [o for o in owned if o["kind"] != "Workload"]

@@ -70,6 +70,9 @@ def finish_status(p: Pass, t: Tally, phase: str, outcome: Outcome | None) -> Job
     queue = s.condition("Queueing")
     if queue is not None and p.old.condition("Queueing") is None:
         t.event("Warning", "QueueNotEnforced", queue.message)
+    priority = s.condition("Priority")
+    if priority is not None and p.old.condition("Priority") is None:
+        t.event("Warning", "PriorityNotEnforced", priority.message)
     now_init, before = s.condition("Initialized"), p.old.condition("Initialized")
     if now_init is not None and now_init.reason == "ChildConflict" and (
         before is None or (before.reason, before.message) != (now_init.reason, now_init.message)

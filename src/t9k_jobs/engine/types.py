@@ -210,6 +210,12 @@ class Observed:
     #: ``render`` assumes), ``native`` (``scheduling.k8s.io/v1beta1`` PodGroup) or ``none``
     #: (default scheduler; the job gets a ``GangScheduling`` condition and one Warning).
     gang: str = "t9k"
+    #: The PriorityClasses the cluster has (names), read by the runtime: a native gang's pods and
+    #: PodGroup name ``t9k-priority-<N>`` only when it is among them, else they run at the default
+    #: priority and the job's ``Priority`` condition says so (the cluster admin makes the classes
+    #: of the priorities they allow; docs/scheduling.md). ``None``: not known, every class is
+    #: taken to exist (``render``, a local run).
+    priority_classes: frozenset[str] | None = None
     #: Whether this runtime queues ``t9kScheduler`` jobs through Kueue (its Workload API is
     #: served): such a job gets a Workload and no pod until it is admitted (:mod:`.admission`).
     queueing: bool = False

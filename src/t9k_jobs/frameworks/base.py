@@ -91,6 +91,9 @@ class BuildContext:
     gang: GangMode = "t9k"
     launcher: Launcher | None = None
     node_selectors: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: The PriorityClasses the cluster has (names; :func:`priority_class_name`), which a native
+    #: gang's pods and PodGroup may name; ``None``: not known, every one is taken to exist (render).
+    priority_classes: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -275,7 +278,13 @@ def add_env(c: dict[str, Any], values: dict[str, str], *, first: bool = True) ->
     c["env"] = new + env if first else env + new
 
 
-def base_pod(job: JobBase, group: ReplicaGroup, index: int, gang: GangMode = "t9k") -> dict[str, Any]:
+def base_pod(
+    job: JobBase,
+    group: ReplicaGroup,
+    index: int,
+    gang: GangMode = "t9k",
+    priority_classes: frozenset[str] | None = None,
+) -> dict[str, Any]:
     """The pod of replica ``index`` of ``group`` before any kind-specific decoration.
 
     Copies the template, names the pod ``<job>-<type>-<index>``, adds the labels of
@@ -285,7 +294,10 @@ def base_pod(job: JobBase, group: ReplicaGroup, index: int, gang: GangMode = "t9
     queue and group-name labels (reference §1.7); ``native``: ``spec.schedulingGroup.podGroupName``
     naming the job's native PodGroup (every pod, a launcher too), the default scheduler, and
     ``priorityClassName`` :func:`priority_class_name` of the job's priority unless the template
-    names a class or a priority; ``none``: the default scheduler and nothing else.
+    names a class or a priority, or the class is not among ``priority_classes`` (the cluster's;
+    ``None``: all taken to exist): the cluster admin makes the classes, the operator never does
+    (docs/scheduling.md), and without one the pod runs at the default priority; ``none``: the
+    default scheduler and nothing else.
     """
     template = copy.deepcopy(group.template)
     name = group.pod_name(job.name, index)
@@ -320,7 +332,9 @@ def base_pod(job: JobBase, group: ReplicaGroup, index: int, gang: GangMode = "t9
         spec.pop("schedulerName", None)
         spec["schedulingGroup"] = {"podGroupName": job.name}
         if not spec.get("priorityClassName") and spec.get("priority") is None:
-            spec["priorityClassName"] = priority_class_name(scheduler.priority)
+            name = priority_class_name(scheduler.priority)
+            if priority_classes is None or name in priority_classes:
+                spec["priorityClassName"] = name
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
 
 
@@ -347,35 +361,18 @@ PRIORITY_CLASS_PREFIX = "t9k-priority-"
 
 
 def priority_class_name(priority: int) -> str:
-    """The PriorityClass of T9k priority ``priority`` (0-100): ``t9k-priority-<priority>``, value
-    ``priority`` (:func:`priority_class`)."""
+    """The PriorityClass of T9k priority ``priority`` (0-100): ``t9k-priority-<priority>``, of value
+    ``priority``, made by the cluster admin for the priorities they allow (the chart's
+    ``jobPriorities.allowed``: :func:`t9k_jobs.deploy.rbac.priority_class`)."""
     return f"{PRIORITY_CLASS_PREFIX}{priority}"
 
 
-def priority_class(name: str) -> dict[str, Any] | None:
-    """The ``scheduling.k8s.io/v1`` PriorityClass called ``name`` when it is one of ours
-    (``t9k-priority-0`` ... ``t9k-priority-100``), else ``None`` (a class the user names is theirs
-    to make). Its value is the T9k priority itself: 0-100, far below the system classes (two
-    billion) and the user-class ceiling (one billion), equal to pods without a class at 0, so a
-    T9k job never outranks the cluster's own critical pods (docs/decisions.md)."""
-    if not name.startswith(PRIORITY_CLASS_PREFIX):
-        return None
-    raw = name[len(PRIORITY_CLASS_PREFIX) :]
-    if not raw.isdigit() or not 0 <= int(raw) <= 100 or str(int(raw)) != raw:
-        return None
-    return {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "t9k-jobs"}},
-        "value": int(raw),
-        "globalDefault": False,
-        "preemptionPolicy": "PreemptLowerPriority",
-        "description": f"T9k t9kScheduler priority {raw} (made by t9k-jobs on first use)",
-    }
-
-
 def pod_group(
-    job: JobBase, min_member: int, gang: GangMode = "t9k", priority_class: str | None = None
+    job: JobBase,
+    min_member: int,
+    gang: GangMode = "t9k",
+    priority_class: str | None = None,
+    priority_classes: frozenset[str] | None = None,
 ) -> dict[str, Any] | None:
     """The job's PodGroup when ``spec.scheduler.t9kScheduler`` is set, named like the job; ``None``
     without it or with ``gang`` ``none``.
@@ -385,23 +382,19 @@ def pod_group(
     ``staging/src/k8s.io/api/scheduling/v1beta1/types.go``): ``schedulingPolicy.gang.minCount`` =
     ``min_member`` and ``disruptionMode: {all: {}}``, so the scheduler binds and preempts the
     job's pods as one unit, and ``priorityClassName``: ``priority_class`` (the one the replica
-    templates name) or :func:`priority_class_name` of the job's priority. The queue has no field
-    there (queues are Kueue's, issue 24).
+    templates name) or :func:`priority_class_name` of the job's priority when that class is among
+    ``priority_classes`` (``None``: all taken to exist), else none (the default priority, as its
+    pods). The queue has no field there (queues are Kueue's, issue 24).
     """
     scheduler = job.scheduler.t9k_scheduler if job.scheduler else None
     if scheduler is None or gang == "none":
         return None
     if gang == "native":
-        return {
-            "apiVersion": NATIVE_PODGROUP_API,
-            "kind": "PodGroup",
-            "metadata": child_meta(job, job.name),
-            "spec": {
-                "schedulingPolicy": {"gang": {"minCount": min_member}},
-                "disruptionMode": {"all": {}},
-                "priorityClassName": priority_class or priority_class_name(scheduler.priority),
-            },
-        }
+        spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_member}}, "disruptionMode": {"all": {}}}
+        name = priority_class or priority_class_name(scheduler.priority)
+        if priority_class or priority_classes is None or name in priority_classes:
+            spec["priorityClassName"] = name
+        return {"apiVersion": NATIVE_PODGROUP_API, "kind": "PodGroup", "metadata": child_meta(job, job.name), "spec": spec}
     return {
         "apiVersion": "scheduler.tensorstack.dev/v1beta1",
         "kind": "PodGroup",
