@@ -440,3 +440,28 @@ def test_the_page_counts_ages_in_describes_words(runs, dashboard, browser) -> No
     samples = [0, 1, 59, 119, 120, 121, 599, 600, 601, 3599, 10799, 10800, 86399, 172799, 172800, 10**7, -5]
     shown = js(browser, f"return {json.dumps(samples)}.map((s) => window.t9k.humanAge(s))")
     assert shown == [human_age(s) for s in samples]
+
+
+def test_a_local_runs_own_tensorboard_is_linked(runs, dashboard, browser, tmp_path) -> None:
+    """Without --tensorboard-url, a local run's page links the TensorBoard the run serves (issue 31:
+    ``t9k-jobs run`` starts one on a loopback port over the claim's folders)."""
+    from tests.dashboard.conftest import py
+
+    (tmp_path / "logs" / "run").mkdir(parents=True)
+    spec = {
+        "tensorboardSpec": {"image": "tensorboard:1", "trainingLogFilesets": ["t9k://pvc/logs/run"]},
+        "runMode": {"pause": {"enabled": True}},
+        "replicaSpecs": [replica("worker", 1, template(py("print('never')"), name="pytorch"))],
+    }
+    runs.start(job("PyTorchTrainingJob", "tb-local", spec), volumes={"logs": str(tmp_path / "logs")})
+    board = dashboard()
+    open_job(browser, board, "PyTorchTrainingJob", "tb-local")
+    href = wait_until(
+        lambda: js(browser, "const a = document.getElementById('tensorboard-link'); return a && a.href"),
+        "the local TensorBoard's link", LIMIT,
+    )
+    assert href.startswith("http://127.0.0.1:"), href
+    import urllib.request
+
+    with urllib.request.urlopen(href, timeout=LIMIT) as answer:  # it is TensorBoard that answers
+        assert answer.status == 200 and "TensorBoard" in answer.read().decode("utf-8", "replace")

@@ -664,15 +664,19 @@ def _log_sources(view: JobView) -> list[dict[str, Any]]:
 def _tensorboard(view: JobView, url_template: str | None = None) -> dict[str, Any] | None:
     """The job's TensorBoard when ``spec.tensorboardSpec`` is set: the ``tensorstack.dev/v1beta1``
     TensorBoard named like the job (frameworks/base.py), what ``status.tensorboard`` says of it,
-    and ``url``, its link from ``--tensorboard-url`` (:func:`tensorboard_link`), ``None`` without
-    the option; a local run has none (docs/decisions.md)."""
+    and ``url``, its link: from ``--tensorboard-url`` (:func:`tensorboard_link`), else the one a
+    local run serves while it runs (``t9k-jobs run`` starts TensorBoard on a loopback port), else
+    ``None``."""
     spec = view.spec.get("tensorboardSpec") if isinstance(view.spec, dict) else None
     if not spec:
         return None
     status = view.status.tensorboard if view.status is not None else None
     note = (status.note or status.action) if status is not None else None
     where = f" in namespace {view.namespace}" if view.namespace else ""
-    url = tensorboard_link(url_template, view.namespace or "", view.name) if url_template else None
+    if url_template:
+        url = tensorboard_link(url_template, view.namespace or "", view.name)
+    else:  # a local run serves its own while it runs (on this machine's loopback)
+        url = view.tensorboard_url
     return {"object": f"TensorBoard {view.name}{where}", "note": note, "url": url}
 
 
