@@ -122,6 +122,9 @@ class LocalPod:
     #: The replica's own loopback address: where its host name (the pod's name) resolves inside
     #: its namespaces, as a pod's resolves to its IP.
     address: str = "127.0.0.1"
+    #: While the pod waits out a restart back-off before its containers start (the kubelet's
+    #: ``CrashLoopBackOff``): the message its not yet started containers wait with.
+    backoff: str | None = None
 
     def __post_init__(self) -> None:
         spec = self.manifest["spec"]
@@ -164,7 +167,7 @@ class LocalPod:
             replica_type=labels.get(LABEL_REPLICA_TYPE, ""),
             index=int(labels.get(LABEL_REPLICA_INDEX, "0")),
             phase=self.phase,  # type: ignore[arg-type]
-            containers=tuple(_container_state(c, initializing) for c in self.main),
+            containers=tuple(_container_state(c, initializing, self.backoff) for c in self.main),
             deleting=self.deleting,
             reason="ContainerCannotRun" if any(c.error for c in self.init + self.main) else None,
             init_containers=tuple(_container_state(c, False) for c in self.init),
@@ -453,13 +456,15 @@ class LocalPod:
                 self.task.cancel()
 
 
-def _container_state(c: LocalContainer, initializing: bool) -> ContainerState:
+def _container_state(c: LocalContainer, initializing: bool, backoff: str | None = None) -> ContainerState:
     if c.exit_code is not None:
         if c.error:
             return ContainerState(c.name, "Terminated", c.exit_code, "ContainerCannotRun", c.error)
         return ContainerState(c.name, "Terminated", c.exit_code, "Completed" if c.exit_code == 0 else "Error")
     if c.proc is not None:
         return ContainerState(c.name, "Running")
+    if backoff is not None:
+        return ContainerState(c.name, "Waiting", None, "CrashLoopBackOff", backoff)
     return ContainerState(c.name, "Waiting", None, "PodInitializing" if initializing else "ContainerCreating")
 
 

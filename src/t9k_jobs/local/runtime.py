@@ -31,7 +31,7 @@ import yaml
 from ..api import Job, ManifestError, fixed_field_changes
 from ..api.common import TERMINAL_PHASES
 from ..api.kinds import ColossalAIJob, DeepSpeedJob
-from ..engine import Event, Observed, Plan, desired_hash_of, reconcile
+from ..engine import Event, Observed, Plan, desired_hash_of, reconcile, restart_attempt_label
 from ..frameworks import framework_for, load_manifest
 from ..render import to_yaml
 from ..sshkeys import materialize
@@ -52,6 +52,38 @@ EXIT_CANNOT_RUN = 2
 EXIT_INTERRUPTED = 130
 #: Seconds a finished job's replicas that still run get to end by themselves before the run stops them.
 END_GRACE = 5.0
+#: The kubelet's restart back-off (``CrashLoopBackOff``): the first restart of a replica is at
+#: once, each next one waits twice as long as the one before, from :data:`BACKOFF_START` up to
+#: :data:`BACKOFF_MAX` seconds; a replica that ran :data:`BACKOFF_RESET` seconds before it ended
+#: starts the count again. (Kubernetes docs, "Container restarts": 10 s doubling to 5 min, reset
+#: after 10 minutes of running.)
+BACKOFF_START = 10.0
+BACKOFF_MAX = 300.0
+BACKOFF_RESET = 600.0
+
+
+def restart_delay(restarts: int) -> float:
+    """Seconds the ``restarts``-th restart in a row of a replica waits (1: the first, at once)."""
+    if restarts <= 1:
+        return 0.0
+    return min(BACKOFF_MAX, BACKOFF_START * 2 ** (restarts - 2))
+
+
+class Crashes:
+    """One replica's recent restarts, for its back-off: ``count`` restarts in a row, when its last
+    pod's containers started and ended (monotonic seconds)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.started: float | None = None
+        self.ended: float | None = None
+
+    def next_delay(self) -> float:
+        """The wait of the restart about to happen: the count starts again after a long run."""
+        if self.started is not None and self.ended is not None and self.ended - self.started >= BACKOFF_RESET:
+            self.count = 0
+        self.count += 1
+        return restart_delay(self.count)
 #: The most replicas one local run starts (each a process group here); more is a cluster's job,
 #: and a typo (``replicas: 10000``) must not fork a workstation to its knees.
 MAX_LOCAL_REPLICAS = 256
@@ -515,6 +547,10 @@ class LocalRunner:
         # end; a pod whose GPUs are still held by one being stopped waits (Pending) for them.
         self.gpus = GpuAllocator(gpus if gpus is not None else GpuInventory.discovered())
         self.gpu_waiting: dict[str, LocalPod] = {}  # by pod UID
+        # Restarts back off as the kubelet's do (CrashLoopBackOff): per replica, and the pods
+        # waiting out their back-off (by pod UID) with the timer that starts them.
+        self.crashes: dict[str, Crashes] = {}
+        self.backing_off: dict[str, asyncio.TimerHandle] = {}
         self.manifest = manifest.resolve() if manifest is not None else None
         self.run_dir = run_dir
         self.display = display
@@ -825,6 +861,28 @@ class LocalRunner:
             },
         )
         self.pods[pod.name] = pod
+        crashes = self.crashes.setdefault(pod.name, Crashes())
+        attempt = restart_attempt_label(pod.labels) or 0
+        delay = crashes.next_delay() if attempt > 0 else 0.0
+        if delay > 0:
+            at = time.strftime("%H:%M:%S", time.localtime(time.time() + delay))
+            pod.backoff = f"back-off {delay:g}s restarting failed {pod.name}: next start at {at}"
+            self.display.note(f"{pod.name}: {pod.backoff}")
+            self.backing_off[pod.uid] = asyncio.get_running_loop().call_later(delay, self._backed_off, pod)
+            return
+        self._start_or_wait(pod)
+
+    def _backed_off(self, pod: LocalPod) -> None:
+        """``pod``'s back-off is over: it starts, unless it was deleted meanwhile."""
+        self.backing_off.pop(pod.uid, None)
+        pod.backoff = None
+        if pod.deleting or self.pods.get(pod.name) is not pod or self.stop_signal is not None:
+            return
+        self._start_or_wait(pod)
+        self.wake.set()
+
+    def _start_or_wait(self, pod: LocalPod) -> None:
+        """Start ``pod``, or have it wait for its GPUs (held by pods still stopping)."""
         if not self._start_with_gpus(pod):
             self.gpu_waiting[pod.uid] = pod
             held = ", ".join(
@@ -843,7 +901,10 @@ class LocalRunner:
         set_visible_devices(pod.manifest, assignment)
         pod.start()
         assert pod.task is not None
+        crashes = self.crashes.setdefault(pod.name, Crashes())
+        crashes.started, crashes.ended = time.monotonic(), None
         pod.task.add_done_callback(lambda _task, pod=pod: self._gpus_released(pod))
+        pod.task.add_done_callback(lambda _task, c=crashes: setattr(c, "ended", time.monotonic()))
         return True
 
     def _gpus_released(self, pod: LocalPod) -> None:
@@ -862,6 +923,9 @@ class LocalRunner:
 
     async def _delete(self, pod: LocalPod) -> None:
         self.gpu_waiting.pop(pod.uid, None)  # one that never started has nothing to stop
+        timer = self.backing_off.pop(pod.uid, None)
+        if timer is not None:
+            timer.cancel()
         await pod.terminate()
         if self.pods.get(pod.name) is pod:
             del self.pods[pod.name]
