@@ -36,7 +36,7 @@ def human_age(seconds: float) -> str:
 
 def parse_time(value: str | None) -> float | None:
     """Epoch seconds of an RFC 3339 timestamp (``2024-05-01T10:00:00Z``), None when absent or unreadable."""
-    if not value:
+    if not value or not isinstance(value, str):
         return None
     try:
         return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
@@ -285,6 +285,8 @@ def _why(view: JobView) -> str | None:
     if phase == UNKNOWN and view.unknown_reason is not None:
         return f"its state cannot be told: {view.unknown_reason}"
     if phase == STOPPED:
+        if view.stop_reason:
+            return f"its runtime stopped before the job finished: {view.stop_reason}"
         return "its runtime is not running (stopped by delete, Ctrl-C or a kill) before the job finished"
     invalid = status.condition(SPEC_VALID) if status is not None else None
     if invalid is not None and invalid.status == "False":

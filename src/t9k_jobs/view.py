@@ -87,6 +87,9 @@ class JobView:
     event_lines: list[str] = field(default_factory=list, repr=False)
     detailed: bool = False
     tensorboard_url: str | None = None
+    #: A local run whose runtime stopped before the job finished: why, as the runtime said it
+    #: (a full disk, a signal), None when it could not (SIGKILL).
+    stop_reason: str | None = None
     pods: list[dict[str, Any]] = field(default_factory=list, repr=False)
     live_replicas: list[ReplicaStatus] = field(default_factory=list, repr=False)
     pod_group: str | None = None

@@ -48,6 +48,8 @@ WHY = [
      "its state cannot be told: status.yaml holds no status mapping"),
     ("local", STOPPED, {"phase": "Running"}, {},
      "its runtime is not running (stopped by delete, Ctrl-C or a kill) before the job finished"),
+    ("local", STOPPED, {"phase": "Running"}, {"stop_reason": "stopped by SIGTERM (t9k-jobs delete, Ctrl-C or a kill)"},
+     "its runtime stopped before the job finished: stopped by SIGTERM (t9k-jobs delete, Ctrl-C or a kill)"),
     ("local", "Pending", None, {}, "the runtime has not written a status yet"),
     ("cluster", "Pending", None, {}, "no status yet: the operator has not reconciled it (is it running? "
      "t9k-jobs install --with-operator, or the Helm chart)"),

@@ -80,10 +80,16 @@ def test_a_full_disk_ends_the_run_with_the_reason(tmp_path: Path) -> None:
     small.mkdir()
     out = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-         f'mount -t tmpfs -o size=256k t9k-full {small} && exec "$0" -m t9k_jobs.cli run {manifest} '
-         f"--quiet --run-dir {small}/run", sys.executable],
+         f'mount -t tmpfs -o size=256k t9k-full {small} && "$0" -m t9k_jobs.cli run {manifest} '
+         f'--quiet --run-dir {small}/run; code=$?; "$0" -m t9k_jobs.cli describe gj chatty --run-dir {small}/run; '
+         'exit $code', sys.executable],
         capture_output=True, text=True, timeout=120,
     )
     assert out.returncode == 1, out
     assert "No space left on device" in out.stderr and "Traceback" not in out.stderr, out.stderr
+    # Later, describe says why it stopped, though the disk was full when it did (issue 33: it said
+    # "stopped by delete, Ctrl-C or a kill").
+    why = next(line for line in out.stdout.splitlines() if line.startswith("Why:"))
+    assert "its runtime stopped before the job finished: the runtime stopped the run: cannot write" in why, out.stdout
+    assert "No space left on device" in why, out.stdout
     assert [p for p in carrying(f"T9K_JOBS_RUN_DIR={small}/run".encode()) if alive(p)] == []

@@ -53,7 +53,7 @@ ACTING_THREADS = 8
 DOWNLOAD_BLOCK = 1 << 20
 #: A run's files whose change can change what is shown of it (the logs, but ``events.log``, do not).
 WATCHED_FILES = frozenset(
-    {"run.json", "status.yaml", "status.json", "runtime.pid", "job.yaml", "manifest.yaml", "events.log"}
+    {"run.json", "status.yaml", "status.json", "runtime.pid", "job.yaml", "manifest.yaml", "events.log", "stopped.txt"}
 )
 
 

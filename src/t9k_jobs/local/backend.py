@@ -15,7 +15,8 @@ from typing import Any
 
 from ..api import Job
 from ..errors import NotSupported, UsageError
-from ..view import JobView, LogOptions, LogStream
+from ..view import STOPPED, JobView, LogOptions, LogStream
+from .ownership import stop_reason
 from .rundirs import POLL, LocalRun, Observation
 
 
@@ -46,6 +47,7 @@ def run_view(run: LocalRun, detail: bool = False, seen: Observation | None = Non
         event_lines=run.events(15) if detail else [],
         detailed=detail,
         tensorboard_url=_tensorboard_url(run.run_dir) if seen.alive else None,
+        stop_reason=stop_reason(run.run_dir) if seen.phase == STOPPED else None,
     )
 
 

@@ -70,6 +70,63 @@ def write_atomic(path: Path, data: bytes | str, mode: int = 0o644) -> None:
         raise
 
 
+#: The run-dir file that says why a runtime stopped before its job finished (a full disk, a signal);
+#: its space is reserved when the run starts, so it can be written when nothing else can.
+STOP_FILE = "stopped.txt"
+STOP_FILE_SIZE = 4096
+
+
+class StopNote:
+    """``<run dir>/stopped.txt``, with :data:`STOP_FILE_SIZE` bytes reserved at the start of the
+    run (``posix_fallocate``): :meth:`write` overwrites that space in place, so a run that stops
+    because its disk is full can still say so. Best effort: a file system without the reservation
+    is written as usual, and a failure to write is ignored."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / STOP_FILE
+        self.written = False
+        self.fd: int | None = None
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            with contextlib.suppress(OSError):
+                os.posix_fallocate(self.fd, 0, STOP_FILE_SIZE)
+        except OSError:
+            self.fd = None
+
+    def write(self, reason: str) -> None:
+        """Say ``reason`` (one line, cut to what the reserved space holds), once."""
+        if self.fd is None:
+            return
+        data = reason.replace("\n", " ").encode("utf-8", "replace")[: STOP_FILE_SIZE - 1] + b"\n"
+        with contextlib.suppress(OSError):
+            os.pwrite(self.fd, data, 0)
+            os.ftruncate(self.fd, len(data))  # frees blocks: never needs any
+        self.written = True
+        self.close()
+
+    def discard(self) -> None:
+        """The run ended without a reason to give: the reserved file goes."""
+        self.close()
+        if not self.written:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+
+    def close(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
+
+
+def stop_reason(run_dir: Path) -> str | None:
+    """What a stopped run's runtime said of why it stopped (:class:`StopNote`), or None."""
+    try:
+        text = (run_dir / STOP_FILE).read_bytes()[:STOP_FILE_SIZE].decode("utf-8", "replace").strip("\x00 \n")
+    except OSError:
+        return None
+    return text or None
+
+
 def publish_runtime(run_dir: Path) -> int:
     """Make this process the runtime of the run in ``run_dir``: write ``runtime.pid`` (this pid)
     into a temporary file, take an exclusive ``flock`` on it, and rename it into place. Returns the

@@ -38,7 +38,7 @@ from ..sshkeys import materialize
 from .display import Display
 from .gpus import GpuAllocator, GpuInventory, gpu_shortage, set_visible_devices
 from .launch import LocalLauncher
-from .ownership import write_atomic
+from .ownership import StopNote, write_atomic
 from .processes import RUN_ENV, LocalPod, base_environment, marked, write_python_shims
 from .sandbox import Sandbox, SandboxError, detect, mounts_refused
 from .tensorboard import INSTALL_HINT as TB_HINT
@@ -450,7 +450,7 @@ def write_status(run_dir: Path, status: dict[str, Any]) -> None:
     ``status.yaml`` (inode, size, modification time in ns), which :meth:`LocalRun.read_status
     <t9k_jobs.local.rundirs.LocalRun.read_status>` trusts only while it still names the file there.
     Raises ``OSError``."""
-    from .ownership import write_atomic
+    from .ownership import StopNote, write_atomic
 
     path = run_dir / "status.yaml"
     write_atomic(path, yaml.safe_dump(status, sort_keys=False))
@@ -464,7 +464,7 @@ def write_run_info(run_dir: Path, job: Job, created: float) -> None:
     (kind, name, ``created`` in epoch seconds, the number of replicas). Raises ``OSError``."""
     import json
 
-    from .ownership import write_atomic
+    from .ownership import StopNote, write_atomic
 
     replicas = sum(g.replicas for g in framework_for(job).groups(job))
     info = {"kind": job.kind, "name": job.name, "created": created, "replicas": replicas}
@@ -583,6 +583,8 @@ class LocalRunner:
         self.deletions: set[asyncio.Task[None]] = set()
         self.finished_at: float | None = None
         self.fatal: str | None = None
+        # Why the run stopped before its job finished, if it does: space reserved now (a full disk).
+        self.stop_note = StopNote(run_dir)
         self.job_log = open(run_dir / "job.log", "a", encoding="utf-8")  # noqa: SIM115 - closed in run()
         self.events_log = open(run_dir / "events.log", "a", encoding="utf-8")  # noqa: SIM115
 
@@ -665,6 +667,7 @@ class LocalRunner:
         if self.fatal is None:
             self.fatal = message
             self.display.error(f"{message}; stopping the run")
+            self.stop_note.write(f"the runtime stopped the run: {message}")
         self.wake.set()
 
     def _on_signal(self, signum: int) -> None:
@@ -672,6 +675,7 @@ class LocalRunner:
         SIGKILL after its grace period); a second one kills them at once."""
         if self.stop_signal is None:
             self.stop_signal = signum
+            self.stop_note.write(f"stopped by {signal.Signals(signum).name} (t9k-jobs delete, Ctrl-C or a kill)")
             self.display.note(
                 f"received {signal.Signals(signum).name}: stopping every replica (again to kill them at once)"
             )
@@ -717,6 +721,7 @@ class LocalRunner:
             for sig in STOP_SIGNALS:
                 loop.remove_signal_handler(sig)
             self.display.stop(self.job)
+            self.stop_note.discard()
             for log in (self.job_log, self.events_log):
                 with contextlib.suppress(OSError):  # a full disk was reported already
                     log.close()
