@@ -327,3 +327,23 @@ def test_durations_and_kinds() -> None:
     assert resolve_kind("gj") == "GenericJob" and resolve_kind("PyTorchTrainingJobs") == "PyTorchTrainingJob"
     assert resolve_kind("deepspeedjob") == "DeepSpeedJob" and resolve_kind("CAIJ") == "ColossalAIJob"
     assert resolve_kind("genericjobs.batch.tensorstack.dev") == "GenericJob"
+
+
+def test_delete_at_once_after_run_d_stops_the_new_run_not_an_older_one(tmp_path: Path) -> None:
+    """Issue 33: ``delete`` right after ``run -d``, with an older stopped run of the same job in the
+    runs dir, stops the run just started (``run -d`` returns once its runtime is proven), never
+    the older one, and says so."""
+    gate = tmp_path / "go"
+    manifest = tmp_path / "again.yaml"
+    manifest.write_text(yaml.safe_dump(_generic("again", _gated(gate, "up", "down"), replicas=1)))
+    assert cli(tmp_path, "run", "-d", str(manifest)).returncode == 0
+    first = cli(tmp_path, "delete", "gj", "again")
+    assert first.returncode == 0, first.stderr
+    started = cli(tmp_path, "run", "-d", str(manifest))
+    assert started.returncode == 0, started.stderr
+    new_dir = re.search(r"run dir (\S+)", started.stdout).group(1)
+    done = cli(tmp_path, "delete", "gj", "again")  # at once
+    assert done.returncode == 0 and f"logs and status kept in {new_dir}" in done.stdout, done.stdout + done.stderr
+    assert "stopped in" in done.stdout, done.stdout
+    rows = cli(tmp_path, "get")
+    assert rows.returncode == 0 and "Stopped" in rows.stdout and "Running" not in rows.stdout, rows.stdout
