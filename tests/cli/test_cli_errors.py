@@ -382,3 +382,19 @@ def test_render_gang_native_shows_the_native_pod_group(tmp_path: Path) -> None:
     bad = cli("render", "--gang", "volcano", str(path))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "--gang" in bad.stderr
+
+
+@pytest.mark.parametrize("args", [["get"], ["logs", "gj", "x"], ["run", "MANIFEST"], ["run", "-d", "MANIFEST"],
+                                  ["describe", "gj", "x"], ["dashboard", "--port", "0"]])
+def test_a_removed_working_directory_is_one_line(tmp_path: Path, args: list[str]) -> None:
+    """Issue 33: a shell in a folder that was removed since: the local verbs, whose default runs
+    dir is relative to it, say so in one line (exit 2), never a traceback."""
+    manifest = write(tmp_path, "job.yaml", yaml.safe_dump(job("GenericJob", "x", {"replicaSpecs": [
+        replica("worker", 1, template(["true"]))]})))
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    command = " ".join(f"'{a}'" for a in [sys.executable, "-m", "t9k_jobs.cli", *[str(manifest) if a == "MANIFEST" else a for a in args]])
+    result = subprocess.run(["sh", "-c", f"cd '{gone}' && rmdir '{gone}' && exec {command}"],
+                            capture_output=True, text=True, timeout=TIMEOUT, env={"PATH": "/usr/bin:/bin"})
+    assert_clean_error(result, "the current folder no longer exists")
+    assert result.stderr.count("\n") == 1, result.stderr

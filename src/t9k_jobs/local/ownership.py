@@ -127,6 +127,25 @@ def stop_reason(run_dir: Path) -> str | None:
     return text or None
 
 
+#: What a local verb says when the folder it was started in is gone (removed while the shell was
+#: in it): the default runs dir and run dir are relative to it.
+NO_WORKING_DIR = (
+    "the current folder no longer exists (removed while this shell was in it): cd to one that "
+    "exists, or give --run-dir / --runs-dir"
+)
+
+
+def working_dir() -> Path:
+    """The current folder. Raises :class:`~t9k_jobs.errors.UsageError` (one line, exit 2) when it
+    was removed: ``os.getcwd()`` then fails with ENOENT."""
+    from ..errors import UsageError
+
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        raise UsageError(NO_WORKING_DIR) from None
+
+
 def publish_runtime(run_dir: Path) -> int:
     """Make this process the runtime of the run in ``run_dir``: write ``runtime.pid`` (this pid)
     into a temporary file, take an exclusive ``flock`` on it, and rename it into place. Returns the

@@ -52,7 +52,7 @@ from ..api.common import TERMINAL_PHASES
 from ..errors import AlreadyExists, JobsError, NotFound, NotSupported, UsageError
 from ..loglines import LineReader
 from ..view import STOPPED, UNKNOWN
-from .ownership import GONE, RuntimeState, runtime_state
+from .ownership import GONE, RuntimeState, runtime_state, working_dir
 
 #: Where ``t9k-jobs run`` puts run directories by default, relative to the working directory.
 DEFAULT_RUNS_DIR = Path("t9k-runs")
@@ -292,7 +292,7 @@ class LocalRun:
 
 def runs_dir_default() -> Path:
     """``./t9k-runs`` under the working directory, where ``t9k-jobs run`` writes by default."""
-    return Path.cwd() / DEFAULT_RUNS_DIR
+    return working_dir() / DEFAULT_RUNS_DIR
 
 
 def list_runs(

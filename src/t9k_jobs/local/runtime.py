@@ -38,7 +38,7 @@ from ..sshkeys import materialize
 from .display import Display
 from .gpus import GpuAllocator, GpuInventory, gpu_shortage, set_visible_devices
 from .launch import LocalLauncher
-from .ownership import StopNote, write_atomic
+from .ownership import NO_WORKING_DIR, StopNote, working_dir, write_atomic
 from .processes import RUN_ENV, LocalPod, base_environment, marked, write_python_shims
 from .sandbox import Sandbox, SandboxError, detect, mounts_refused
 from .tensorboard import INSTALL_HINT as TB_HINT
@@ -107,7 +107,7 @@ class LocalAddressing:
         self._net = f"127.{secrets.randbelow(200) + 20}.{secrets.randbelow(250) + 1}"
 
     def child_file(self, kind: str, name: str, key: str) -> str | None:
-        base = self.run_dir or Path.cwd()
+        base = self.run_dir or working_dir()
         return str(base / "children" / kind.lower() / name / key)
 
     def own_address(self, job_name: str, replica_type: str, index: int) -> str:
@@ -328,8 +328,14 @@ def write_child_files(addressing: LocalAddressing, obj: dict[str, Any]) -> None:
 
 
 def default_run_dir(job: Job) -> Path:
+    """``./t9k-runs/<job>-<YYYYmmdd-HHMMSS>``. Raises :class:`RunDirError` when the current folder
+    was removed."""
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path.cwd() / "t9k-runs" / f"{job.name}-{stamp}"
+    try:
+        here = Path.cwd()
+    except FileNotFoundError:
+        raise RunDirError(NO_WORKING_DIR) from None
+    return here / "t9k-runs" / f"{job.name}-{stamp}"
 
 
 def run_job(
@@ -450,7 +456,7 @@ def write_status(run_dir: Path, status: dict[str, Any]) -> None:
     ``status.yaml`` (inode, size, modification time in ns), which :meth:`LocalRun.read_status
     <t9k_jobs.local.rundirs.LocalRun.read_status>` trusts only while it still names the file there.
     Raises ``OSError``."""
-    from .ownership import StopNote, write_atomic
+    from .ownership import NO_WORKING_DIR, StopNote, working_dir, write_atomic
 
     path = run_dir / "status.yaml"
     write_atomic(path, yaml.safe_dump(status, sort_keys=False))
@@ -464,7 +470,7 @@ def write_run_info(run_dir: Path, job: Job, created: float) -> None:
     (kind, name, ``created`` in epoch seconds, the number of replicas). Raises ``OSError``."""
     import json
 
-    from .ownership import StopNote, write_atomic
+    from .ownership import NO_WORKING_DIR, StopNote, working_dir, write_atomic
 
     replicas = sum(g.replicas for g in framework_for(job).groups(job))
     info = {"kind": job.kind, "name": job.name, "created": created, "replicas": replicas}
@@ -849,7 +855,7 @@ class LocalRunner:
         pod = LocalPod(
             manifest=copy.deepcopy(manifest),  # its containers' env gets their GPUs at start
             base_env=self.base_env,
-            default_dir=self.manifest.parent if self.manifest is not None else Path.cwd(),
+            default_dir=self.manifest.parent if self.manifest is not None else working_dir(),
             log_dir=self.run_dir,
             sink=self._line,
             on_change=self._changed,
