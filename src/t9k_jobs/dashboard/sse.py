@@ -101,7 +101,8 @@ def event_stream(
 
 async def batched(lines: AsyncIterator[str], window: float = 0.1) -> AsyncIterator[list[str]]:
     """The lines of ``lines`` in batches (what came within ``window`` seconds of the first, at most
-    :data:`BATCH`), read by a task of the event loop at most :data:`READ_AHEAD` lines ahead. When
+    :data:`BATCH`; no wait while a full batch is there already, as when a log is read from its
+    start), read by a task of the event loop at most :data:`READ_AHEAD` lines ahead. When
     the consumer stops (it closes this generator), the task is cancelled and ``lines`` closed."""
     queue: asyncio.Queue[Any] = asyncio.Queue(READ_AHEAD)
     done = object()
@@ -129,7 +130,8 @@ async def batched(lines: AsyncIterator[str], window: float = 0.1) -> AsyncIterat
             if first is done:
                 return
             batch = [first]
-            await asyncio.sleep(window)
+            if queue.empty():  # caught up: gather what comes within the window
+                await asyncio.sleep(window)
             while len(batch) < BATCH and not queue.empty():
                 item = queue.get_nowait()
                 if item is done:
