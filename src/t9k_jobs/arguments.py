@@ -12,7 +12,11 @@ the argument and what it accepts:
   ``delete gj ""`` became a DELETE of the collection URL on a cluster (every job of the kind in
   the namespace) and acted on the newest run of any name locally;
 * a name or namespace that cannot be one path segment of a URL: ``.``, ``..``, or holding ``/``,
-  ``%`` (client-go's ``IsValidPathSegmentName``); what is left is the API server's to judge;
+  ``%`` (client-go's ``IsValidPathSegmentName``);
+* a name no job can have: not an RFC 1123 subdomain (lower-case letters, digits, ``-`` and ``.``,
+  at most 253), as the API server validates a custom resource's name; a namespace that is not an
+  RFC 1123 label (at most 63, no ``.``), as it validates a Namespace's. Refused here, before any
+  connection or credential plugin, instead of as a ``NotFound`` after a round trip (issue 33);
 * an argument of the wrong type: ``name=5``, ``replicas="3"``, ``tail=1.5``, ``follow="no"``.
 """
 
@@ -20,13 +24,18 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import os
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 #: The verbs that act on one job: their ``name`` is required.
 ONE_JOB_VERBS = frozenset(
@@ -49,7 +58,13 @@ def check_name(value: Any, what: str = "NAME") -> str:
         raise UsageError(f"{what}: expected a job name (a string), got {_type_name(value)} {value!r}")
     if not value.strip():
         raise UsageError(f"{what}: a job name is required; {value!r} is empty (kubectl: resource name may not be empty)")
-    return check_segment(value, what)
+    check_segment(value, what)
+    if len(value) > 253 or not _SUBDOMAIN.fullmatch(value):
+        raise UsageError(
+            f"{what}: {value!r} is not a job name: lower-case letters, digits, '-' and '.', starting and "
+            "ending with a letter or digit, at most 253 characters (RFC 1123)"
+        )
+    return value
 
 
 def check_segment(value: str, what: str) -> str:
@@ -99,12 +114,19 @@ def _count(value: Any, what: str, optional: bool) -> None:
 
 
 def _duration(value: Any, what: str) -> None:
-    if value is None or isinstance(value, str):
+    if value is None:
+        return
+    if isinstance(value, str):
+        from .client import parse_duration
+
+        parse_duration(value)  # its message quotes the duration: "bad duration 'soon': ..."
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UsageError(
             f"{what}: expected seconds (a number) or a duration such as '30s', '5m', got {_type_name(value)} {value!r}"
         )
+    if not math.isfinite(value) or value < 0:
+        raise UsageError(f"{what}: expected a finite number of seconds, zero or more, got {value!r}")
 
 
 def _path(value: Any, what: str) -> None:
@@ -136,6 +158,11 @@ def _namespace(value: Any, what: str) -> None:
     if not value.strip():
         raise UsageError(f"{what}: {value!r} is empty; give a namespace or leave it out")
     check_segment(value, what)
+    if len(value) > 63 or not _LABEL.fullmatch(value):
+        raise UsageError(
+            f"{what}: {value!r} is not a namespace: lower-case letters, digits and '-', starting and ending "
+            "with a letter or digit, at most 63 characters (RFC 1123 label)"
+        )
 
 
 #: How each parameter of the Client's methods is checked: (check, the name used in messages).

@@ -111,16 +111,21 @@ def parse_duration(text: str) -> float:
             raise UsageError(
                 f"bad duration {text!r}: use seconds or a Go duration such as 30s, 5m, 1h30m"
             ) from None
-    if result < 0 or math.isnan(result):
+    if not math.isfinite(result):
+        raise UsageError(f"bad duration {text!r}: it must be a finite number of seconds")
+    if result < 0:
         raise UsageError(f"bad duration {text!r}: it must be zero or more")
     return result
 
 
 def seconds(value: Duration) -> float | None:
-    """``value`` in seconds (None stays None); raises :class:`UsageError` for a bad duration."""
+    """``value`` in seconds (None stays None); raises :class:`UsageError` for a bad duration (a
+    string that is not one, a negative number, NaN or infinity)."""
     if value is None:
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):  # NaN compares false with everything: a wait would never end
+            raise UsageError(f"bad duration {value!r}: it must be a finite number of seconds")
         if value < 0:
             raise UsageError(f"bad duration {value!r}: it must be zero or more")
         return float(value)

@@ -17,7 +17,10 @@ _ORDER = {"ConfigMap": 0, "Secret": 1, "Service": 2, "PodGroup": 3, "TensorBoard
 
 
 def render(
-    job: Job, keygen: Callable[[], dict[str, str]] = generate_ssh_keypair, gang: GangMode = "t9k"
+    job: Job,
+    keygen: Callable[[], dict[str, str]] = generate_ssh_keypair,
+    gang: GangMode = "t9k",
+    priority_classes: frozenset[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The objects the first reconcile of ``job`` creates on an empty cluster, in apply order.
 
@@ -26,9 +29,11 @@ def render(
     for ``spec.scheduler.t9kScheduler`` (:data:`~t9k_jobs.frameworks.base.GangMode`): ``t9k``
     (T9k's PodGroup, the default), ``native`` (a ``scheduling.k8s.io/v1beta1`` PodGroup,
     Kubernetes 1.37+) or ``none`` (no PodGroup, the default scheduler); the operator picks it
-    from discovery. Every optional kind (PodGroup, TensorBoard) is assumed served.
+    from discovery. Every optional kind (PodGroup, TensorBoard) is assumed served;
+    ``priority_classes``: the cluster's PriorityClasses (None: the job's ``t9k-priority-<N>`` is
+    assumed made by the admin; :attr:`~t9k_jobs.engine.Observed.priority_classes`).
     """
-    plan = reconcile(job, Observed(gang=gang), now=0.0)
+    plan = reconcile(job, Observed(gang=gang, priority_classes=priority_classes), now=0.0)
     objects = [materialize(o, keygen) for o in plan.create]
     return sorted(objects, key=lambda o: _ORDER.get(o["kind"], 9))
 

@@ -55,6 +55,9 @@ def pod(i: int, message: str | None = None, node: str | None = None, extra: list
         "metadata": {
             "name": f"g-worker-{i}",
             "uid": f"u{i}",
+            # Controlled by the job, as the operator makes its pods (a bare pod is no replica).
+            "ownerReferences": [{"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "name": "g",
+                                 "uid": "job-uid", "controller": True}],
             "labels": {"batch.tensorstack.dev/replica-type": "worker", "batch.tensorstack.dev/replica-index": str(i)},
         },
         "spec": spec,

@@ -376,7 +376,10 @@ def test_describe_says_why_a_pod_cannot_be_scheduled(kc: Path, kube: Kube, names
         {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": "big-worker-0", "labels": labels},
+            "metadata": {"name": "big-worker-0", "labels": labels, "ownerReferences": [{
+                "apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "name": "big",
+                "uid": job["metadata"]["uid"], "controller": True,
+            }]},  # as the operator makes it: controlled by the job
             "spec": {"containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "64"}}}]},
         },
     )
@@ -462,8 +465,15 @@ def test_logs_usage_errors_and_following_a_job_without_pods(kc: Path, kube: Kube
     assert "--all cannot be combined" in one_line_error(
         cli(kc, "logs", "gj", "quiet", "--all", "--type", "worker", "-n", namespace), 2
     )
+    # No pod, no log: said in one line, exit 1, as kubectl logs of a workload without pods
+    # (issue 33: it printed nothing and exited 0).
     nothing = cli(kc, "logs", "gj", "quiet", "-n", namespace)
-    assert nothing.returncode == 0 and nothing.stdout == ""
+    assert nothing.stdout == ""
+    assert one_line_error(nothing, 1) == (
+        "GenericJob quiet has no pods, so no log to show: they are not created yet, or were deleted "
+        "(a finished job's clean-up, a pause)"
+    )
+    assert "no pods of type worker" in one_line_error(cli(kc, "logs", "gj", "quiet", "-t", "worker", "-n", namespace), 1)
     # Following ends once the job has finished (and there is nothing to drain).
     with client.logs("gj", "quiet", follow=True) as lines:
         set_status(kube, namespace, "GenericJob", "quiet", {"phase": "Succeeded", "completionTime": now_rfc3339()})

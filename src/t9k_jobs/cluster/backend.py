@@ -155,7 +155,7 @@ class ClusterBackend:
     def logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> LogStream:
         from .verbs import open_logs
 
-        agen = self._loop.call(open_logs(self._cl, kind, name, options, namespace))
+        agen = self._loop.call(open_logs(self._cl, kind, name, options, namespace, require_pods=True))
         lines: queue.Queue[Any] = queue.Queue(maxsize=1000)
 
         async def pump() -> None:

@@ -35,7 +35,17 @@ from ..frameworks.base import (
 )
 from ..show import groups, parse_time, replicas_wanted, short
 from ..view import Event, JobView, LogOptions
-from .client import EVENTS, NATIVE_PODGROUPS, PODS, ApiError, KubeClient, Resource
+from .client import (
+    EVENTS,
+    NATIVE_PODGROUPS,
+    PODS,
+    ApiError,
+    BadAnswer,
+    KubeClient,
+    Resource,
+    checked_items,
+    checked_object,
+)
 from .gang_why import gang_waiting, pod_group_line, preempted_since
 
 #: The REST resource of each kind.
@@ -70,6 +80,49 @@ class Unreachable(ClusterError):
     """The API server cannot be reached (a connection refused, broken or timed out)."""
 
 
+class Unavailable(ClusterError):
+    """The API server answered that it cannot serve now: 429 Too Many Requests or a 5xx (503 while
+    it starts); ``retry_after``: the seconds it asked to wait, None when it did not say. A wait or
+    a followed log tries again within its time (:class:`Patience`)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+#: Seconds between two tries while the API server restarts or is overloaded, doubling from the
+#: first to the second (unless it says how long: ``Retry-After``).
+RETRY_BACKOFF = (0.5, 5.0)
+
+
+class Patience:
+    """How a long verb (``wait``, ``logs -f``) rides out an API server that restarts: after a
+    failure that may pass (:class:`Unreachable`, :class:`Unavailable`), :meth:`failed` waits
+    (``Retry-After``, else :data:`RETRY_BACKOFF`) and returns, so the caller tries again; any other
+    failure, or failures without a success for more than ``limit`` seconds (None: no limit; the
+    caller's own timeout bounds it), is raised. :meth:`ok` after each success."""
+
+    def __init__(self, limit: float | None) -> None:
+        self.limit = limit
+        self.since: float | None = None
+        self.delay = RETRY_BACKOFF[0]
+
+    def ok(self) -> None:
+        self.since, self.delay = None, RETRY_BACKOFF[0]
+
+    async def failed(self, exc: JobsError) -> None:
+        """Wait before the next try, or raise ``exc`` (see the class)."""
+        if not isinstance(exc, (Unreachable, Unavailable)):
+            raise exc
+        now = asyncio.get_running_loop().time()
+        self.since = self.since if self.since is not None else now
+        if self.limit is not None and now - self.since > self.limit:
+            raise exc
+        wait = exc.retry_after if isinstance(exc, Unavailable) and exc.retry_after is not None else self.delay
+        self.delay = min(self.delay * 2, RETRY_BACKOFF[1])
+        await asyncio.sleep(wait)
+
+
 # ----------------------------------------------------------------------------- connecting
 
 
@@ -82,16 +135,23 @@ async def connect(
     """Load ``kubeconfig`` (default ``$KUBECONFIG``, then ``~/.kube/config``; in a pod without
     either, its ServiceAccount) with ``context`` (default: the current one). ``namespace``: the
     namespace verbs use when given none (default: the context's, else ``default``).
-    ``request_timeout``: seconds one request may take (None: no limit). Nothing is sent to the
-    server yet.
+    ``request_timeout``: seconds one request may take (None: no limit); a kubeconfig credential
+    plugin (``users[].user.exec``) runs at the first request, as client-go runs it, within that
+    time, and is killed after it (:mod:`~t9k_jobs.cluster.credentials`). Nothing is sent to the
+    server, and no plugin runs, yet.
 
     Raises :class:`UsageError` for a kubeconfig that is not a file, a context it does not have,
     or a file that is not a usable kubeconfig (:func:`kubeconfig_problem`: empty, not a mapping,
     no clusters, a context naming a cluster or user it lacks), :class:`ClusterError` when no
-    configuration can be loaded."""
+    configuration can be loaded; the first request raises :class:`ClusterError` (one line) when
+    the credential plugin fails, is missing or gives no credential in time, or when the TLS
+    files (certificate authority, client certificate) cannot be used."""
     from kubernetes_asyncio import client as k8s_client
     from kubernetes_asyncio import config as k8s_config
     from kubernetes_asyncio.config.config_exception import ConfigException
+
+    from . import credentials  # noqa: F401 - bounded credential plugins (installed on import)
+    from .client import api_client
 
     if kubeconfig is not None and not Path(kubeconfig).is_file():
         raise UsageError(f"--kubeconfig: {kubeconfig} is not a file")
@@ -100,9 +160,11 @@ async def connect(
     env = os.environ.get("KUBECONFIG")
     in_cluster = kubeconfig is None and not env and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
     default_ns = "default"
+    kube: KubeClient | None = None
     try:
         if in_cluster and not Path(os.path.expanduser("~/.kube/config")).exists():
             k8s_config.load_incluster_config(client_configuration=conf)
+            kube = KubeClient(api_client(conf))
             try:
                 default_ns = SA_NAMESPACE.read_text().strip() or "default"
             except OSError:
@@ -117,32 +179,57 @@ async def connect(
             problem = kubeconfig_problem([f for f in files.split(os.pathsep) if f], context)
             if problem is not None:
                 raise UsageError(problem)
+            contexts, current = k8s_config.list_kube_config_contexts(files)
             if context is not None:
-                contexts, _ = k8s_config.list_kube_config_contexts(files)
                 names = [c.get("name") for c in contexts]
                 if context not in names:
                     raise UsageError(
                         f"--context: no context {context!r} in {files}; it has {', '.join(map(str, names)) or 'none'}"
                     )
-            loader = await k8s_config.load_kube_config(
-                config_file=files, context=context, client_configuration=conf, persist_config=False
-            )
-            current = getattr(loader, "current_context", None) or {}
-            default_ns = (current.get("context") or {}).get("namespace") or "default"
+                current = next(c for c in contexts if c.get("name") == context)
+            default_ns = ((current or {}).get("context") or {}).get("namespace") or "default"
+
+            async def load() -> Any:
+                """The connection settings, with the credential (a plugin runs here): one line when not."""
+                loaded = k8s_client.Configuration()
+                loaded.connection_pool_maxsize = 16
+                try:
+                    await k8s_config.load_kube_config(
+                        config_file=files, context=context, client_configuration=loaded, persist_config=False
+                    )
+                    return api_client(loaded)
+                except ConfigException as exc:
+                    raise ClusterError(f"the kubeconfig cannot be used: {short(str(exc), 300)}") from None
+                except Exception as exc:  # noqa: BLE001 - a file of another shape: one line, no traceback
+                    first = (str(exc).splitlines() or [type(exc).__name__])[0]
+                    raise ClusterError(f"the kubeconfig cannot be read: {type(exc).__name__}: {short(first, 200)}") from None
+
+            kube = KubeClient.lazy(kubeconfig_server(files.split(os.pathsep), context) or "", load)
     except JobsError:
         raise
     except ConfigException as exc:
-        raise ClusterError(f"the kubeconfig cannot be used: {short(str(exc), 200)}") from None
+        raise ClusterError(f"the kubeconfig cannot be used: {short(str(exc), 300)}") from None
     except Exception as exc:  # noqa: BLE001 - bad YAML, a file of another shape: one line, no traceback
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise ClusterError(f"the kubeconfig cannot be read: {type(exc).__name__}: {short(first, 200)}") from None
-    kube = KubeClient(k8s_client.ApiClient(configuration=conf))
     kube.request_timeout = request_timeout
     return Cluster(kube, namespace or default_ns, kube.host)
 
 
 def kubeconfig_problem(files: list[str], context: str | None = None) -> str | None:
-    """What makes ``files`` (one kubeconfig, or ``$KUBECONFIG``'s list, merged as kubectl does:
+    """What makes ``files`` unusable, in one line, or None (:func:`_inspect`)."""
+    return _inspect(files, context)[0]
+
+
+def kubeconfig_server(files: list[str], context: str | None = None) -> str | None:
+    """The API server's URL of ``context`` (else the current one) in ``files`` (merged as kubectl
+    does), without the trailing ``/``; None when the files do not say (:func:`kubeconfig_problem`)."""
+    server = _inspect(files, context)[1]
+    return server.rstrip("/") if server else None
+
+
+def _inspect(files: list[str], context: str | None = None) -> tuple[str | None, str | None]:
+    """``(problem, server)``: what makes ``files`` (one kubeconfig, or ``$KUBECONFIG``'s list, merged as kubectl does:
     the first file to set a name wins) unusable, in one line naming the file and the field, or
     None when it looks usable. Checked: each existing file is YAML and a mapping (an empty file
     is allowed in a list, as kubectl allows it, but not alone); ``clusters``, ``contexts`` and
@@ -163,13 +250,13 @@ def kubeconfig_problem(files: list[str], context: str | None = None) -> str | No
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            return f"kubeconfig {name}: cannot be read: {getattr(exc, 'strerror', None) or exc}"
+            return f"kubeconfig {name}: cannot be read: {getattr(exc, 'strerror', None) or exc}", None
         try:
             doc = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 1})" if mark is not None else ""
-            return f"kubeconfig {name}: is not valid YAML{where}"
+            return f"kubeconfig {name}: is not valid YAML{where}", None
         if doc is None:
             read.append((name, True))
             continue
@@ -177,49 +264,49 @@ def kubeconfig_problem(files: list[str], context: str | None = None) -> str | No
             return (
                 f"kubeconfig {name}: is not a kubeconfig: it holds a {type(doc).__name__}, not a mapping "
                 "with clusters, contexts, users and current-context"
-            )
+            ), None
         read.append((name, False))
         for field, into in (("clusters", clusters), ("contexts", contexts), ("users", users)):
             entries = doc.get(field)
             if entries is None:
                 continue
             if not isinstance(entries, list):
-                return f"kubeconfig {name}: {field} must be a list of named entries, not a {type(entries).__name__}"
+                return f"kubeconfig {name}: {field} must be a list of named entries, not a {type(entries).__name__}", None
             for i, entry in enumerate(entries):
                 if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-                    return f"kubeconfig {name}: {field}[{i}] must be a mapping with a name"
+                    return f"kubeconfig {name}: {field}[{i}] must be a mapping with a name", None
                 into.setdefault(entry["name"], entry)
         cur = doc.get("current-context")
         if current is None and isinstance(cur, str) and cur:
             current = cur
     if read and all(empty for _, empty in read):
-        return f"kubeconfig {read[0][0]}: is empty; it needs clusters, contexts, users and current-context"
+        return f"kubeconfig {read[0][0]}: is empty; it needs clusters, contexts, users and current-context", None
     if not read:
-        return None
+        return None, None
     where = read[0][0] if len(read) == 1 else ", ".join(n for n, _ in read)
     if not clusters:
-        return f"kubeconfig {where}: has no clusters (clusters: a list of name and cluster.server)"
+        return f"kubeconfig {where}: has no clusters (clusters: a list of name and cluster.server)", None
     used = context or current
     if used is None:
         names = ", ".join(contexts) or "none"
-        return f"kubeconfig {where}: has no current-context; give --context (it has: {names})"
+        return f"kubeconfig {where}: has no current-context; give --context (it has: {names})", None
     if used not in contexts:
         if context is not None:
-            return None  # --context names one it lacks: said below, as before
-        return f"kubeconfig {where}: current-context {used!r} is not among its contexts ({', '.join(contexts) or 'none'})"
+            return None, None  # --context names one it lacks: said below, as before
+        return f"kubeconfig {where}: current-context {used!r} is not among its contexts ({', '.join(contexts) or 'none'})", None
     ctx = contexts[used].get("context")
     if not isinstance(ctx, dict):
-        return f"kubeconfig {where}: context {used!r} has no context mapping (cluster, user, namespace)"
+        return f"kubeconfig {where}: context {used!r} has no context mapping (cluster, user, namespace)", None
     cluster = ctx.get("cluster")
     if cluster not in clusters:
-        return f"kubeconfig {where}: context {used!r} names cluster {cluster!r}, which is not among its clusters ({', '.join(clusters)})"
+        return f"kubeconfig {where}: context {used!r} names cluster {cluster!r}, which is not among its clusters ({', '.join(clusters)})", None
     server = (clusters[cluster].get("cluster") or {}).get("server") if isinstance(clusters[cluster].get("cluster"), dict) else None
     if not isinstance(server, str) or not server:
-        return f"kubeconfig {where}: cluster {cluster!r} has no server (cluster.server: https://HOST:PORT)"
+        return f"kubeconfig {where}: cluster {cluster!r} has no server (cluster.server: https://HOST:PORT)", None
     user = ctx.get("user")
     if user is not None and user not in users:
-        return f"kubeconfig {where}: context {used!r} names user {user!r}, which is not among its users ({', '.join(users) or 'none'})"
-    return None
+        return f"kubeconfig {where}: context {used!r} names user {user!r}, which is not among its users ({', '.join(users) or 'none'})", None
+    return None, server
 
 
 # ----------------------------------------------------------------------------- errors
@@ -227,6 +314,8 @@ def kubeconfig_problem(files: list[str], context: str | None = None) -> str | No
 
 def _api_error(cl: Cluster, exc: ApiError, res: Resource, namespace: str | None, name: str | None) -> JobsError:
     """One line for an API server's refusal, named after what was asked for."""
+    if isinstance(exc, BadAnswer):
+        return ClusterError(f"the API server at {cl.server} gave an answer t9k-jobs cannot use: {short(exc.message, 300)}")
     details = exc.body.get("details") if isinstance(exc.body.get("details"), dict) else {}
     if exc.status == 404:
         if name is not None and details.get("name") == name:
@@ -247,12 +336,25 @@ def _api_error(cl: Cluster, exc: ApiError, res: Resource, namespace: str | None,
         return ClusterError(f"unauthorized: the kubeconfig's credentials are not accepted by {cl.server}")
     if exc.status in (400, 422) and exc.reason in ("Invalid", "BadRequest"):
         return InvalidJob([f"{res.kind} {name}: the API server refused it: {short(exc.message, 400)}"])
+    if exc.status == 429 or exc.status >= 500:
+        return Unavailable(f"the API server at {cl.server} cannot serve now: {exc.status} {exc.reason}: "
+                           f"{short(exc.message, 300)}", exc.retry_after)  # fmt: skip
     return ClusterError(f"{exc.status} {exc.reason}: {short(exc.message, 300)}")
 
 
-async def _call(cl: Cluster, coro: Any, res: Resource, namespace: str | None, name: str | None) -> Any:
+async def _call(
+    cl: Cluster,
+    coro: Any,
+    res: Resource,
+    namespace: str | None,
+    name: str | None,
+    check: Callable[[Any], Any] | None = None,
+) -> Any:
+    """Await ``coro`` (a request of ``cl.kube``) and, with ``check``, return ``check(answer)``
+    (:func:`~t9k_jobs.cluster.client.checked_object`...); every failure is one of :mod:`t9k_jobs.errors`."""
     try:
-        return await coro
+        answer = await coro
+        return check(answer) if check is not None else answer
     except ApiError as exc:
         raise _api_error(cl, exc, res, namespace, name) from None
     except _NETWORK_ERRORS as exc:
@@ -291,7 +393,12 @@ async def get_job(cl: Cluster, kind: str, name: str, namespace: str | None = Non
     """The job as the server has it (a dict). Raises :class:`NotFound`, :class:`ClusterError`."""
     ns = namespace or cl.namespace
     res = JOB_RESOURCES[kind]
-    return await _call(cl, cl.kube.get(res, ns, name), res, ns, name)
+    return await _call(cl, cl.kube.get(res, ns, name), res, ns, name, _job_check(kind, name))
+
+
+def _job_check(kind: str, name: str | None = None) -> Callable[[Any], dict[str, Any]]:
+    """The check of an answer that is one job (:func:`~t9k_jobs.cluster.client.checked_object`)."""
+    return lambda answer: checked_object(answer, f"{kind} {name or ''}".strip(), kind)
 
 
 async def list_jobs(
@@ -308,8 +415,11 @@ async def list_jobs(
             params: dict[str, Any] = {"limit": 500}
             if token:
                 params["continue"] = token
-            page = await _call(cl, cl.kube.list(res, ns, params=params), res, ns, None)
-            for item in page.get("items") or []:
+            page, items = await _call(
+                cl, cl.kube.list(res, ns, params=params), res, ns, None,
+                lambda p: (p, checked_items(p, f"the list of {res.plural}", kind)),
+            )  # fmt: skip
+            for item in items:
                 item.setdefault("apiVersion", res.api_version)
                 item.setdefault("kind", kind)
                 out.append(item)
@@ -340,7 +450,7 @@ async def create_job(cl: Cluster, manifest: dict[str, Any], namespace: str | Non
     meta["namespace"] = ns
     body["metadata"] = meta
     res = JOB_RESOURCES[body["kind"]]
-    return await _call(cl, cl.kube.create(res, ns, body), res, ns, meta.get("name"))
+    return await _call(cl, cl.kube.create(res, ns, body), res, ns, meta.get("name"), _job_check(body["kind"], meta.get("name")))
 
 
 async def delete_job(cl: Cluster, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
@@ -359,21 +469,46 @@ async def patch_job(
     Raises :class:`NotFound`, :class:`InvalidJob` when the server's validation refuses it."""
     ns = namespace or cl.namespace
     res = JOB_RESOURCES[kind]
-    return await _call(cl, cl.kube.patch(res, ns, name, body), res, ns, name)
+    return await _call(cl, cl.kube.patch(res, ns, name, body), res, ns, name, _job_check(kind, name))
 
 
 # ----------------------------------------------------------------------------- pods and events
 
 
-async def job_pods(cl: Cluster, kind: str, name: str, namespace: str | None = None) -> list[dict[str, Any]]:
-    """The job's pods (by its owner labels), sorted by replica type, index and creation."""
+async def job_pods(
+    cl: Cluster, kind: str, name: str, namespace: str | None = None, uid: str | None = None
+) -> list[dict[str, Any]]:
+    """The job's pods, sorted by replica type, index and creation: those its owner labels select
+    whose controller is the job (:func:`controlled_by`; ``uid``: the job's, when known), as the
+    operator counts them; a bare pod that only carries the labels is not a replica."""
     ns = namespace or cl.namespace
     selector = f"{LABEL_OWNER_KIND}={kind},{LABEL_OWNER_NAME}={name}"
-    page = await _call(cl, cl.kube.list(PODS, ns, params={"labelSelector": selector}), PODS, ns, None)
-    pods = list(page.get("items") or [])
-    for pod in pods:
-        pod.setdefault("kind", "Pod")  # items of a list do not carry it
-    return sorted(pods, key=pod_sort_key)
+    pods = await _call(
+        cl, cl.kube.list(PODS, ns, params={"labelSelector": selector}), PODS, ns, None,
+        lambda page: [_checked_pod(p) for p in checked_items(page, "the list of pods", "Pod")],
+    )  # fmt: skip
+    return sorted((p for p in pods if controlled_by(p, kind, name, uid)), key=pod_sort_key)
+
+
+def controlled_by(obj: dict[str, Any], kind: str, name: str, uid: str | None = None) -> bool:
+    """Whether ``obj``'s controller owner reference names the job ``kind``/``name`` (and ``uid``
+    when given): the operator acts only on such children (client-go's ``GetControllerOf``)."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller"):
+            return ref.get("kind") == kind and ref.get("name") == name and (uid is None or ref.get("uid") == uid)
+    return False
+
+
+def _checked_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """``pod`` when the fields the verbs read from a pod (its spec, its status, its containers'
+    states) have their shapes: :class:`BadAnswer` otherwise."""
+    pod.setdefault("kind", "Pod")
+    try:
+        pod_replica(pod)
+        pod_sort_key(pod)
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:
+        raise BadAnswer(200, f"pod {pod['metadata']['name']}: a field has the wrong shape ({type(exc).__name__}: {exc})") from None
+    return pod
 
 
 def pod_sort_key(pod: dict[str, Any]) -> tuple[str, int, str]:
@@ -397,11 +532,12 @@ async def job_events(
         selectors.append("involvedObject.kind=Pod")
     found = []
     for selector in selectors:
-        page = await _call(
-            cl, cl.kube.list(EVENTS, ns, params={"fieldSelector": selector, "limit": 2000}), EVENTS, ns, None
-        )
-        for ev in page.get("items") or []:
-            obj = ev.get("involvedObject") or {}
+        items = await _call(
+            cl, cl.kube.list(EVENTS, ns, params={"fieldSelector": selector, "limit": 2000}), EVENTS, ns, None,
+            lambda page: checked_items(page, "the list of events", "Event"),
+        )  # fmt: skip
+        for ev in items:
+            obj = ev.get("involvedObject") if isinstance(ev.get("involvedObject"), dict) else {}
             if obj.get("kind") == "Pod" and obj.get("name") not in pod_names:
                 continue
             found.append(ev)
@@ -503,7 +639,7 @@ def raw_view(
 
 
 def _event(ev: dict[str, Any]) -> Event:
-    obj = ev.get("involvedObject") or {}
+    obj = ev.get("involvedObject") if isinstance(ev.get("involvedObject"), dict) else {}
     return Event(
         when=_event_time(ev) or None,
         type=str(ev.get("type", "")),
@@ -525,7 +661,7 @@ async def detail_view(cl: Cluster, raw: dict[str, Any]) -> JobView:
     ``minCount`` and conditions) and the recent Events of the job and its pods."""
     kind, meta = str(raw.get("kind")), raw.get("metadata") or {}
     name, ns = meta["name"], meta.get("namespace") or cl.namespace
-    pods = await job_pods(cl, kind, name, ns)
+    pods = await job_pods(cl, kind, name, ns, meta.get("uid"))
     pod_group = await job_pod_group(cl, raw, pods, ns)
     status = status_of(raw)
     names = {p["metadata"]["name"] for p in pods} | {
@@ -548,16 +684,20 @@ async def wait_job(
 ) -> tuple[dict[str, Any] | None, bool]:
     """Watch the job (reconnecting as needed; no polling) until ``done(raw)`` says yes (``raw``
     None: the job was deleted) or ``timeout`` seconds pass (None: no limit) however the server
-    behaves (one that never answers included: every request is inside that time). Returns
-    ``(the job as last read, whether done said yes)``; the job is None when it was deleted, or
-    when time ran out before the server answered. Raises :class:`NotFound` when there is no such
-    job at the start."""
+    behaves (one that never answers included: every request is inside that time). An API server
+    that restarts (connection refused, 503 while it starts), is overloaded (429, after its
+    ``Retry-After``) or fails for a while (5xx) is tried again within ``timeout``, as ``kubectl
+    wait`` does; without a timeout, for :data:`UNREACHABLE_LIMIT` seconds without an answer.
+    Returns ``(the job as last read, whether done said yes)``; the job is None when it was deleted,
+    or when time ran out before the server answered. Raises :class:`NotFound` when there is no
+    such job at the start, :class:`ClusterError` for a refusal that trying again cannot change
+    (forbidden, an answer t9k-jobs cannot use)."""
     seen: dict[str, Any] = {}
     if timeout is None:
-        return await _wait_job(cl, kind, name, done, namespace, seen), True
+        return await _wait_job(cl, kind, name, done, namespace, seen, Patience(UNREACHABLE_LIMIT)), True
     try:
         async with asyncio.timeout(timeout):
-            return await _wait_job(cl, kind, name, done, namespace, seen), True
+            return await _wait_job(cl, kind, name, done, namespace, seen, Patience(None)), True
     except TimeoutError:
         return seen.get("raw"), False
 
@@ -569,12 +709,25 @@ async def _wait_job(
     done: Callable[[dict[str, Any] | None], bool],
     namespace: str | None,
     seen: dict[str, Any],
+    patience: Patience,
 ) -> dict[str, Any] | None:
     """:func:`wait_job` without its overall limit; ``seen["raw"]`` is the job as last read."""
     ns = namespace or cl.namespace
     res = JOB_RESOURCES[kind]
-    raw = seen["raw"] = await get_job(cl, kind, name, ns)
+    check = _job_check(kind, name)
+    first = True
     while True:
+        try:
+            raw = seen["raw"] = await get_job(cl, kind, name, ns)
+        except NotFound:
+            if first or not done(None):
+                raise
+            return None
+        except JobsError as exc:
+            await patience.failed(exc)
+            continue
+        patience.ok()
+        first = False
         if done(raw):
             return raw
         rv = (raw.get("metadata") or {}).get("resourceVersion")
@@ -587,22 +740,14 @@ async def _wait_job(
                 if kind_of == "DELETED" and done(None):
                     return None
                 if kind_of in ("ADDED", "MODIFIED"):
-                    raw = seen["raw"] = event["object"]
+                    raw = seen["raw"] = check(event["object"])
                     if done(raw):
                         return raw
         except ApiError as exc:
-            if exc.status != 410:  # 410 Gone: the version is too old; read it again below
-                raise _api_error(cl, exc, res, ns, name) from None
-        except _NETWORK_ERRORS:
-            await asyncio.sleep(1.0)  # the server restarts, a connection broke: look again
-        try:
-            raw = seen["raw"] = await get_job(cl, kind, name, ns)
-        except NotFound:
-            if done(None):
-                return None
-            raise
-        except Unreachable:  # the server restarts: keep looking until the time is up
-            await asyncio.sleep(1.0)
+            if exc.status != 410:  # 410 Gone: the version is too old; read it again
+                await patience.failed(_api_error(cl, exc, res, ns, name))
+        except _NETWORK_ERRORS as exc:  # the server restarts, a connection broke: look again
+            await patience.failed(cl.unreachable(exc))
 
 
 # ----------------------------------------------------------------------------- logs
@@ -659,6 +804,7 @@ async def open_logs(
     namespace: str | None = None,
     look: Look | None = None,
     pause: Callable[[float], Awaitable[Any]] | None = None,
+    require_pods: bool = False,
 ) -> AsyncIterator[str]:
     """Check what is asked for and return an async iterator of the job's log lines (no newline):
     every replica merged, each line prefixed ``[worker-1] `` like the local ``job.log``, or one
@@ -666,7 +812,9 @@ async def open_logs(
 
     ``look`` (default: a GET of the job and a list of its pods) is how a followed log learns of
     new pods and the job's end; ``pause(seconds)`` how it waits between two looks (default a
-    sleep; a watching backend wakes it at the next change instead).
+    sleep; a watching backend wakes it at the next change instead). ``require_pods``: a log that is
+    not followed raises :class:`NotFound` when the job has no pod (of the type asked for), as
+    ``kubectl logs`` fails for a workload without pods, instead of printing nothing.
 
     Raises :class:`NotFound` (no such job, replica type or container), :class:`UsageError`
     (``index`` without ``replica_type``, ``previous`` with ``follow``); the iterator raises
@@ -700,7 +848,7 @@ async def open_logs(
             names = [c.get("name") for c in (group.template.get("spec") or {}).get("containers") or []]
             if o.container is not None and o.container not in names:
                 raise NotFound(f"{pod_name} has no container {o.container!r}; it has {', '.join(map(str, names))}")
-    logs = _Logs(cl, kind, name, ns, o, pod_name, look, pause)
+    logs = _Logs(cl, kind, name, ns, o, pod_name, look, pause, require_pods)
     if o.follow:
         queue: asyncio.Queue[str | BaseException | None] = asyncio.Queue(maxsize=10000)
         return _follow(logs, queue)
@@ -720,6 +868,7 @@ class _Logs:
     pod_name: str | None
     look_hook: Look | None = None
     pause_hook: Callable[[float], Awaitable[Any]] | None = None
+    require_pods: bool = False
 
     async def look(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
         """``(the job, None when gone; its wanted pods)``, through ``look_hook`` when given."""
@@ -748,6 +897,8 @@ class _Logs:
         return [p for p in await job_pods(self.cl, self.kind, self.name, self.ns) if self.wanted(p)]
 
     def wanted(self, pod: dict[str, Any]) -> bool:
+        if not controlled_by(pod, self.kind, self.name):  # a bare pod with the job's labels
+            return False
         labels = pod["metadata"].get("labels") or {}
         if self.o.replica_type is not None and labels.get(LABEL_REPLICA_TYPE) != self.o.replica_type:
             return False
@@ -773,6 +924,12 @@ async def _read(logs: _Logs) -> AsyncIterator[str]:
     pods = (await logs.look())[1] if logs.look_hook is not None else await logs.pods()
     if single and not pods:
         raise NotFound(f"{logs.kind} {logs.name} has no pod {logs.pod_name} (not created yet, or deleted)")
+    if not pods and logs.require_pods:
+        of = f" of type {o.replica_type}" if o.replica_type is not None else ""
+        raise NotFound(
+            f"{logs.kind} {logs.name} has no pods{of}, so no log to show: they are not created yet, or "
+            "were deleted (a finished job's clean-up, a pause)"
+        )
     entries: list[tuple[tuple[str, int], int, str]] = []
     seq = 0
     for pod in pods:
@@ -871,18 +1028,17 @@ async def _follow(logs: _Logs, queue: asyncio.Queue[str | BaseException | None])
     async def watch() -> None:
         first = True
         ended_at: float | None = None
+        patience = Patience(UNREACHABLE_LIMIT)
         try:
-            unreachable_since: float | None = None
             while True:
                 try:
                     raw, pods = await logs.look()
                     gone = raw is None
-                    unreachable_since = None
-                except Unreachable:  # the server restarts: the streams wait, so do we (a minute)
-                    unreachable_since = unreachable_since if unreachable_since is not None else loop.time()
-                    if loop.time() - unreachable_since > UNREACHABLE_LIMIT:
-                        raise
-                    await logs.pause(POLL)
+                    patience.ok()
+                except JobsError as exc:
+                    # The server restarts (refused, 503), is overloaded (429) or fails for a while
+                    # (5xx): the streams wait, so do we, for a minute without an answer.
+                    await patience.failed(exc)
                     continue
                 live = {p["metadata"].get("uid", ""): p for p in pods}
                 for pod in pods:
