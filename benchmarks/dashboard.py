@@ -4,9 +4,11 @@ on the same machine and data.
 Measured, each on a real ``t9k-jobs dashboard`` process (``--port 0``; the token from the URL it
 prints, when it prints one):
 
-* ``idle``: 1000 finished local runs (``benchmarks/local_runs.py``'s copies of one real run) with
-  the job list's event stream open for ``--seconds`` s: the dashboard's CPU (user + system, from
-  ``/proc/PID/stat``) as a share of one core;
+* ``idle``: 1000 finished local runs (``benchmarks/local_runs.py``'s copies of one real run; the
+  middle one's merged log ``--log-mb`` MB of 100-byte lines) with the job list's event stream open
+  for ``--seconds`` s: the dashboard's CPU (user + system, from ``/proc/PID/stat``) as a share of
+  one core; then the seconds and CPU of the metrics stream of that big log, for a first page and a
+  second;
 * ``progress bar``: a real run whose one replica prints a ``\\r`` progress bar of ``--log-mb`` MB
   with no newline: the peak RSS of ``t9k-jobs logs gj NAME --type worker --index 0 --tail 2``
   (``wait4``) and its wall time; the dashboard's peak RSS (``VmHWM``) after one log page of that
@@ -115,7 +117,7 @@ class Board:
         return time.perf_counter() - started
 
 
-def idle(code: Path | None, runs: Path, seconds: float) -> dict[str, Any]:
+def idle(code: Path | None, runs: Path, seconds: float, count: int) -> dict[str, Any]:
     board = Board(code, runs.parent, "--runs-dir", str(runs))
     try:
         conn = board.stream("/api/jobs/events")
@@ -125,6 +127,14 @@ def idle(code: Path | None, runs: Path, seconds: float) -> dict[str, Any]:
         used = board.cpu() - before
         share = used / (time.perf_counter() - started)
         conn.close()
+        # The metric points of a job whose merged log is --log-mb MB (bench-NNNN in the middle),
+        # for a first page and for a second one.
+        name = f"bench-{count // 2:04d}"
+        metrics = {}
+        for label in ("first page", "second page"):
+            before, t = board.cpu(), time.perf_counter()
+            board.get(f"/api/job/gj/{name}/metrics/follow")
+            metrics[label] = {"seconds": round(time.perf_counter() - t, 2), "cpu_seconds": round(board.cpu() - before, 2)}
         pages = [board.stream("/api/jobs/events") for _ in range(5)]
         ctrl_c = board.stop()
         for page in pages:
@@ -132,7 +142,8 @@ def idle(code: Path | None, runs: Path, seconds: float) -> dict[str, Any]:
     finally:
         if board.proc.poll() is None:
             board.stop()
-    return {"cpu_share_of_a_core": round(share, 4), "ctrl_c_seconds_with_5_streams": round(ctrl_c, 2)}
+    return {"cpu_share_of_a_core": round(share, 4), "ctrl_c_seconds_with_5_streams": round(ctrl_c, 2),
+            "metrics of the big merged log": metrics}
 
 
 PROGRESS = """
@@ -247,8 +258,11 @@ def cluster(code: Path | None, base: Path, seconds: float) -> dict[str, Any]:
         plane.stop()
 
 
-def measure(code: Path | None, base: Path, runs: Path, bar: Path, seconds: float, with_cluster: bool) -> dict[str, Any]:
-    result = {"idle with 1000 runs and the list open": idle(code, runs, seconds), "progress bar": progress_bar(code, bar)}
+def measure(
+    code: Path | None, base: Path, runs: Path, bar: Path, seconds: float, with_cluster: bool, count: int
+) -> dict[str, Any]:
+    result = {"idle with 1000 runs and the list open": idle(code, runs, seconds, count),
+              "progress bar": progress_bar(code, bar)}
     if with_cluster:
         result["cluster"] = cluster(code, base / f"cluster-{'this' if code is None else code.name}", seconds)
     return result
@@ -265,15 +279,15 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="t9k-bench-dashboard-") as tmp:
         base = Path(tmp)
-        runs = make_runs(base, args.runs, 1)
+        runs = make_runs(base, args.runs, args.log_mb)
         bar = progress_run(base, args.log_mb)
         results: dict[str, Any] = {
             "runs": args.runs, "log_mb": args.log_mb, "seconds": args.seconds,
             "machine": f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}", "date": time.strftime("%Y-%m-%d"),
-            "this": measure(None, base, runs, bar, args.seconds, args.cluster),
+            "this": measure(None, base, runs, bar, args.seconds, args.cluster, args.runs),
         }
         for code in args.code:
-            results[str(code)] = measure(code, base, runs, bar, args.seconds, args.cluster)
+            results[str(code)] = measure(code, base, runs, bar, args.seconds, args.cluster, args.runs)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
 
