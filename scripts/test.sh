@@ -29,7 +29,23 @@ if [ "$seeded" = 0 ]; then
   args=("--randomly-seed=$seed" "${args[@]}")
 fi
 started=$SECONDS
-step() { echo "[test.sh +$((SECONDS - started))s] $*" >&2; }
+# Each step's start is printed as it begins; how long each took is summed up at the end (issue 35:
+# where a cold run's time goes).
+steps=()
+step() {
+  steps+=("$((SECONDS - started)) $*")
+  echo "[test.sh +$((SECONDS - started))s] $*" >&2
+}
+summary() {
+  local i next
+  echo "[test.sh] time per step (s):" >&2
+  for i in "${!steps[@]}"; do
+    next=$((SECONDS - started))
+    [ $((i + 1)) -lt ${#steps[@]} ] && next="${steps[$((i + 1))]%% *}"
+    printf '  %6d  %s\n' "$((next - ${steps[$i]%% *}))" "${steps[$i]#* }" >&2
+  done
+}
+step "the Python stack from uv.lock (scripts/bootstrap.sh)"
 bin="$(bash "$root/scripts/bootstrap.sh" examples,test,launchers)"
 cd "$root"
 if [ "$(id -u)" = 0 ] && [ ! -x /usr/sbin/sshd ]; then
@@ -101,6 +117,7 @@ set +e
 code=$?
 set -e
 step "done (pytest exit $code)"
+summary
 if [ "$code" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure" >&2
   exit 1
