@@ -518,9 +518,11 @@ class Client:
 
         Raises :class:`JobEndedOtherwise` when it ends in another phase, is deleted or (locally)
         stopped, with the reason; :class:`WaitTimeout` when time runs out (on a cluster, every
-        request of the wait is inside ``timeout``); :class:`NotFound`; :class:`UsageError` for
-        another phase or a bad duration; :class:`JobsError` locally when the run's state cannot
-        be told (``Unknown``: waiting would never end).
+        request of the wait is inside ``timeout``, an API server that restarts is waited for
+        within it); :class:`NotFound`; :class:`UsageError` for another phase or a bad duration
+        (NaN, infinite, negative); :class:`JobsError` when waiting would never end: locally, the
+        run's state cannot be told (``Unknown``); on a cluster, the operator marked the spec
+        invalid (condition ``SpecValid`` False, reason ``InvalidSpec``) and leaves the job alone.
 
         >>> Client.local().wait("gj", "exchange", timeout="5m").status.phase   # doctest: +SKIP
         'Succeeded'
@@ -530,7 +532,7 @@ class Client:
         kind_name, wanted, limit = resolve_kind(kind), wait_phase(phase), seconds(timeout)
 
         def done(view: JobView | None) -> bool:
-            return view is None or view.phase in (wanted, UNKNOWN, STOPPED, *TERMINAL_PHASES)
+            return view is None or view.phase in (wanted, UNKNOWN, STOPPED, *TERMINAL_PHASES) or _left_alone(view)
 
         view, reached = self.backend.watch(kind_name, name, namespace, done, limit)
         if not reached:
@@ -540,7 +542,9 @@ class Client:
             raise JobEndedOtherwise(show.wait_deleted(kind_name, name, wanted), None)
         if view.phase == wanted:
             return self._job(view)
-        if view.phase == UNKNOWN and view.unknown_reason is not None:
+        if (view.phase == UNKNOWN and view.unknown_reason is not None) or _left_alone(view):
+            # A state that cannot be told, or a spec the operator leaves alone (SpecValid False,
+            # InvalidSpec) until it changes: waiting would last the whole timeout for nothing.
             raise JobsError(show.wait_unknown(view, wanted))
         raise JobEndedOtherwise(show.wait_ended(view, wanted), view.phase)
 
@@ -630,6 +634,14 @@ class Client:
             return parse_job(view.object, where)  # type: ignore[return-value]
         except ManifestError as exc:
             raise InvalidJob(exc.lines()) from None
+
+
+def _left_alone(view: JobView) -> bool:
+    """Whether the operator marked the job's spec invalid (``SpecValid`` False) and leaves it alone."""
+    from .engine.conditions import SPEC_VALID
+
+    cond = view.status.condition(SPEC_VALID) if view.status is not None else None
+    return cond is not None and cond.status == "False"
 
 
 for _verb in Client.CHECKED:  # every verb goes through the checks, whatever the backend

@@ -3,7 +3,8 @@
 It stands in for the network, not for the API server: bytes (TLS included) pass through
 unchanged. ``cut()`` aborts every open connection and stops listening, so the client sees
 resets and then ``connection refused``, as across a partition; ``mend()`` listens again on the
-same port.
+same port. ``freeze()`` makes it a hung server instead: connections stay open (new ones are
+accepted) and nothing passes either way until ``thaw()``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ class NetCut:
         self.port = 0
         self._server: asyncio.base_events.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
 
     async def start(self) -> NetCut:
         await self._listen()
@@ -36,6 +39,7 @@ class NetCut:
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._open.add(writer)
+        await self._flowing.wait()
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.target)
         except OSError:
@@ -50,6 +54,7 @@ class NetCut:
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             with contextlib.suppress(OSError, asyncio.IncompleteReadError):
                 while data := await src.read(65536):
+                    await self._flowing.wait()
                     dst.write(data)
                     await dst.drain()
             dst.transport.abort()
@@ -67,6 +72,19 @@ class NetCut:
         self._open.clear()
         if server is not None:
             await server.wait_closed()
+
+    @property
+    def connections(self) -> int:
+        """How many connections (either side) the relay holds open now."""
+        return len(self._open)
+
+    async def freeze(self) -> None:
+        """Hold every byte, both ways, and every new connection, until :meth:`thaw`: a server that
+        accepts and never answers."""
+        self._flowing.clear()
+
+    async def thaw(self) -> None:
+        self._flowing.set()
 
     async def mend(self) -> None:
         if self._server is None:
@@ -101,6 +119,12 @@ class ThreadedNetCut:
 
     def mend(self) -> None:
         self._call(self.net.mend())
+
+    def freeze(self) -> None:
+        self._call(self.net.freeze())
+
+    def thaw(self) -> None:
+        self._call(self.net.thaw())
 
     def kubeconfig(self, original: Path, dest: Path) -> Path:
         return self.net.kubeconfig(original, dest)

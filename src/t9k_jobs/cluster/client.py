@@ -109,7 +109,7 @@ def decode_answer(raw: bytes, status: int, what: str, content_type: str | None =
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         kind = f" ({content_type})" if content_type and "json" not in content_type else ""
-        why = "nested too deep" if "ecursion" in str(exc) else "not JSON"
+        why = "nested too deep" if "depth limit" in str(exc) or "ecursion" in str(exc) else "not JSON"
         raise BadAnswer(status, f"the answer to {what} is {why}{kind}: {_printable(raw)!r}") from None
     if not isinstance(value, dict):
         raise BadAnswer(status, f"the answer to {what} is a JSON {type(value).__name__}, not an object: {_printable(raw)!r}")

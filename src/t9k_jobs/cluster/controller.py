@@ -22,6 +22,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -316,6 +317,8 @@ class Controller:
         self.jobs: dict[JobKey, JobState] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[Any]] = set()
+        # The Events recorded, most recent last, to count repeats (:meth:`_emit_event`).
+        self._recorded: OrderedDict[tuple[Any, ...], _Recorded] = OrderedDict()
 
     # ------------------------------------------------------------------ informers
 
@@ -969,16 +972,30 @@ class Controller:
     # ------------------------------------------------------------------ events
 
     def _emit_event(self, raw: dict[str, Any], type_: str, reason: str, message: str) -> None:
-        """Create a core/v1 Event about the job, in the background; failures are only logged."""
+        """Record a core/v1 Event about the job, in the background; failures are only logged.
+
+        As client-go's event recorder (``tools/record``, ``EventCorrelator``): an Event the same
+        as one this process recorded (the same job by uid, type, reason and message) is not made
+        again: its ``count`` goes up and its ``lastTimestamp`` moves (a patch), so a job that says
+        the same thing many times (an invalid spec edited and still invalid, a replica restarted
+        for the same reason) has one Event, not one per time. The :data:`RECORDED` most recent are
+        remembered; an Event deleted meanwhile (expired) is made anew."""
         meta = raw["metadata"]
         now = rfc3339(time.time())
+        message = message[:1024]
+        key = (meta.get("namespace"), str(meta.get("uid") or meta["name"]), type_, reason, message)
+        seen = self._recorded.pop(key, None)
+        if seen is not None:
+            seen.count += 1
+        else:
+            seen = _Recorded(f"{meta['name']}.{uuid.uuid4().hex[:16]}", now)
+        self._recorded[key] = seen  # the most recent last
+        while len(self._recorded) > RECORDED:
+            self._recorded.popitem(last=False)
         event = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {
-                "name": f"{meta['name']}.{uuid.uuid4().hex[:16]}",
-                "namespace": meta.get("namespace"),
-            },
+            "metadata": {"name": seen.name, "namespace": meta.get("namespace")},
             "involvedObject": {
                 "apiVersion": raw.get("apiVersion"),
                 "kind": raw.get("kind"),
@@ -989,18 +1006,32 @@ class Controller:
             },
             "type": type_,
             "reason": reason,
-            "message": message[:1024],
+            "message": message,
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,
             "reportingInstance": self.identity,
-            "firstTimestamp": now,
+            "firstTimestamp": seen.first,
             "lastTimestamp": now,
-            "count": 1,
+            "count": seen.count,
         }
+        before = seen.sending
 
         async def send() -> None:
+            if before is not None:  # the same Event's earlier record goes first (its create)
+                await asyncio.gather(before, return_exceptions=True)
+            ns = meta.get("namespace")
             try:
-                await self.events_client.create(EVENTS, meta.get("namespace"), event)
+                if event["count"] > 1:
+                    try:
+                        patch = {"count": event["count"], "lastTimestamp": now, "message": message}
+                        await self.events_client.patch(EVENTS, ns, seen.name, patch)
+                        return
+                    except ApiError as exc:
+                        if exc.status != 404:
+                            raise
+                        # Gone (expired, deleted): made again, under a new name.
+                        seen.name = event["metadata"]["name"] = f"{meta['name']}.{uuid.uuid4().hex[:16]}"
+                await self.events_client.create(EVENTS, ns, event)
             except Exception as exc:  # noqa: BLE001 - events are best effort
                 metrics.API_ERRORS.labels(
                     verb="create", reason=getattr(exc, "reason", type(exc).__name__)
@@ -1008,18 +1039,40 @@ class Controller:
                 log.debug("event %s for %s not recorded: %s", reason, meta["name"], exc)
 
         task = asyncio.get_running_loop().create_task(send())
+        seen.sending = task
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def stop(self) -> None:
-        """Stop workers and informers; wait for pending events."""
+    async def stop(self, events_grace: float = 5.0) -> None:
+        """Stop workers and informers; wait for pending events at most ``events_grace`` seconds
+        (those not sent by then are given up: an API server that does not answer must not hold
+        the process; :data:`~t9k_jobs.cluster.operator.STOP_WITHIN`)."""
         self.queue.shut_down()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._background:
-            await asyncio.wait(self._background, timeout=5)
+            await asyncio.wait(self._background, timeout=events_grace)
+            for t in self._background:
+                t.cancel()
+            await asyncio.gather(*self._background, return_exceptions=True)
         await self.events_client.close()
+
+
+#: How many recorded Events the controller remembers to count repeats on (client-go's
+#: ``maxLruCacheEntries``).
+RECORDED = 4096
+
+
+@dataclass
+class _Recorded:
+    """An Event this process recorded: its ``name``, when it was ``first`` said, how many times
+    (``count``), and the task sending its last record (``sending``)."""
+
+    name: str
+    first: str
+    count: int = 1
+    sending: asyncio.Task[None] | None = None
 
 
 class NamespaceTerminating(Exception):

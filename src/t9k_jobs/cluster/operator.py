@@ -9,7 +9,10 @@ of after a CrashLoopBackOff), start the informers (every replica, so a standby's
 leader election on, start the workers only while holding the Lease. Losing the Lease ends
 the process with exit code 1, so its supervisor restarts it as a fresh candidate (as
 client-go controllers do). SIGTERM or SIGINT stop it cleanly: workers stop, the Lease is
-released, exit code 0.
+released, exit code 0, within :data:`STOP_WITHIN` seconds however the API server behaves (one
+that never answers included: what the way out waits for is bounded, the Lease's release and the
+last Events given up rather than waited for; a kubelet's grace period is 30 s, and a stop that
+takes long holds a rolling update).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import signal
 import socket
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -42,6 +46,11 @@ EXIT_SERVED_CHANGED = 3
 NATIVE_GANG = "scheduling.k8s.io/PodGroup"
 #: Backoff between discovery attempts while the API server cannot be reached (seconds).
 DISCOVERY_BACKOFF = (0.5, 10.0)
+#: Seconds from SIGTERM to the end of the process, at most (the tests hold it to 5).
+STOP_WITHIN = 4.0
+#: Of those, the most the Events of the last passes and the Lease's release may take, each.
+STOP_EVENTS = 1.0
+STOP_RELEASE = 2.0
 
 
 @dataclass
@@ -87,7 +96,10 @@ class Operator:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stopping.set)
         c = self.config
-        self.client = await KubeClient.from_config(c.kubeconfig, c.context, qps=c.qps, burst=c.burst)
+        client = await self._unless_stopped(KubeClient.from_config(c.kubeconfig, c.context, qps=c.qps, burst=c.burst))
+        if client is None:  # stopped while a credential plugin ran
+            return self.exit_code
+        self.client = client
         try:
             await self._serve_health()
             served = await self._discover()
@@ -116,21 +128,45 @@ class Operator:
             stop = asyncio.create_task(self.stopping.wait())
             recheck = asyncio.create_task(self._recheck_served(served | ({NATIVE_GANG} if native else set())))
             await asyncio.wait({main, stop}, return_when=asyncio.FIRST_COMPLETED)
+            stopped_at = loop.time()
+            stop.cancel()
             recheck.cancel()
-            await asyncio.gather(recheck, return_exceptions=True)
+            await asyncio.gather(recheck, stop, return_exceptions=True)
             if not main.done():
                 main.cancel()
                 await asyncio.gather(main, return_exceptions=True)
             elif main.exception() is not None:
                 raise main.exception()  # type: ignore[misc]
-            await self.controller.stop()
+            await self.controller.stop(events_grace=STOP_EVENTS)
             if c.leader_elect and self.leading:
-                await leader.release(self.client, c.lease_name, c.lease_namespace, self.identity)
+                left = min(STOP_RELEASE, STOP_WITHIN - STOP_EVENTS - (loop.time() - stopped_at))
+                try:
+                    await asyncio.wait_for(
+                        leader.release(self.client, c.lease_name, c.lease_namespace, self.identity), max(left, 0.1)
+                    )
+                except TimeoutError:
+                    log.warning(
+                        "the lease %s/%s was not released within %.1f s (the API server does not answer): a "
+                        "standby takes it when it expires", c.lease_namespace, c.lease_name, max(left, 0.1),
+                    )  # fmt: skip
         finally:
             if self._runner is not None:
                 await self._runner.cleanup()
             await self.client.close()
         return self.exit_code
+
+    async def _unless_stopped(self, coro: Any) -> Any:
+        """``await coro``, unless a stop signal comes first: then it is cancelled and None returned."""
+        work = asyncio.ensure_future(coro)
+        stop = asyncio.ensure_future(self.stopping.wait())
+        await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if not work.done():
+            work.cancel()
+            await asyncio.gather(work, stop, return_exceptions=True)
+            return None
+        await asyncio.gather(stop, return_exceptions=True)
+        return work.result()
 
     async def _main(self) -> None:
         assert self.controller is not None and self.client is not None
@@ -161,7 +197,8 @@ class Operator:
         started = time.monotonic()
         while not self.stopping.is_set():
             try:
-                return await self._served_optional_kinds()
+                served = await self._unless_stopped(self._served_optional_kinds())
+                return served  # None: stopped while the API server did not answer
             except ApiError as exc:
                 if exc.status < 500 and exc.status != 429:
                     raise
@@ -258,7 +295,8 @@ class Operator:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
-        self._runner = web.AppRunner(app, access_log=None)
+        # A scrape or probe still open at the stop is given a second, not the default minute.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host or None, int(port))
         await site.start()
