@@ -24,7 +24,7 @@ from t9k_jobs import Client
 from t9k_jobs.errors import JobsError, UsageError
 from t9k_jobs.local.ownership import GONE, RUNNING, UNKNOWN, publish_runtime, runtime_state
 
-from tests.helpers import job, template
+from tests.helpers import job, template, wait_until
 
 from .conftest import alive, py
 
@@ -234,3 +234,46 @@ def test_sdk_arguments_of_the_wrong_type_are_usage_errors(tmp_path: Path, call: 
     assert needle in str(refused.value) and refused.value.exit_code == 2
     with pytest.raises(UsageError, match="runs_dir: expected a path"):
         Client.local(runs_dir=3)  # type: ignore[arg-type]
+
+
+def test_a_hard_linked_copy_of_a_live_run_dir_cannot_act_on_the_run(tmp_path: Path) -> None:
+    """Issue 33: ``cp -al t9k-runs BACKUP/`` of a live runs dir shares the runtime's pid file (a
+    hard link: the same inode, the same lock), so in BACKUP ``get`` said Running and ``delete``
+    stopped the live run. The pid file names the directory it was published in: the copy's run is
+    Stopped, says it is a copy, and nothing done there reaches the live run."""
+    gate = tmp_path / "never"
+    code = f"import pathlib, time\nwhile not pathlib.Path({str(gate)!r}).exists():\n    time.sleep(0.05)\n"
+    manifest = job("GenericJob", "live", {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": template(py(code))}]})
+    path = tmp_path / "live.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    started = cli(tmp_path, "run", "-d", str(path))
+    assert started.returncode == 0, started.stdout + started.stderr
+    runs = tmp_path / "t9k-runs"
+    (run_dir,) = runs.iterdir()
+    runtime = runtime_state(run_dir)
+    assert runtime.state == RUNNING and runtime.pid is not None
+    try:
+        wait_until(lambda: cli(tmp_path, "get", "gj", "live").stdout.split("\n")[1].split()[1] == "Running",
+                   "the run Running", LIMIT)  # fmt: skip
+        backup = tmp_path / "backup"
+        backup.mkdir()
+        subprocess.run(["cp", "-al", str(runs), str(backup)], check=True)
+        copy = backup / "t9k-runs" / run_dir.name
+        assert os.stat(copy / "runtime.pid").st_ino == os.stat(run_dir / "runtime.pid").st_ino  # one file
+        state = runtime_state(copy)
+        assert state.state == GONE and "a copy, made with hard links" in (state.reason or ""), state
+        row = cli(backup, "get", "gj", "live").stdout.splitlines()[1].split()
+        assert row[1] == "Stopped", row
+        assert "a copy, made with hard links, of a live run" in cli(backup, "describe", "gj", "live").stdout
+        deleted = cli(backup, "delete", "gj", "live")
+        assert deleted.returncode == 0 and "not running" in deleted.stdout, deleted.stdout + deleted.stderr
+        assert cli(backup, "pause", "gj", "live").returncode == 1
+        purged = cli(backup, "delete", "gj", "live", "--purge")
+        assert purged.returncode == 0 and not copy.exists(), purged.stdout + purged.stderr
+        # The live run went on through all of it.
+        assert alive(runtime.pid) and runtime_state(run_dir).state == RUNNING
+        assert cli(tmp_path, "get", "gj", "live").stdout.splitlines()[1].split()[1] == "Running"
+    finally:
+        done = cli(tmp_path, "delete", "gj", "live")
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert not alive(runtime.pid)

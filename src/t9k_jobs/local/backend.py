@@ -47,7 +47,8 @@ def run_view(run: LocalRun, detail: bool = False, seen: Observation | None = Non
         event_lines=run.events(15) if detail else [],
         detailed=detail,
         tensorboard_url=_tensorboard_url(run.run_dir) if seen.alive else None,
-        stop_reason=stop_reason(run.run_dir) if seen.phase == STOPPED else None,
+        # A hard-linked copy of a live run is Stopped here, and says it is a copy (ownership.py).
+        stop_reason=(seen.runtime.reason or stop_reason(run.run_dir)) if seen.phase == STOPPED else None,
     )
 
 

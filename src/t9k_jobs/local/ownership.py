@@ -2,13 +2,17 @@
 
 A run's runtime holds an exclusive ``flock`` on its ``runtime.pid`` from before the file is
 visible (it is written, locked, then renamed into place) until the runtime exits; the kernel drops
-the lock however the runtime ends, SIGKILL included. The file holds the runtime's pid.
+the lock however the runtime ends, SIGKILL included. The file holds the runtime's pid; beside it,
+``run-dir.id`` holds the identity (device and inode) of the run dir it was published in.
 
 :func:`runtime_state` proves a runtime alive in two steps, both from the kernel: someone holds the
 lock on *this* file (an ``flock`` of ours on it fails), and the process that ``runtime.pid`` names
-has this very file (same device and inode) open. A run dir copied with ``cp -r`` or rsync has new
-files that nobody locks; a touched file, a pid reused by a new process, a pid written by hand: none
-of these holds the lock. When the lock is held but not provably by the named process (a run dir on
+has this very file (same device and inode) open; and the run dir it is read in is the directory
+the runtime published it in (same device and inode), so a copy made with hard links (``cp -al``,
+``rsync --link-dest``: new directories, the same files, the same lock) is not the live run, only
+its snapshot, and nothing is signalled through it (issue 33). A run dir copied with ``cp -r`` or
+rsync has new files that nobody locks; a touched file, a pid reused by a new process, a pid written
+by hand: none of these holds the lock. When the lock is held but not provably by the named process (a run dir on
 a shared volume used from another machine, a process we may not inspect), the state is *unknown*
 and nothing is signalled.
 
@@ -38,8 +42,9 @@ UNKNOWN = "unknown"
 @dataclass(frozen=True)
 class RuntimeState:
     """What is known of a run's runtime: ``state`` is :data:`RUNNING` (``pid`` is its process,
-    proven), :data:`GONE` (proven not running: nobody holds its lock) or :data:`UNKNOWN`
-    (``reason`` says why it cannot be told; never act on it)."""
+    proven), :data:`GONE` (proven not running here: nobody holds its lock, or this run dir is a
+    hard-linked copy of a live one, which ``reason`` then says) or :data:`UNKNOWN` (``reason``
+    says why it cannot be told; never act on it)."""
 
     state: str
     pid: int | None = None
@@ -147,10 +152,13 @@ def working_dir() -> Path:
 
 
 def publish_runtime(run_dir: Path) -> int:
-    """Make this process the runtime of the run in ``run_dir``: write ``runtime.pid`` (this pid)
-    into a temporary file, take an exclusive ``flock`` on it, and rename it into place. Returns the
-    file descriptor that holds the lock: keep it open while the run lives (closing it, or exiting,
-    releases the lock). Raises ``OSError`` (a file system without locks: ``ENOLCK``)."""
+    """Make this process the runtime of the run in ``run_dir``: write :data:`RUN_DIR_ID` (the
+    run dir's ``DEVICE:INODE``), then ``runtime.pid`` (this pid) into a temporary file, take an
+    exclusive ``flock`` on it, and rename it into place. Returns the file descriptor that holds the
+    lock: keep it open while the run lives (closing it, or exiting, releases the lock). Raises
+    ``OSError`` (a file system without locks: ``ENOLCK``)."""
+    here = os.stat(run_dir)
+    write_atomic(run_dir / RUN_DIR_ID, f"{here.st_dev}:{here.st_ino}\n")
     tmp = run_dir / f".{PID_FILE}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
@@ -200,6 +208,7 @@ def runtime_state(run_dir: Path) -> RuntimeState:
     inspect)."""
     path = run_dir / PID_FILE
     try:
+        here = os.stat(run_dir)
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return RuntimeState(UNKNOWN, reason=f"{PID_FILE} is missing from the run dir, so its runtime cannot be told")
@@ -231,6 +240,13 @@ def runtime_state(run_dir: Path) -> RuntimeState:
             raise ValueError
     except (ValueError, IndexError):
         return RuntimeState(UNKNOWN, reason=f"{PID_FILE} is locked but holds no pid ({text[:20]!r})")
+    published = _published_in(run_dir)
+    if published is not None and published != (here.st_dev, here.st_ino):
+        # The same pid file (a hard link) in another directory: a copy of a live run dir.
+        return RuntimeState(GONE, reason=(
+            f"this run dir is a copy, made with hard links, of a live run: its {PID_FILE} is the live "
+            "run's, published in another directory; nothing runs this copy"
+        ))  # fmt: skip
     owns = _holds_open(pid, (st.st_dev, st.st_ino))
     if owns is None:
         return RuntimeState(UNKNOWN, reason=f"process {pid}, named by {PID_FILE}, may not be inspected by this user")
@@ -243,6 +259,21 @@ def runtime_state(run_dir: Path) -> RuntimeState:
             ),
         )
     return RuntimeState(RUNNING, pid=pid)
+
+
+#: The run-dir file with the (device, inode) of the directory its runtime was published in
+#: (``DEVICE:INODE``): a hard-linked copy of the run dir carries the original's.
+RUN_DIR_ID = "run-dir.id"
+
+
+def _published_in(run_dir: Path) -> tuple[int, int] | None:
+    """The (device, inode) of the run dir whose runtime published the ``runtime.pid`` found in
+    ``run_dir`` (:data:`RUN_DIR_ID`); None when it does not say (a runtime of an older version)."""
+    try:
+        dev, _, ino = (run_dir / RUN_DIR_ID).read_text(encoding="ascii").strip().partition(":")
+        return int(dev), int(ino)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
 
 
 class NotOurs(Exception):
@@ -309,6 +340,7 @@ def dir_lock(path: Path) -> Iterator[None]:
 __all__ = [
     "GONE",
     "PID_FILE",
+    "RUN_DIR_ID",
     "RUNNING",
     "UNKNOWN",
     "NotOurs",
