@@ -363,7 +363,9 @@ class Client:
         :data:`DEFAULT_REQUEST_TIMEOUT`; ``0`` or None: no limit), so a server that accepts
         connections and never answers costs that long, not more; followed logs and watches are
         bounded by their silence instead. The kubeconfig is read now; the server is first
-        contacted by a method.
+        contacted, and a kubeconfig credential plugin (``users[].user.exec``) first run, by a
+        method, once its arguments are checked, as client-go runs it: within ``request_timeout``
+        (and a ``wait``'s ``timeout``), then killed.
 
         Raises :class:`UsageError` (not a file, no such context, a kubeconfig that is empty, not
         a mapping, without clusters, contexts or users that its context names; an argument of the
