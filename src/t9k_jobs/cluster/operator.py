@@ -31,7 +31,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import leader
-from .client import DEFAULT_BURST, DEFAULT_QPS, NATIVE_PODGROUPS, OPTIONAL_CHILDREN, ApiError, KubeClient
+from .client import DEFAULT_BURST, DEFAULT_QPS, NATIVE_PODGROUPS, OPTIONAL_CHILDREN, ApiError, BadAnswer, KubeClient
 from ..engine.node_loss import NODE_LOST_AFTER
 from .controller import Controller
 
@@ -200,9 +200,9 @@ class Operator:
                 served = await self._unless_stopped(self._served_optional_kinds())
                 return served  # None: stopped while the API server did not answer
             except ApiError as exc:
-                if exc.status < 500 and exc.status != 429:
-                    raise
-                problem = str(exc)
+                if exc.status < 500 and exc.status != 429 and not isinstance(exc, BadAnswer):
+                    raise  # 401, 403: trying again would not change them
+                problem = str(exc)  # a 5xx, 429, or an answer of another shape (a proxy): may pass
             except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
                 problem = f"{type(exc).__name__}: {exc}"
             log.warning(
@@ -260,7 +260,7 @@ class Operator:
             if exc.status != 404:
                 raise
             listing = {}
-        if any(r.get("name") == NATIVE_PODGROUPS.plural for r in listing.get("resources") or []):
+        if any(isinstance(r, dict) and r.get("name") == NATIVE_PODGROUPS.plural for r in _resources(listing)):
             served.add(NATIVE_GANG)
         for kind, res in OPTIONAL_CHILDREN.items():
             try:
@@ -283,7 +283,7 @@ class Operator:
                     else "",
                 )
                 continue
-            if any(r.get("name") == res.plural for r in listing.get("resources") or []):
+            if any(isinstance(r, dict) and r.get("name") == res.plural for r in _resources(listing)):
                 served.add(kind)
         return served
 
@@ -331,3 +331,10 @@ def run_operator(config: OperatorConfig, log_level: str = "INFO") -> int:
     )
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     return asyncio.run(Operator(config).run())
+
+
+def _resources(listing: dict[str, object]) -> list[object]:
+    """The ``resources`` of a discovery document (``/apis/GROUP/VERSION``), ``[]`` when it has none
+    or they are not a list (an answer of another shape is not a reason to stop)."""
+    found = listing.get("resources")
+    return found if isinstance(found, list) else []
