@@ -17,8 +17,6 @@ from typing import Annotated, Any, Optional, TypeVar
 import typer
 
 from . import __version__
-from .api import ManifestError
-from .frameworks import load_manifest
 
 app = typer.Typer(
     name="t9k-jobs",
@@ -59,7 +57,8 @@ def _load(path: Path, created: bool = False):  # noqa: ANN202 - returns one of t
     """The job in ``path``, or exit 2 with its errors; its warnings go to stderr. ``created``: read
     as the API server reads a create (a saved job's status and server-set metadata dropped, with
     one note on stderr: :mod:`t9k_jobs.api.created`)."""
-    from .frameworks import spec_warnings
+    from .api import ManifestError
+    from .frameworks import load_manifest, spec_warnings
 
     try:
         job = load_manifest(path)
@@ -955,8 +954,11 @@ def version() -> None:
 
 
 def main() -> None:
+    from .startup import command_for, light_rich_help
+
+    light_rich_help()
     try:
-        app()
+        command_for(app, sys.argv[1:])()
     except KeyboardInterrupt:  # pragma: no cover - interrupt outside a run
         sys.exit(130)
 

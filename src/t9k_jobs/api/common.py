@@ -73,6 +73,7 @@ class Model(BaseModel):
         extra="forbid",
         frozen=False,
         strict=True,
+        defer_build=True,
     )
 
     def dump(self) -> dict[str, Any]:
@@ -486,7 +487,7 @@ class JobStatus(Model):
 class ObjectMeta(Model):
     """The part of ``metadata`` the controller reads; other keys are kept as they are."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", defer_build=True)
 
     name: str
     namespace: str = "default"
