@@ -6,9 +6,6 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519
-
 from .api.common import ANNOTATION_GENERATE
 
 #: ssh client settings for replicas that reach each other by Service name: no host-key prompt.
@@ -21,6 +18,10 @@ def generate_ssh_keypair() -> dict[str, str]:
     Returns ``{"id_ed25519", "id_ed25519.pub", "authorized_keys", "config"}`` with OpenSSH
     encodings, ready for a Secret's ``stringData``.
     """
+    # Imported here: most jobs need no key, and cryptography costs an idle operator 6 MiB (issue 35).
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
     key = ed25519.Ed25519PrivateKey.generate()
     private = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
