@@ -117,8 +117,6 @@ def _duration(value: Any, what: str) -> None:
     if value is None:
         return
     if isinstance(value, str):
-        from .client import parse_duration
-
         parse_duration(value)  # its message quotes the duration: "bad duration 'soon': ..."
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -127,6 +125,34 @@ def _duration(value: Any, what: str) -> None:
         )
     if not math.isfinite(value) or value < 0:
         raise UsageError(f"{what}: expected a finite number of seconds, zero or more, got {value!r}")
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go-like duration (``30s``, ``5m``, ``1h30m``, ``500ms``) or a plain number of
+    seconds (``90``, ``2.5``). Raises :class:`UsageError` for anything else or a negative value."""
+    value = text.strip()
+    try:
+        result = float(value)
+    except ValueError:
+        pos, result = 0, 0.0
+        for match in _DURATION.finditer(value):
+            if match.start() != pos:
+                break
+            result += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+            pos = match.end()
+        if pos != len(value) or not value:
+            raise UsageError(
+                f"bad duration {text!r}: use seconds or a Go duration such as 30s, 5m, 1h30m"
+            ) from None
+    if not math.isfinite(result):
+        raise UsageError(f"bad duration {text!r}: it must be a finite number of seconds")
+    if result < 0:
+        raise UsageError(f"bad duration {text!r}: it must be zero or more")
+    return result
 
 
 def _path(value: Any, what: str) -> None:
@@ -226,4 +252,4 @@ def checked(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-__all__ = ["ONE_JOB_VERBS", "check_arguments", "check_name", "check_segment", "checked"]
+__all__ = ["ONE_JOB_VERBS", "check_arguments", "check_name", "check_segment", "checked", "parse_duration"]

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +44,7 @@ from .api import GROUP, KINDS, Job, JobBase, ManifestError
 from .api.common import TERMINAL_PHASES
 from .errors import InvalidJob, JobEndedOtherwise, JobsError, NotSupported, UsageError, WaitTimeout
 from .frameworks import parse_job
-from .arguments import checked
+from .arguments import checked, parse_duration
 from .view import STOPPED, UNKNOWN, JobView, LogOptions, LogStream
 
 #: What names a kind: ``"pj"``, ``"PyTorchTrainingJob"``, ``"pytorchtrainingjobs"``, or the class.
@@ -88,34 +87,6 @@ def resolve_kind(kind: KindLike) -> str:
             return name
     accepted = ", ".join(f"{name} ({cls.SHORT_NAME})" for name, cls in KINDS.items())
     raise UsageError(f"unknown kind {text!r}: use one of {accepted}, or their plurals")
-
-
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a Go-like duration (``30s``, ``5m``, ``1h30m``, ``500ms``) or a plain number of
-    seconds (``90``, ``2.5``). Raises :class:`UsageError` for anything else or a negative value."""
-    value = text.strip()
-    try:
-        result = float(value)
-    except ValueError:
-        pos, result = 0, 0.0
-        for match in _DURATION.finditer(value):
-            if match.start() != pos:
-                break
-            result += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-            pos = match.end()
-        if pos != len(value) or not value:
-            raise UsageError(
-                f"bad duration {text!r}: use seconds or a Go duration such as 30s, 5m, 1h30m"
-            ) from None
-    if not math.isfinite(result):
-        raise UsageError(f"bad duration {text!r}: it must be a finite number of seconds")
-    if result < 0:
-        raise UsageError(f"bad duration {text!r}: it must be zero or more")
-    return result
 
 
 def seconds(value: Duration) -> float | None:
