@@ -53,10 +53,11 @@ def test_a_replica_that_fails_at_once_waits_out_its_back_off(tmp_path: Path) -> 
 
         def backing_off() -> str | None:
             text = describe()
-            return text if "CrashLoopBackOff: back-off 10s" in text else None
+            why = next((line for line in text.splitlines() if line.startswith("Why:")), "")
+            return text if "CrashLoopBackOff: back-off 10s" in why else None
 
-        seen = wait_until(backing_off, "the replica to wait out a 10 s back-off", 120, interval=0.5)
-        assert "Why:" in seen and "next start at" in seen and "Pending" in seen, seen
+        seen = wait_until(backing_off, "describe's why to say the 10 s back-off", 120, interval=0.5)
+        assert "next start at" in seen and "Pending" in seen, seen
         out, _ = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
