@@ -383,11 +383,15 @@ class ClusterWatch:
         return out
 
     def pods_of(self, kind: str, namespace: str, name: str) -> list[dict[str, Any]]:
-        """The job's pods, sorted as :func:`t9k_jobs.cluster.verbs.job_pods` sorts them."""
-        from .verbs import pod_sort_key
+        """The job's pods, sorted as :func:`t9k_jobs.cluster.verbs.job_pods` sorts them: those with
+        its owner labels whose controller is the job (a bare pod that only carries the labels is
+        none of its replicas, as the operator sees it)."""
+        from .verbs import controlled_by, pod_sort_key
 
+        raw = self.raw(kind, namespace, name)
+        uid = (raw or {}).get("metadata", {}).get("uid")
         keys = self._by_owner.get((namespace, kind, name), set())
-        pods = [p for k in keys if (p := self.pods.store.get(k)) is not None]
+        pods = [p for k in keys if (p := self.pods.store.get(k)) is not None and controlled_by(p, kind, name, uid)]
         return sorted(pods, key=pod_sort_key)
 
     def events_of(self, kind: str, namespace: str, name: str, pod_names: set[str], last: int = 20) -> list[dict[str, Any]]:
