@@ -292,8 +292,19 @@ def test_torchrun_ranks_rendezvous_again_when_a_node_is_lost(
     t0 = time.monotonic()
     lost.append(second_node)
     node.lose(second_node)
-    Kube.wait_for(lambda: master_log().count("rank 0 of 2 joined") >= 2, timeout=LOST_BOUND, interval=1,
-                  what="the master's rank in a second round")  # fmt: skip
+    try:
+        Kube.wait_for(lambda: master_log().count("rank 0 of 2 joined") >= 2, timeout=LOST_BOUND, interval=1,
+                      what="the master's rank in a second round")  # fmt: skip
+    except AssertionError as exc:  # what the cluster shows then, to tell why
+        seen = [kubectl(*args, check=False).stdout[-3000:] for args in (
+            ("get", "pods", "-n", namespace, "-o", "wide"),
+            ("get", "events", "-n", namespace, "--sort-by=.lastTimestamp"),
+            ("get", "pytorchtrainingjobs", "-n", namespace, name, "-o", "jsonpath={.status}"),
+            ("logs", "-n", "t9k-jobs-system", "deployment/t9k-jobs-operator", "--tail=60"),
+        )]
+        new_worker = kubectl("logs", "-n", namespace, f"{name}-worker-0", check=False).stdout[-2000:]
+        raise AssertionError(f"{exc}\n--- master:\n{master_log()[-3000:]}\n--- worker now:\n{new_worker}\n---\n"
+                             + "\n---\n".join(seen)) from None
     again = time.monotonic() - t0
     (shared / "done").write_text("")
     done = wait_phase(kube, path, ("Succeeded", "Failed"), timeout=300)
