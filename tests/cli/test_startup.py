@@ -170,3 +170,23 @@ def test_quick_values_are_typers_values() -> None:
                     assert quick == theirs, (name, param.name, value)
                     compared += 1
     assert compared > 1000
+
+
+def test_a_package_init_that_does_more_than_import_is_left_as_it_is() -> None:
+    from t9k_jobs.cluster.lazy_client import _only_imports
+
+    assert _only_imports('# c\n"""doc\nx = 1\n"""\nfrom a.b import C\nfrom a import d as e\nimport a.f as f\n'
+                         '__version__ = "1"\n__all__ = [\n    "C",\n]\n')  # fmt: skip
+    assert not _only_imports("from a import *\n")
+    assert not _only_imports("from a import b\nb.setup()\n")
+    assert not _only_imports("from a import (\n    b,\n)\n")
+
+
+def test_kubernetes_asyncio_imported_first_stays_the_real_one() -> None:
+    code = (
+        "import sys, kubernetes_asyncio; import t9k_jobs.cluster; "
+        "from t9k_jobs.cluster.lazy_client import install; "
+        "print(type(sys.modules['kubernetes_asyncio.client']).__name__, install())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split() == ["module", "False"]

@@ -62,9 +62,14 @@ def _lazy(name: str) -> LazyPackage | None:
     """The stand-in of package ``name`` (see the module doc), or None when it cannot be found or
     its ``__init__`` holds more than imports and string constants."""
     spec = importlib.util.find_spec(name)
-    if spec is None or spec.origin is None or not spec.submodule_search_locations:
+    if spec is None or not (spec.origin or "").endswith(".py") or not spec.submodule_search_locations:
+        return None  # not installed, or installed without its sources: the real package then
+    try:
+        source = Path(spec.origin).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
         return None
-    source = Path(spec.origin).read_text(encoding="utf-8")
+    if not _only_imports(source):
+        return None
     names: dict[str, tuple[str, str | None]] = {}
     for module, attr, alias in _FROM.findall(source):
         names[alias or attr] = (module, attr)
@@ -81,6 +86,21 @@ def _lazy(name: str) -> LazyPackage | None:
     package._lazy_names = names
     package.__all__ = sorted(n for n in names if not n.startswith("_"))
     return package
+
+
+def _only_imports(source: str) -> bool:
+    """Whether ``source`` (a package ``__init__``) holds nothing but a docstring, comments,
+    ``from M import N [as A]`` and ``import M as A`` lines, string constants and an ``__all__``
+    list: then running it does nothing the stand-in's names do not do on first use."""
+    body = re.sub(r'^(""".*?"""|\'\'\'.*?\'\'\')', "", source, count=1, flags=re.S | re.M)  # the docstring
+    body = re.sub(r"^__all__\s*=\s*\[[^\]]*\]\s*$", "", body, flags=re.M)
+    for line in body.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if not (_FROM.match(stripped) or _IMPORT_AS.match(stripped) or _CONSTANT.match(stripped)):
+            return False
+    return True
 
 
 def install() -> bool:
