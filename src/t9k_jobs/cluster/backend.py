@@ -87,7 +87,9 @@ class ClusterBackend:
         self._holder: dict[str, Any] = {}
         self._finalizer = weakref.finalize(self, _shutdown, self._loop, self._holder)
         try:
-            self._holder["cluster"] = self._loop.call(connect(kubeconfig, context, namespace, request_timeout))
+            self._holder["cluster"] = self._loop.call(
+                connect(kubeconfig, context, namespace, request_timeout, one_shot=True)
+            )
         except BaseException:
             self._finalizer()
             raise

@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
-import aiohttp
 import orjson
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
+from kubernetes_asyncio import client as k8s_client  # the lazy package (cluster/lazy_client.py)
 
 from ..loglines import READ_SIZE, split_lines
-from . import metrics
+
+# aiohttp, kubernetes_asyncio's kubeconfig loader and the metrics (prometheus_client) are imported
+# where they are used: a one-shot command (cluster/oneshot.py) reads answers here without them.
 
 #: The largest answer (bytes) one request reads: far above any page of a list (500 objects) or
 #: object the API server keeps (etcd's limit is 1.5 MiB), far below what would exhaust memory.
@@ -292,6 +292,8 @@ class KubeClient:
         self.max_answer = MAX_ANSWER
 
     def _attach(self, api: k8s_client.ApiClient) -> None:
+        import aiohttp
+
         self._api = self.api_client = api
         self.host = api.configuration.host.rstrip("/")
         # kubernetes_asyncio's own session has trust_env=True, which reads the proxy variables and
@@ -342,6 +344,8 @@ class KubeClient:
         Raises ``kubernetes_asyncio.config.ConfigException`` when neither is usable, or when the
         TLS files (certificate authority, client certificate) cannot be used (one line).
         """
+        from kubernetes_asyncio import config as k8s_config
+
         from .credentials import PLUGIN_LIMIT
 
         conf = k8s_client.Configuration()
@@ -414,6 +418,10 @@ class KubeClient:
         update, patch, delete). ``429`` answers are retried (up to 5 times) after
         ``Retry-After`` seconds.
         """
+        import aiohttp
+
+        from . import metrics
+
         verb = verb or _VERBS[method]
         url = self.host + path
         if params:
@@ -580,6 +588,10 @@ class KubeClient:
         ``idle_timeout`` (seconds, None: none) bounds the silence between two reads; ``verb``: the
         request's label in ``API_REQUESTS``. Raises :class:`ApiError` for a non-2xx answer. Skips
         the token bucket."""
+        import aiohttp
+
+        from . import metrics
+
         headers = await self._headers(None)
         if accept is not None:
             headers["Accept"] = accept
@@ -625,7 +637,7 @@ class KubeClient:
             metrics.API_REQUESTS.labels(verb=verb, code=code).inc()
 
 
-async def _read(resp: aiohttp.ClientResponse, limit: int, what: str, cut: bool = False) -> bytes:
+async def _read(resp: Any, limit: int, what: str, cut: bool = False) -> bytes:
     """The body of ``resp``, at most ``limit`` bytes: :class:`BadAnswer` when it says or turns out
     to be longer (``cut``: its first ``limit`` bytes instead, for an error answer whose message is
     all that is read). The rest is never read."""

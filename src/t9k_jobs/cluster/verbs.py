@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import aiohttp
 
 from ..api import GROUP, KINDS, VERSION, Job, JobStatus, ManifestError
 from ..frameworks import parse_job
@@ -56,7 +55,13 @@ POLL = 1.0
 DRAIN = 5.0
 #: Where a pod's ServiceAccount namespace is, in a pod.
 SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-_NETWORK_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+
+
+def _network_errors() -> tuple[type[BaseException], ...]:
+    """A connection refused, broken or timed out: ``OSError`` and ``asyncio.TimeoutError`` (the
+    one-shot client's, cluster/oneshot.py), and aiohttp's errors once aiohttp is in use."""
+    aiohttp = sys.modules.get("aiohttp")
+    return (asyncio.TimeoutError, OSError) + ((aiohttp.ClientError,) if aiohttp is not None else ())
 
 
 @dataclass
@@ -131,6 +136,7 @@ async def connect(
     context: str | None = None,
     namespace: str | None = None,
     request_timeout: float | None = 10.0,
+    one_shot: bool = False,
 ) -> Cluster:
     """Load ``kubeconfig`` (default ``$KUBECONFIG``, then ``~/.kube/config``; in a pod without
     either, its ServiceAccount) with ``context`` (default: the current one). ``namespace``: the
@@ -145,7 +151,15 @@ async def connect(
     no clusters, a context naming a cluster or user it lacks), :class:`ClusterError` when no
     configuration can be loaded; the first request raises :class:`ClusterError` (one line) when
     the credential plugin fails, is missing or gives no credential in time, or when the TLS
-    files (certificate authority, client certificate) cannot be used."""
+    files (certificate authority, client certificate) cannot be used.
+
+    ``one_shot``: a synchronous caller's connection (:class:`t9k_jobs.Client`): a plain
+    kubeconfig is then read without kubernetes_asyncio and requests go over ``http.client``
+    (:mod:`~t9k_jobs.cluster.oneshot`; watches and logs the full way)."""
+    if one_shot:
+        quick = _one_shot(kubeconfig, context, namespace, request_timeout)
+        if quick is not None:
+            return quick
     from kubernetes_asyncio import client as k8s_client
     from kubernetes_asyncio import config as k8s_config
     from kubernetes_asyncio.config.config_exception import ConfigException
@@ -214,6 +228,32 @@ async def connect(
         raise ClusterError(f"the kubeconfig cannot be read: {type(exc).__name__}: {short(first, 200)}") from None
     kube.request_timeout = request_timeout
     return Cluster(kube, namespace or default_ns, kube.host)
+
+
+def _one_shot(
+    kubeconfig: str | os.PathLike[str] | None, context: str | None, namespace: str | None, request_timeout: float | None
+) -> Cluster | None:
+    """The :func:`connect` of a plain kubeconfig for a synchronous caller (cluster/oneshot.py),
+    or None when the kubeconfig is not one (in a pod, missing, with a problem, a plugin...): the
+    full way then, which says what is wrong."""
+    from .oneshot import OneShotClient, plain_connection
+
+    if kubeconfig is None and not os.environ.get("KUBECONFIG") and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    files = str(kubeconfig) if kubeconfig is not None else os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    names = [f for f in files.split(os.pathsep) if f]
+    if not any(Path(f).is_file() for f in names) or kubeconfig_problem(names, context) is not None:
+        return None
+    plain = plain_connection(names, context)
+    if plain is None:
+        return None
+
+    async def full() -> KubeClient:
+        return (await connect(kubeconfig, context, namespace, request_timeout)).kube
+
+    kube = OneShotClient(plain, full)
+    kube.request_timeout = request_timeout
+    return Cluster(kube, namespace or plain.namespace or "default", kube.host)
 
 
 def kubeconfig_problem(files: list[str], context: str | None = None) -> str | None:
@@ -357,7 +397,7 @@ async def _call(
         return check(answer) if check is not None else answer
     except ApiError as exc:
         raise _api_error(cl, exc, res, namespace, name) from None
-    except _NETWORK_ERRORS as exc:
+    except _network_errors() as exc:
         raise cl.unreachable(exc) from None
 
 
@@ -596,7 +636,7 @@ async def job_pod_group(
         return await cl.kube.get(NATIVE_PODGROUPS, namespace, name)
     except ApiError:
         return None
-    except _NETWORK_ERRORS as exc:
+    except _network_errors() as exc:
         raise cl.unreachable(exc) from None
 
 
@@ -746,7 +786,7 @@ async def _wait_job(
         except ApiError as exc:
             if exc.status != 410:  # 410 Gone: the version is too old; read it again
                 await patience.failed(_api_error(cl, exc, res, ns, name))
-        except _NETWORK_ERRORS as exc:  # the server restarts, a connection broke: look again
+        except _network_errors() as exc:  # the server restarts, a connection broke: look again
             await patience.failed(cl.unreachable(exc))
 
 
@@ -948,7 +988,7 @@ async def _read(logs: _Logs) -> AsyncIterator[str]:
                 if single:
                     raise ClusterError(f"{pod['metadata']['name']}: {short(exc.message, 300)}") from None
                 continue  # a replica that has not started yet: nothing to show
-            except _NETWORK_ERRORS as exc:
+            except _network_errors() as exc:
                 raise cl.unreachable(exc) from None
     entries.sort(key=lambda e: (e[0], e[1]))
     lines = [e[2] for e in entries]
@@ -1018,7 +1058,7 @@ async def _follow(logs: _Logs, queue: asyncio.Queue[str | BaseException | None])
             return "ended"
         except ApiError as exc:
             return "gone" if exc.status == 404 else "broken"
-        except _NETWORK_ERRORS:
+        except _network_errors():
             return "broken"
 
     def start(st: _Stream, tail: int | None) -> None:
