@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -257,7 +258,14 @@ def test_torchrun_ranks_rendezvous_again_when_a_node_is_lost(
     node is lost; the worker fails NodeLost and its new pod (on the other node) joins the
     rendezvous; the master's torchrun agent sees a node waiting and restarts its rank into a new
     round (a membership change, not one of its maxRestarts: 0), in the same pod. Both ranks
-    all-reduce again and the job Succeeds with one restart counted, the worker's."""
+    all-reduce again and the job Succeeds with one restart counted, the worker's.
+
+    The ranks set ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``, as a user of torch 2.5 must for a
+    membership change to work: by default the agents share their TCP store with the ranks under the
+    prefix ``/worker/attempt_<restart count>``, which a membership change does not raise, so the
+    ranks of the second round may read the first round's gloo addresses ("Gloo connectFullMesh
+    failed", seen here), and agents whose restart counts differ never find each other's keys. With
+    it, each round's rank 0 serves a store of its own (docs/launchers.md)."""
     shared = tmp_path / "shared"
     shared.mkdir()
     (shared / "ring.py").write_text(RING)
@@ -271,6 +279,8 @@ def test_torchrun_ranks_rendezvous_again_when_a_node_is_lost(
         main = pod["containers"][0]
         main.update(name="pytorch", command=["python"], args=["/shared/ring.py"])
         main["env"].append({"name": "OMP_NUM_THREADS", "value": "1"})
+        main["env"].append({"name": "LOGLEVEL", "value": "INFO"})  # torchrun's agent says what it decides
+        main["env"].append({"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "1"})
         return {"type": type_, "replicas": 1, "restartPolicy": policy, "template": spec["template"]}
 
     job = {
@@ -284,6 +294,23 @@ def test_torchrun_ranks_rendezvous_again_when_a_node_is_lost(
     }  # fmt: skip
     kube.create(job_path(namespace, "PyTorchTrainingJob"), job)
     path = job_path(namespace, "PyTorchTrainingJob", name)
+    # Every pod's log as last read (by uid), so that a replaced pod's log is not lost.
+    pod_logs: dict[str, str] = {}
+    stop_collecting = threading.Event()
+
+    def collect() -> None:
+        while not stop_collecting.wait(2.0):
+            try:
+                for pod in kube.list(pod_path(namespace), label_selector=f"{OWNER}={name}"):
+                    meta = pod["metadata"]
+                    out = kubectl("logs", "-n", namespace, meta["name"], check=False).stdout
+                    if out:
+                        pod_logs[f"{meta['name']} {meta['uid'][:8]} on {pod['spec'].get('nodeName')}"] = out
+            except Exception:  # noqa: BLE001 - diagnostics only
+                pass
+
+    collector = threading.Thread(target=collect, daemon=True)
+    collector.start()
     master_log = lambda: kubectl("logs", "-n", namespace, f"{name}-master-0", check=False).stdout  # noqa: E731
     Kube.wait_for(lambda: "rank 0 of 2 joined" in master_log(), timeout=300, interval=1, what="the first round")
     worker = kube.get(pod_path(namespace, f"{name}-worker-0"))
@@ -302,9 +329,10 @@ def test_torchrun_ranks_rendezvous_again_when_a_node_is_lost(
             ("get", "pytorchtrainingjobs", "-n", namespace, name, "-o", "jsonpath={.status}"),
             ("logs", "-n", "t9k-jobs-system", "deployment/t9k-jobs-operator", "--tail=60"),
         )]
-        new_worker = kubectl("logs", "-n", namespace, f"{name}-worker-0", check=False).stdout[-2000:]
-        raise AssertionError(f"{exc}\n--- master:\n{master_log()[-3000:]}\n--- worker now:\n{new_worker}\n---\n"
-                             + "\n---\n".join(seen)) from None
+        stop_collecting.set()
+        logs = "\n".join(f"--- pod {k}:\n{v[-4000:]}" for k, v in pod_logs.items())
+        raise AssertionError(f"{exc}\n--- master:\n{master_log()[-3000:]}\n{logs}\n---\n" + "\n---\n".join(seen)) from None
+    stop_collecting.set()
     again = time.monotonic() - t0
     (shared / "done").write_text("")
     done = wait_phase(kube, path, ("Succeeded", "Failed"), timeout=300)
