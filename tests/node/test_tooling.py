@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +56,27 @@ def test_down_leaves_the_machine_as_it_was(node) -> None:
     assert not diff, "\n".join(diff)
     # down is idempotent: a second call finds nothing to do.
     node.down()
+
+
+def test_a_killed_nodes_bridge_goes_and_a_bridge_in_use_is_refused(tmp_path) -> None:
+    """A node whose runner was killed before ``down`` (and whose registration is gone) left its host
+    bridge holding 198.18.0.1: the next node's kubelet could not reach the API server through its
+    own bridge ('kubelet not serving after 90 s'). ``up`` deletes such bridges; one with ports is
+    refused in one line."""
+    stale, busy, port = "t9kb-zz0001", "t9kb-zz0002", "t9kz-port0"
+    try:
+        for name in (stale, busy):
+            subprocess.run(["ip", "link", "add", name, "type", "bridge"], check=True)
+        subprocess.run(["ip", "addr", "add", "198.18.0.1/24", "dev", stale], check=True)
+        subprocess.run(["ip", "link", "add", port, "type", "veth", "peer", "name", "t9kz-peer0"], check=True)
+        subprocess.run(["ip", "link", "set", port, "master", busy], check=True)
+        fresh = Node(tmp_path / "n")
+        with pytest.raises(NodeError, match=f"the host bridge {busy} \\(ports: {port}\\)"):
+            fresh._remove_stale_bridges()
+        assert not (Path("/sys/class/net") / stale).exists()
+        subprocess.run(["ip", "link", "del", port], check=True)
+        fresh._remove_stale_bridges()
+        assert not (Path("/sys/class/net") / busy).exists()
+    finally:
+        for name in (port, stale, busy):
+            subprocess.run(["ip", "link", "del", name], capture_output=True)

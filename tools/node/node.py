@@ -549,6 +549,9 @@ class Node:
         other = _registered()
         if other and Node(other)._live():
             raise NodeError(f"a node already runs from {other}; stop it with: tools/node/down.sh {other}")
+        if other and other != str(self.dir):
+            Node(other).down()  # a node of another DIR that crashed: its bridge, rules and sysctls go
+        self._remove_stale_bridges()
         if self._load():
             self.down()  # a stale node of this DIR (crashed, never taken down)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -633,6 +636,27 @@ class Node:
                 f"another node holds containerd's store {m.store} (see {REGISTRY}); stop it first"
             ) from None
         return lock
+
+    def _remove_stale_bridges(self) -> None:
+        """Delete the host bridges (``t9kb-*``) that no live node owns: a node whose runner was killed
+        before ``down`` and whose registration is gone leaves its bridge holding HOST_IP, and a second
+        bridge with that address sends the kubelet's packets for the API server nowhere. A bridge
+        with ports (a live node's veths) is refused in one line instead."""
+        other = _registered()
+        owned = {self.bridge} | ({Node(other).bridge} if other and Node(other)._live() else set())
+        for path in sorted(Path("/sys/class/net").glob("t9kb-*")):
+            if path.name in owned:
+                continue
+            ports = sorted(p.name for p in (path / "brif").iterdir()) if (path / "brif").is_dir() else []
+            if ports:
+                raise NodeError(
+                    f"the host bridge {path.name} (ports: {', '.join(ports)}) belongs to a node that still "
+                    f"runs outside {REGISTRY}; stop it first (tools/node/down.sh DIR)"
+                )
+            run("ip", "link", "del", path.name, check=False)
+            rule = ["FORWARD", "-i", path.name, "-o", path.name, "-j", "ACCEPT"]
+            while shutil.which("iptables") and run("iptables", "-w", "-D", *rule, check=False).returncode == 0:
+                pass
 
     def _host_bridge(self) -> None:
         """The host bridge that holds HOST_IP and joins the nodes' veths; where the host passes
