@@ -31,29 +31,18 @@ import aiohttp
 from ..api import Job, JobStatus, ManifestError
 from ..api.kinds import KINDS
 from ..engine import (
-    ContainerState,
     Observed,
     ObservedPod,
     Plan,
-    WorkloadState,
-    desired_hash_of,
     invalid_spec_status,
-    parse_time,
     reconcile,
-    restart_attempt_label,
     rfc3339,
 )
 from ..engine.node_loss import NODE_LOST_AFTER
 from ..frameworks import parse_job
-from ..frameworks.base import (
-    LABEL_OWNER_KIND,
-    LABEL_OWNER_NAME,
-    LABEL_REPLICA_INDEX,
-    LABEL_REPLICA_TYPE,
-    PRIORITY_CLASS_PREFIX,
-)
+from ..frameworks.base import LABEL_OWNER_KIND, PRIORITY_CLASS_PREFIX
 from ..sshkeys import materialize
-from . import metrics
+from . import kueue, metrics
 from .client import (
     CORE_CHILDREN,
     EVENTS,
@@ -61,14 +50,14 @@ from .client import (
     NODES,
     OPTIONAL_CHILDREN,
     PRIORITYCLASSES,
-    RESOURCEFLAVORS,
     ApiError,
     KubeClient,
     Resource,
 )
 from .expectations import Expectations
 from .informer import Informer, Key
-from .state import ChildRef, JobKey, JobState, Written
+from .projection import Child, ChildRef, JobKey, project_child, unreachable_since
+from .state import JobState, Written
 from .workqueue import ShutDown, WorkQueue
 
 log = logging.getLogger("t9k_jobs.controller")
@@ -78,190 +67,6 @@ VERSION = "v1beta1"
 JOB_RESOURCES = {kind: Resource(GROUP, VERSION, cls.PLURAL, kind) for kind, cls in KINDS.items()}
 CHILD_SELECTOR = f"{LABEL_OWNER_KIND} in ({','.join(sorted(KINDS))})"
 COMPONENT = "t9k-jobs-operator"
-
-
-@dataclass(frozen=True)
-class Child:
-    """Slim projection of a child object: who owns it, and (for pods) what the engine needs."""
-
-    kind: str
-    namespace: str
-    name: str
-    uid: str
-    owner: JobKey | None  # the job its labels name, None when they name none
-    owner_uid: str | None  # uid in the controller owner reference
-    deleting: bool
-    pod: ObservedPod | None = None
-    ready: bool = False  # a TensorBoard that reports itself ready
-    resource_version: str = ""  # the precondition of an update
-    desired_hash: str = ""  # its desired-hash annotation (engine.desired)
-    workload: WorkloadState | None = None  # a Kueue Workload's admission (node labels not resolved)
-    #: A Workload's admission: per pod set, the ResourceFlavors it was given (names).
-    flavors: tuple[tuple[str, tuple[str, ...]], ...] = ()
-
-
-    @property
-    def ref(self) -> ChildRef:
-        return ChildRef(self.kind, self.name)
-
-
-def job_key(kind: str, namespace: str, name: str) -> JobKey:
-    return JobKey(kind, namespace, name)
-
-
-def project_child(obj: dict[str, Any]) -> Child:
-    """A Pod, Service, ConfigMap, Secret, PodGroup or TensorBoard as the controller caches it.
-
-    A pod's ``DisruptionTarget`` condition, when its status is ``"True"``, gives
-    :attr:`ObservedPod.disruption_reason` and ``disruption_message`` (``PreemptionByScheduler``:
-    the scheduler preempts it; k8s.io/api v0.37.2 core/v1 ``DisruptionTarget``); a ``"False"``
-    one (kube-controller-manager clears a stale notice) gives ``None``."""
-    from dataclasses import replace
-
-    meta = obj.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    owner_kind, owner_name = labels.get(LABEL_OWNER_KIND), labels.get(LABEL_OWNER_NAME)
-    namespace = meta.get("namespace", "")
-    owner = JobKey(owner_kind, namespace, owner_name) if owner_kind and owner_name else None
-    owner_uid = None
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("controller"):
-            owner_uid = ref.get("uid")
-    deleting = bool(meta.get("deletionTimestamp"))
-    pod = _project_pod(obj, labels, deleting) if obj.get("kind") == "Pod" else None
-    if pod is not None:
-        for cond in (obj.get("status") or {}).get("conditions") or []:
-            if isinstance(cond, dict) and (cond.get("type"), cond.get("status")) == ("DisruptionTarget", "True"):
-                reason, message = cond.get("reason") or None, cond.get("message") or None
-                pod = replace(pod, disruption_reason=reason, disruption_message=message)
-    workload, flavors = _project_workload(obj.get("status") or {}) if obj.get("kind") == "Workload" else (None, ())
-    return Child(
-        obj.get("kind", ""), namespace, meta["name"], meta.get("uid", ""), owner, owner_uid, deleting, pod,
-        ready=obj.get("kind") == "TensorBoard" and _reports_ready(obj.get("status") or {}),
-        workload=workload,
-        flavors=flavors,
-        # Kept for children that may be updated; a pod's would make every status write of the
-        # kubelet look like a change of what the engine reads.
-        resource_version="" if pod is not None else str(meta.get("resourceVersion") or ""),
-        desired_hash=desired_hash_of(obj),
-    )
-
-
-def _project_workload(status: dict[str, Any]) -> tuple[WorkloadState, tuple[tuple[str, tuple[str, ...]], ...]]:
-    """A Kueue Workload's status as the engine reads it (:class:`~t9k_jobs.engine.WorkloadState`)
-    and, per pod set, the flavors of its admission (Kueue v0.17.0 ``workload_types.go``:
-    conditions ``QuotaReserved``, ``Admitted``, ``Evicted``; ``status.admission``)."""
-    conds = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
-
-    def true(type_: str) -> dict[str, Any] | None:
-        c = conds.get(type_)
-        return c if c is not None and c.get("status") == "True" else None
-
-    evicted, admitted = true("Evicted"), true("Admitted")
-    said = evicted or (conds.get("QuotaReserved") if not admitted else admitted) or {}
-    admission = status.get("admission") or {}
-    flavors = tuple(
-        (str(a.get("name", "")), tuple(sorted({str(f) for f in (a.get("flavors") or {}).values()})))
-        for a in admission.get("podSetAssignments") or []
-        if isinstance(a, dict)
-    )
-    state = WorkloadState(
-        admitted=admitted is not None and evicted is None,
-        evicted=(evicted.get("reason") or "Evicted") if evicted is not None else None,
-        reason=said.get("reason") or None,
-        message=said.get("message") or None,
-        cluster_queue=admission.get("clusterQueue") or None,
-    )
-    return state, flavors
-
-
-def _reports_ready(status: dict[str, Any]) -> bool:
-    """Whether a TensorBoard's status says it serves: ``ready: true``, a ``Ready`` condition that
-    is True, or phase ``Running`` (T9k documents no TensorBoard status shape; these are the
-    conventions its other resources and Kubernetes use)."""
-    if status.get("ready") is True or status.get("phase") == "Running":
-        return True
-    return any(
-        isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
-
-
-def _project_pod(obj: dict[str, Any], labels: dict[str, str], deleting: bool) -> ObservedPod:
-    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
-    conditions = status.get("conditions") or []
-    scheduled = bool(spec.get("nodeName")) or any(
-        c.get("type") == "PodScheduled" and c.get("status") == "True" for c in conditions
-    )
-    unscheduled = next(
-        (c for c in conditions if c.get("type") == "PodScheduled" and c.get("status") == "False"), None
-    )
-    try:
-        index = int(labels.get(LABEL_REPLICA_INDEX, "0"))
-    except ValueError:
-        index = 0
-    return ObservedPod(
-        node=spec.get("nodeName") or None,
-        deletion_deadline=_epoch(meta.get("deletionTimestamp")),
-        name=meta["name"],
-        uid=meta.get("uid", ""),
-        replica_type=labels.get(LABEL_REPLICA_TYPE, ""),
-        index=index,
-        phase=status.get("phase") or "Pending",
-        containers=_project_containers(status.get("containerStatuses")),
-        deleting=deleting,
-        scheduled=scheduled,
-        reason=status.get("reason") or None,
-        message=status.get("message") or None,
-        scheduling_reason=(unscheduled.get("reason") or None) if unscheduled and not scheduled else None,
-        scheduling_message=(unscheduled.get("message") or None) if unscheduled and not scheduled else None,
-        init_containers=_project_containers(status.get("initContainerStatuses")),
-        desired_hash=desired_hash_of(obj) or None,
-        restart_attempt=restart_attempt_label(labels),
-    )
-
-
-def _epoch(stamp: Any) -> float | None:
-    """An RFC 3339 timestamp of the API (``2026-11-27T03:04:05Z``) as seconds since the epoch
-    (:func:`~t9k_jobs.engine.parse_time`); ``None`` when absent or not in that form."""
-    try:
-        return parse_time(stamp) if isinstance(stamp, str) else None
-    except ValueError:
-        return None
-
-
-def unreachable_since(obj: dict[str, Any]) -> float | None:
-    """When a Node's ``Ready`` condition left True (its ``lastTransitionTime``, seconds since the
-    epoch) if it is ``False`` or ``Unknown`` now; ``None`` for a Ready node or one without the
-    condition (just registered). kube-controller-manager's node lifecycle controller sets it
-    ``Unknown`` when the kubelet stopped posting status for ``--node-monitor-grace-period``."""
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("type") == "Ready":
-            if cond.get("status") == "True":
-                return None
-            return _epoch(cond.get("lastTransitionTime")) or time.time()
-    return None
-
-
-def _project_containers(statuses: list[dict[str, Any]] | None) -> tuple[ContainerState, ...]:
-    """core/v1 ``ContainerStatus`` entries as :class:`ContainerState`: the state, the exit code,
-    and the waiting or terminated reason and message (``ErrImageNeverPull``, ``OOMKilled``...)."""
-    out = []
-    for cs in statuses or []:
-        name, state = cs.get("name", ""), cs.get("state") or {}
-        if "terminated" in state:
-            t = state["terminated"] or {}
-            reason, message = t.get("reason") or None, t.get("message") or None
-            out.append(ContainerState(name, "Terminated", t.get("exitCode"), reason, message))
-        elif "running" in state:
-            out.append(ContainerState(name, "Running"))
-        elif "waiting" in state:
-            w = state["waiting"] or {}
-            reason, message = w.get("reason") or None, w.get("message") or None
-            out.append(ContainerState(name, "Waiting", None, reason, message))
-        else:
-            out.append(ContainerState(name, "Unknown"))
-    return tuple(out)
 
 
 class Controller:
@@ -341,7 +146,7 @@ class Controller:
                 self.child_informers.append(child)
         if self.queueing:
             # The node labels of Kueue's flavors, put on the pods of an admitted job.
-            self.flavors = Informer(self.client, RESOURCEFLAVORS, transform=_flavor_labels)
+            self.flavors = kueue.flavor_informer(self.client)
         if self.gang_mode == "native":
             # Which t9k-priority-N classes exist: a native gang names its class only then.
             self.priority_classes = Informer(self.client, PRIORITYCLASSES, transform=lambda obj: True)
@@ -581,7 +386,7 @@ class Controller:
                 if c.ready:
                     ready.add((ref.kind, ref.name))
                 if c.workload is not None and ref.name == key.name:
-                    workload = self._with_node_labels(c)
+                    workload = kueue.with_node_labels(c.workload, c.flavors, self.flavors)
         others |= {("Secret", name) for name in state.secrets}
         unreachable: dict[str, float] = {}
         if self.nodes is not None:
@@ -604,28 +409,10 @@ class Controller:
             node_lost_after=self.node_lost_after,
         )
 
-    def _with_node_labels(self, c: Child) -> WorkloadState:
-        """``c``'s Workload with, per pod set, the node labels of the flavors it was admitted to
-        (merged; a flavor not in the cache adds none)."""
-        from dataclasses import replace
-
-        assert c.workload is not None
-        if not c.flavors or self.flavors is None:
-            return c.workload
-        selectors: dict[str, dict[str, str]] = {}
-        for pod_set, names in c.flavors:
-            labels: dict[str, str] = {}
-            for name in names:
-                labels.update(self.flavors.get("", name) or {})
-            if labels:
-                selectors[pod_set] = labels
-        return replace(c.workload, node_selectors=selectors)
-
     @property
     def queueing(self) -> bool:
-        """Whether ``t9kScheduler`` jobs are queued through Kueue here: its Workload API is served
-        (``kueue.x-k8s.io/v1beta2`` ``workloads``; issue 24, docs/scheduling.md)."""
-        return "Workload" in self.optional_kinds
+        """Whether ``t9kScheduler`` jobs are queued through Kueue here (:func:`.kueue.serves_queueing`)."""
+        return kueue.serves_queueing(self.optional_kinds)
 
     @property
     def gang_mode(self) -> str:
@@ -1087,12 +874,6 @@ def namespace_terminating(exc: ApiError) -> bool:
     """
     causes = (exc.body.get("details") or {}).get("causes") or []
     return exc.status == 403 and any(c.get("reason") == "NamespaceTerminating" for c in causes)
-
-
-def _flavor_labels(obj: dict[str, Any]) -> dict[str, str]:
-    """A ResourceFlavor as the controller keeps it: its ``spec.nodeLabels``."""
-    labels = (obj.get("spec") or {}).get("nodeLabels") or {}
-    return {str(k): str(v) for k, v in labels.items()}
 
 
 def _urgent(new: Child | None, old: Child | None) -> bool:
