@@ -416,7 +416,7 @@ class Controller:
 
     @property
     def gang_mode(self) -> str:
-        """How ``t9kScheduler`` jobs are scheduled here (:data:`~t9k_jobs.frameworks.base.GangMode`):
+        """How ``t9kScheduler`` jobs are scheduled here (:data:`~t9k_jobs.frameworks.types.GangMode`):
         ``t9k`` when T9k's PodGroup CRD is served; else ``native`` when Kubernetes' own
         ``scheduling.k8s.io/v1beta1`` PodGroup is (1.37+, gate ``GenericWorkload``); else ``none``
         (the default scheduler, a Warning and a ``GangScheduling`` condition on each such job)."""

@@ -25,7 +25,8 @@ import copy
 from typing import Any
 
 from ..api.kinds import JobBase
-from .base import ReplicaGroup, child_meta
+from .base import child_meta
+from .types import ReplicaGroup
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 WORKLOAD_API = f"{KUEUE_GROUP}/v1beta2"
