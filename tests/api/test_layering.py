@@ -30,7 +30,7 @@ SRC = Path(t9k_jobs.__file__).resolve().parent
 #: Bottom first. A layer may import from the levels below its own, never from its own level's
 #: other layers or from above.
 LEVELS: list[set[str]] = [
-    {"errors", "addressing", "yamledit", "loglines", "changes"},  # vocabulary that needs nothing of ours
+    {"errors", "addressing", "loglines", "changes"},  # vocabulary that needs nothing of ours
     {"startup"},  # what the command line loads first (typer's help and values without the heavy parts)
     {"api"},  # typed models, defaults, validation, manifest reading
     {"frameworks", "sshkeys"},  # one plug-in per kind (and the key pairs their Secrets hold)

@@ -28,7 +28,7 @@ from typing import Any
 
 import aiohttp
 
-from ..api import Job, JobStatus, ManifestError
+from ..api import GROUP, VERSION, Job, JobStatus, ManifestError
 from ..api.kinds import KINDS
 from ..engine import (
     Observed,
@@ -62,8 +62,6 @@ from .workqueue import ShutDown, WorkQueue
 
 log = logging.getLogger("t9k_jobs.controller")
 
-GROUP = "batch.tensorstack.dev"
-VERSION = "v1beta1"
 JOB_RESOURCES = {kind: Resource(GROUP, VERSION, cls.PLURAL, kind) for kind, cls in KINDS.items()}
 CHILD_SELECTOR = f"{LABEL_OWNER_KIND} in ({','.join(sorted(KINDS))})"
 COMPONENT = "t9k-jobs-operator"
@@ -329,8 +327,7 @@ class Controller:
             result = "success"
             try:
                 result = await self.reconcile_key(key)
-                if result != "requeue":
-                    self.queue.forget(key)
+                self.queue.forget(key)
             except asyncio.CancelledError:
                 self.queue.done(key)
                 raise
