@@ -10,7 +10,7 @@ import yaml
 
 from .api import Job
 from .engine import Observed, reconcile
-from .frameworks.base import GangMode
+from .frameworks.types import GangMode
 from .sshkeys import generate_ssh_keypair, materialize
 
 _ORDER = {"ConfigMap": 0, "Secret": 1, "Service": 2, "PodGroup": 3, "TensorBoard": 4, "Pod": 5}
@@ -26,7 +26,7 @@ def render(
 
     ConfigMaps, Secrets (key pairs from ``keygen``), Services, PodGroup, TensorBoard, then
     Pods. A job created paused has no pods. ``gang`` is the cluster's gang scheduling assumed
-    for ``spec.scheduler.t9kScheduler`` (:data:`~t9k_jobs.frameworks.base.GangMode`): ``t9k``
+    for ``spec.scheduler.t9kScheduler`` (:data:`~t9k_jobs.frameworks.types.GangMode`): ``t9k``
     (T9k's PodGroup, the default), ``native`` (a ``scheduling.k8s.io/v1beta1`` PodGroup,
     Kubernetes 1.37+) or ``none`` (no PodGroup, the default scheduler); the operator picks it
     from discovery. Every optional kind (PodGroup, TensorBoard) is assumed served;

@@ -375,7 +375,7 @@ def _unseen(view: JobView, live: list[dict[str, Any]]) -> str | None:
     sched = job.scheduler.t9k_scheduler if job is not None and job.scheduler else None
     specs = [p.get("spec") or {} for p in live if p["metadata"]["name"] in unseen]
     if sched is not None and any(sp.get("schedulerName") == T9K_SCHEDULER_NAME for sp in specs):
-        return f"{who} wait for the T9k scheduler to admit the job's PodGroup (queue {sched.queue or 'default'})"
+        return f"{who} wait for the T9k scheduler to admit the job's PodGroup (queue {sched.queue_name})"
     pod_groups = [sp["schedulingGroup"].get("podGroupName") for sp in specs if sp.get("schedulingGroup")]
     if pod_groups:
         return (

@@ -17,7 +17,6 @@ Fixtures:
 from __future__ import annotations
 
 import secrets
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from . import helm
+from .gotool import build_go_tool
 from .kube import Kube, KubeError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,8 +35,6 @@ CRD_DIR = REPO / "deploy" / "crds"
 
 sys.path.insert(0, str(REPO / "tools" / "controlplane"))
 from controlplane import ControlPlane, ControlPlaneError
-
-_build: dict[str, object] = {}
 
 
 def _is_cluster_item(item: pytest.Item) -> bool:
@@ -56,29 +54,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             helm.build()
 
 
-def _run_build() -> None:
-    """Run build.sh once per session; remember its bin dir or a clear error."""
-    if _build:
-        return
-    out = subprocess.run(["bash", str(BUILD)], capture_output=True, text=True, check=False)
-    if out.returncode == 0:
-        _build["bin"] = Path(out.stdout.strip().splitlines()[-1])
-    elif shutil.which("go") is None:
-        _build["error"] = (
-            "the cluster tests need the Go toolchain (go >= 1.24) on PATH: "
-            "tools/controlplane/build.sh builds the control plane with it; install Go and rerun"
-        )
-    else:
-        tail = "\n".join(out.stderr.splitlines()[-30:])
-        _build["error"] = f"tools/controlplane/build.sh failed (exit {out.returncode}):\n{tail}"
+def _run_build() -> Path | str:
+    """Build the control plane once per session (:func:`.gotool.build_go_tool`)."""
+    return build_go_tool(BUILD, "1.24", needed_by="the cluster tests", builds="the control plane")
 
 
 def build_bin_dir() -> Path:
     """The control plane's bin dir; fails (never skips) the test when it cannot be built."""
-    _run_build()
-    if "error" in _build:
-        pytest.fail(str(_build["error"]), pytrace=False)
-    return _build["bin"]  # type: ignore[return-value]
+    built = _run_build()
+    if isinstance(built, str):
+        pytest.fail(built, pytrace=False)
+    return built
 
 
 def started_plane(directory: Path, **options: object) -> Iterator[ControlPlane]:

@@ -17,13 +17,8 @@ import pytest
 import yaml
 
 from t9k_jobs.deploy import chart, rbac
-from t9k_jobs.deploy.chart import (
-    GENERATE_COMMAND,
-    check_chart,
-    default_values,
-    generate_chart,
-    values_schema,
-)
+from t9k_jobs.deploy.chart import GENERATE_COMMAND, check_chart, generate_chart
+from t9k_jobs.deploy.chart_values import default_values, values_schema
 
 from .helm import CHART, helm
 

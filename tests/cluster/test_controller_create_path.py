@@ -7,8 +7,9 @@ from typing import Any
 
 from t9k_jobs.api import parse_job
 from t9k_jobs.cluster.client import ApiError, KubeClient
-from t9k_jobs.cluster.controller import Controller, job_key
-from t9k_jobs.cluster.state import ChildRef
+from t9k_jobs.cluster.controller import Controller
+from t9k_jobs.cluster.projection import job_key
+from t9k_jobs.cluster.projection import ChildRef
 from t9k_jobs.engine import Observed, reconcile
 from tests import helpers
 from tests.helpers import replica, template

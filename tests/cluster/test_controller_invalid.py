@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from t9k_jobs.cluster.client import KubeClient
-from t9k_jobs.cluster.controller import Controller, job_key
+from t9k_jobs.cluster.controller import Controller
+from t9k_jobs.cluster.projection import job_key
 
 from .kube import Kube, job_path
 from .test_invalid_spec import LIMIT, deepspeed, invalid_events, spec_valid

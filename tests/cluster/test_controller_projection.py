@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from t9k_jobs.cluster.controller import CHILD_SELECTOR, job_key, project_child
+from t9k_jobs.cluster.controller import CHILD_SELECTOR
+from t9k_jobs.cluster.projection import job_key, project_child
 from t9k_jobs.engine import ContainerState
 
 
@@ -103,7 +104,7 @@ def test_job_record_is_dropped_once_it_holds_nothing():
 
     from t9k_jobs.cluster.client import KubeClient
     from t9k_jobs.cluster.controller import Controller
-    from t9k_jobs.cluster.state import ChildRef
+    from t9k_jobs.cluster.projection import ChildRef
 
     job = {
         "apiVersion": "batch.tensorstack.dev/v1beta1",

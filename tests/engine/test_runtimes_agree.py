@@ -87,7 +87,8 @@ def cluster_world(optional_kinds: set[str], made: list[Any]) -> Callable[[Any], 
     from kubernetes_asyncio.client import ApiClient, Configuration
 
     from t9k_jobs.cluster.client import KubeClient
-    from t9k_jobs.cluster.controller import Controller, job_key, project_child
+    from t9k_jobs.cluster.controller import Controller
+    from t9k_jobs.cluster.projection import job_key, project_child
 
     def make(job: Any) -> World:
         client = KubeClient(ApiClient(Configuration(host="https://127.0.0.1:1")))  # never contacted

@@ -1,9 +1,10 @@
 """Golden files: ``render`` of every manifest in ``manifests/`` against ``golden/<name>.yaml``.
 
 The ssh key pair is replaced by fixed fake strings, so the output is deterministic. When the
-rendering changes on purpose, regenerate the files and review the diff before committing:
+rendering changes on purpose, regenerate the files with the Python that has the project installed
+(``scripts/bootstrap.sh``) and review the diff before committing:
 
-    UPDATE_GOLDEN=1 ~/.cache/t9k-jobs/venv/bin/pytest tests/render/test_golden.py
+    UPDATE_GOLDEN=1 python -m pytest tests/render/test_golden.py
 
 A golden file is a reviewed record of behaviour, not a snapshot to bless blindly: the
 explicit behaviour checks live in ``test_render_semantics.py``.
@@ -23,7 +24,7 @@ from t9k_jobs.render import to_yaml
 UPDATE = os.environ.get("UPDATE_GOLDEN", "") not in ("", "0")
 HOW_TO_UPDATE = (
     "If the change is intended, regenerate with "
-    "`UPDATE_GOLDEN=1 ~/.cache/t9k-jobs/venv/bin/pytest tests/render/test_golden.py` "
+    "`UPDATE_GOLDEN=1 python -m pytest tests/render/test_golden.py` (the project's Python) "
     "and review the diff of tests/render/golden/."
 )
 

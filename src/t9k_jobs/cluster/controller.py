@@ -10,10 +10,14 @@ One reconcile pass for a job key ``Kind/namespace/name``:
    its status, and is left alone, not retried, until its spec changes;
 4. build :class:`~t9k_jobs.engine.Observed` from the cached children that carry this job's
    controller owner reference, and call :func:`~t9k_jobs.engine.reconcile`;
-5. create what the plan creates (controller owner references are set by the engine), delete
-   with UID preconditions, write the status through the status subresource when it changed
-   (with the job's resourceVersion as precondition), emit the plan's Events, and requeue
-   after ``plan.requeue_after`` seconds. API errors requeue the key with backoff.
+5. carry out the plan (:mod:`.actuator`): create what it creates (controller owner references
+   are set by the engine), delete with UID preconditions, write the status through the status
+   subresource when it changed (with the job's resourceVersion as precondition), emit the plan's
+   Events, and requeue after ``plan.requeue_after`` seconds. API errors requeue the key with
+   backoff.
+
+What it keeps of each child is :mod:`.projection`'s; the Kueue adaptor's cluster half is
+:mod:`.kueue`; its bookkeeping per job, :mod:`.state`.
 """
 
 from __future__ import annotations
@@ -28,32 +32,14 @@ from typing import Any
 
 import aiohttp
 
-from ..api import Job, JobStatus, ManifestError
+from ..api import Job, ManifestError
 from ..api.kinds import KINDS
-from ..engine import (
-    ContainerState,
-    Observed,
-    ObservedPod,
-    Plan,
-    WorkloadState,
-    desired_hash_of,
-    invalid_spec_status,
-    parse_time,
-    reconcile,
-    restart_attempt_label,
-    rfc3339,
-)
+from ..engine import Observed, ObservedPod, reconcile, rfc3339
 from ..engine.node_loss import NODE_LOST_AFTER
 from ..frameworks import parse_job
-from ..frameworks.base import (
-    LABEL_OWNER_KIND,
-    LABEL_OWNER_NAME,
-    LABEL_REPLICA_INDEX,
-    LABEL_REPLICA_TYPE,
-    PRIORITY_CLASS_PREFIX,
-)
-from ..sshkeys import materialize
-from . import metrics
+from ..frameworks.base import LABEL_OWNER_KIND, PRIORITY_CLASS_PREFIX
+from . import kueue, metrics
+from .actuator import JOB_RESOURCES, Actuator
 from .client import (
     CORE_CHILDREN,
     EVENTS,
@@ -61,210 +47,23 @@ from .client import (
     NODES,
     OPTIONAL_CHILDREN,
     PRIORITYCLASSES,
-    RESOURCEFLAVORS,
     ApiError,
     KubeClient,
     Resource,
 )
 from .expectations import Expectations
 from .informer import Informer, Key
-from .state import ChildRef, JobKey, JobState, Written
+from .projection import Child, ChildRef, JobKey, project_child, unreachable_since
+from .state import JobState, Written
 from .workqueue import ShutDown, WorkQueue
 
 log = logging.getLogger("t9k_jobs.controller")
 
-GROUP = "batch.tensorstack.dev"
-VERSION = "v1beta1"
-JOB_RESOURCES = {kind: Resource(GROUP, VERSION, cls.PLURAL, kind) for kind, cls in KINDS.items()}
 CHILD_SELECTOR = f"{LABEL_OWNER_KIND} in ({','.join(sorted(KINDS))})"
 COMPONENT = "t9k-jobs-operator"
 
 
-@dataclass(frozen=True)
-class Child:
-    """Slim projection of a child object: who owns it, and (for pods) what the engine needs."""
-
-    kind: str
-    namespace: str
-    name: str
-    uid: str
-    owner: JobKey | None  # the job its labels name, None when they name none
-    owner_uid: str | None  # uid in the controller owner reference
-    deleting: bool
-    pod: ObservedPod | None = None
-    ready: bool = False  # a TensorBoard that reports itself ready
-    resource_version: str = ""  # the precondition of an update
-    desired_hash: str = ""  # its desired-hash annotation (engine.desired)
-    workload: WorkloadState | None = None  # a Kueue Workload's admission (node labels not resolved)
-    #: A Workload's admission: per pod set, the ResourceFlavors it was given (names).
-    flavors: tuple[tuple[str, tuple[str, ...]], ...] = ()
-
-
-    @property
-    def ref(self) -> ChildRef:
-        return ChildRef(self.kind, self.name)
-
-
-def job_key(kind: str, namespace: str, name: str) -> JobKey:
-    return JobKey(kind, namespace, name)
-
-
-def project_child(obj: dict[str, Any]) -> Child:
-    """A Pod, Service, ConfigMap, Secret, PodGroup or TensorBoard as the controller caches it.
-
-    A pod's ``DisruptionTarget`` condition, when its status is ``"True"``, gives
-    :attr:`ObservedPod.disruption_reason` and ``disruption_message`` (``PreemptionByScheduler``:
-    the scheduler preempts it; k8s.io/api v0.37.2 core/v1 ``DisruptionTarget``); a ``"False"``
-    one (kube-controller-manager clears a stale notice) gives ``None``."""
-    from dataclasses import replace
-
-    meta = obj.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    owner_kind, owner_name = labels.get(LABEL_OWNER_KIND), labels.get(LABEL_OWNER_NAME)
-    namespace = meta.get("namespace", "")
-    owner = JobKey(owner_kind, namespace, owner_name) if owner_kind and owner_name else None
-    owner_uid = None
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("controller"):
-            owner_uid = ref.get("uid")
-    deleting = bool(meta.get("deletionTimestamp"))
-    pod = _project_pod(obj, labels, deleting) if obj.get("kind") == "Pod" else None
-    if pod is not None:
-        for cond in (obj.get("status") or {}).get("conditions") or []:
-            if isinstance(cond, dict) and (cond.get("type"), cond.get("status")) == ("DisruptionTarget", "True"):
-                reason, message = cond.get("reason") or None, cond.get("message") or None
-                pod = replace(pod, disruption_reason=reason, disruption_message=message)
-    workload, flavors = _project_workload(obj.get("status") or {}) if obj.get("kind") == "Workload" else (None, ())
-    return Child(
-        obj.get("kind", ""), namespace, meta["name"], meta.get("uid", ""), owner, owner_uid, deleting, pod,
-        ready=obj.get("kind") == "TensorBoard" and _reports_ready(obj.get("status") or {}),
-        workload=workload,
-        flavors=flavors,
-        # Kept for children that may be updated; a pod's would make every status write of the
-        # kubelet look like a change of what the engine reads.
-        resource_version="" if pod is not None else str(meta.get("resourceVersion") or ""),
-        desired_hash=desired_hash_of(obj),
-    )
-
-
-def _project_workload(status: dict[str, Any]) -> tuple[WorkloadState, tuple[tuple[str, tuple[str, ...]], ...]]:
-    """A Kueue Workload's status as the engine reads it (:class:`~t9k_jobs.engine.WorkloadState`)
-    and, per pod set, the flavors of its admission (Kueue v0.17.0 ``workload_types.go``:
-    conditions ``QuotaReserved``, ``Admitted``, ``Evicted``; ``status.admission``)."""
-    conds = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
-
-    def true(type_: str) -> dict[str, Any] | None:
-        c = conds.get(type_)
-        return c if c is not None and c.get("status") == "True" else None
-
-    evicted, admitted = true("Evicted"), true("Admitted")
-    said = evicted or (conds.get("QuotaReserved") if not admitted else admitted) or {}
-    admission = status.get("admission") or {}
-    flavors = tuple(
-        (str(a.get("name", "")), tuple(sorted({str(f) for f in (a.get("flavors") or {}).values()})))
-        for a in admission.get("podSetAssignments") or []
-        if isinstance(a, dict)
-    )
-    state = WorkloadState(
-        admitted=admitted is not None and evicted is None,
-        evicted=(evicted.get("reason") or "Evicted") if evicted is not None else None,
-        reason=said.get("reason") or None,
-        message=said.get("message") or None,
-        cluster_queue=admission.get("clusterQueue") or None,
-    )
-    return state, flavors
-
-
-def _reports_ready(status: dict[str, Any]) -> bool:
-    """Whether a TensorBoard's status says it serves: ``ready: true``, a ``Ready`` condition that
-    is True, or phase ``Running`` (T9k documents no TensorBoard status shape; these are the
-    conventions its other resources and Kubernetes use)."""
-    if status.get("ready") is True or status.get("phase") == "Running":
-        return True
-    return any(
-        isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
-
-
-def _project_pod(obj: dict[str, Any], labels: dict[str, str], deleting: bool) -> ObservedPod:
-    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
-    conditions = status.get("conditions") or []
-    scheduled = bool(spec.get("nodeName")) or any(
-        c.get("type") == "PodScheduled" and c.get("status") == "True" for c in conditions
-    )
-    unscheduled = next(
-        (c for c in conditions if c.get("type") == "PodScheduled" and c.get("status") == "False"), None
-    )
-    try:
-        index = int(labels.get(LABEL_REPLICA_INDEX, "0"))
-    except ValueError:
-        index = 0
-    return ObservedPod(
-        node=spec.get("nodeName") or None,
-        deletion_deadline=_epoch(meta.get("deletionTimestamp")),
-        name=meta["name"],
-        uid=meta.get("uid", ""),
-        replica_type=labels.get(LABEL_REPLICA_TYPE, ""),
-        index=index,
-        phase=status.get("phase") or "Pending",
-        containers=_project_containers(status.get("containerStatuses")),
-        deleting=deleting,
-        scheduled=scheduled,
-        reason=status.get("reason") or None,
-        message=status.get("message") or None,
-        scheduling_reason=(unscheduled.get("reason") or None) if unscheduled and not scheduled else None,
-        scheduling_message=(unscheduled.get("message") or None) if unscheduled and not scheduled else None,
-        init_containers=_project_containers(status.get("initContainerStatuses")),
-        desired_hash=desired_hash_of(obj) or None,
-        restart_attempt=restart_attempt_label(labels),
-    )
-
-
-def _epoch(stamp: Any) -> float | None:
-    """An RFC 3339 timestamp of the API (``2026-11-27T03:04:05Z``) as seconds since the epoch
-    (:func:`~t9k_jobs.engine.parse_time`); ``None`` when absent or not in that form."""
-    try:
-        return parse_time(stamp) if isinstance(stamp, str) else None
-    except ValueError:
-        return None
-
-
-def unreachable_since(obj: dict[str, Any]) -> float | None:
-    """When a Node's ``Ready`` condition left True (its ``lastTransitionTime``, seconds since the
-    epoch) if it is ``False`` or ``Unknown`` now; ``None`` for a Ready node or one without the
-    condition (just registered). kube-controller-manager's node lifecycle controller sets it
-    ``Unknown`` when the kubelet stopped posting status for ``--node-monitor-grace-period``."""
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("type") == "Ready":
-            if cond.get("status") == "True":
-                return None
-            return _epoch(cond.get("lastTransitionTime")) or time.time()
-    return None
-
-
-def _project_containers(statuses: list[dict[str, Any]] | None) -> tuple[ContainerState, ...]:
-    """core/v1 ``ContainerStatus`` entries as :class:`ContainerState`: the state, the exit code,
-    and the waiting or terminated reason and message (``ErrImageNeverPull``, ``OOMKilled``...)."""
-    out = []
-    for cs in statuses or []:
-        name, state = cs.get("name", ""), cs.get("state") or {}
-        if "terminated" in state:
-            t = state["terminated"] or {}
-            reason, message = t.get("reason") or None, t.get("message") or None
-            out.append(ContainerState(name, "Terminated", t.get("exitCode"), reason, message))
-        elif "running" in state:
-            out.append(ContainerState(name, "Running"))
-        elif "waiting" in state:
-            w = state["waiting"] or {}
-            reason, message = w.get("reason") or None, w.get("message") or None
-            out.append(ContainerState(name, "Waiting", None, reason, message))
-        else:
-            out.append(ContainerState(name, "Unknown"))
-    return tuple(out)
-
-
-class Controller:
+class Controller(Actuator):
     """Reconciles the four job kinds in ``namespaces`` (``None``: all) with ``workers`` workers.
 
     Call :meth:`start_informers` (any replica, so a standby has a warm cache), then
@@ -341,7 +140,7 @@ class Controller:
                 self.child_informers.append(child)
         if self.queueing:
             # The node labels of Kueue's flavors, put on the pods of an admitted job.
-            self.flavors = Informer(self.client, RESOURCEFLAVORS, transform=_flavor_labels)
+            self.flavors = kueue.flavor_informer(self.client)
         if self.gang_mode == "native":
             # Which t9k-priority-N classes exist: a native gang names its class only then.
             self.priority_classes = Informer(self.client, PRIORITYCLASSES, transform=lambda obj: True)
@@ -524,8 +323,7 @@ class Controller:
             result = "success"
             try:
                 result = await self.reconcile_key(key)
-                if result != "requeue":
-                    self.queue.forget(key)
+                self.queue.forget(key)
             except asyncio.CancelledError:
                 self.queue.done(key)
                 raise
@@ -581,7 +379,7 @@ class Controller:
                 if c.ready:
                     ready.add((ref.kind, ref.name))
                 if c.workload is not None and ref.name == key.name:
-                    workload = self._with_node_labels(c)
+                    workload = kueue.with_node_labels(c.workload, c.flavors, self.flavors)
         others |= {("Secret", name) for name in state.secrets}
         unreachable: dict[str, float] = {}
         if self.nodes is not None:
@@ -604,32 +402,14 @@ class Controller:
             node_lost_after=self.node_lost_after,
         )
 
-    def _with_node_labels(self, c: Child) -> WorkloadState:
-        """``c``'s Workload with, per pod set, the node labels of the flavors it was admitted to
-        (merged; a flavor not in the cache adds none)."""
-        from dataclasses import replace
-
-        assert c.workload is not None
-        if not c.flavors or self.flavors is None:
-            return c.workload
-        selectors: dict[str, dict[str, str]] = {}
-        for pod_set, names in c.flavors:
-            labels: dict[str, str] = {}
-            for name in names:
-                labels.update(self.flavors.get("", name) or {})
-            if labels:
-                selectors[pod_set] = labels
-        return replace(c.workload, node_selectors=selectors)
-
     @property
     def queueing(self) -> bool:
-        """Whether ``t9kScheduler`` jobs are queued through Kueue here: its Workload API is served
-        (``kueue.x-k8s.io/v1beta2`` ``workloads``; issue 24, docs/scheduling.md)."""
-        return "Workload" in self.optional_kinds
+        """Whether ``t9kScheduler`` jobs are queued through Kueue here (:func:`.kueue.serves_queueing`)."""
+        return kueue.serves_queueing(self.optional_kinds)
 
     @property
     def gang_mode(self) -> str:
-        """How ``t9kScheduler`` jobs are scheduled here (:data:`~t9k_jobs.frameworks.base.GangMode`):
+        """How ``t9kScheduler`` jobs are scheduled here (:data:`~t9k_jobs.frameworks.types.GangMode`):
         ``t9k`` when T9k's PodGroup CRD is served; else ``native`` when Kubernetes' own
         ``scheduling.k8s.io/v1beta1`` PodGroup is (1.37+, gate ``GenericWorkload``); else ``none``
         (the default scheduler, a Warning and a ``GangScheduling`` condition on each such job)."""
@@ -734,240 +514,10 @@ class Controller:
             state.invalid = state.invalid_message = None
             self._count_invalid(key.kind)
 
-    async def _write_invalid(self, key: JobKey, raw: dict[str, Any]) -> None:
-        """Write the status of a job left alone (:func:`~t9k_jobs.engine.invalid_spec_status`: its
-        status as it was, and ``SpecValid`` False, reason ``InvalidSpec``), when it changes.
-        Raises ApiError (the pass is retried with backoff)."""
-        state = self._state(key)
-        try:
-            old = JobStatus.model_validate(raw["status"]) if raw.get("status") else None
-        except ValueError:
-            old = None  # a status this version cannot read: written afresh
-        new_status = invalid_spec_status(old, state.invalid_message or "the spec cannot be acted on", time.time()).dump()
-        if new_status == (raw.get("status") or {}):
-            return
-        res = JOB_RESOURCES[key.kind]
-        body = dict(raw)
-        body["status"] = new_status
-        try:
-            written = await self.client.replace_status(res, body)
-        except ApiError as exc:
-            metrics.API_ERRORS.labels(verb="update", reason=exc.reason).inc()
-            if exc.status == 409:
-                state.written = None
-            raise
-        written.setdefault("kind", key.kind)
-        written.setdefault("apiVersion", res.api_version)
-        state.written = Written(written, str(raw["metadata"].get("resourceVersion", "")))
-
     def _count_invalid(self, kind: str) -> None:
         """Set the invalid-jobs gauge of ``kind``."""
         count = sum(1 for k, state in self.jobs.items() if k.kind == kind and state.invalid is not None)
         metrics.INVALID_JOBS.labels(kind=kind).set(count)
-
-    async def _carry_out(self, key: JobKey, job: Job, raw: dict[str, Any], plan: Plan) -> list[Exception]:
-        errors: list[Exception] = []
-        creates = []
-        for obj in plan.create:
-            if obj["kind"] in OPTIONAL_CHILDREN and obj["kind"] not in self.served_optional_kinds:
-                continue
-            creates.append(obj)
-        if creates:
-            self.expectations.expect(key, creates={_ref(o) for o in creates})
-            errors += await self._create_all(key, job, raw, creates)
-            if any(isinstance(e, NamespaceTerminating) for e in errors):
-                # The namespace, and the job with it, is going away: the pass ends here (no
-                # deletes, no status, no events), and without an error, so nothing retries it.
-                return []
-        if plan.update:
-            results = await asyncio.gather(*(self._update(key, job, raw, o) for o in plan.update), return_exceptions=True)
-            errors += [r for r in results if isinstance(r, Exception)]
-        if plan.delete:
-            self.expectations.expect(key, deletes={ChildRef(d.kind, d.name) for d in plan.delete})
-            results = await asyncio.gather(
-                *(self._delete(key, job, d) for d in plan.delete), return_exceptions=True
-            )
-            errors += [r for r in results if isinstance(r, Exception)]
-        new_status = plan.status.dump()
-        if not raw.get("status") and any(o["kind"] == "Pod" for o in creates) and not errors:
-            # A new job's first pass: the status it would write only says "creating", and the pass
-            # that sees the new pods writes the real one; the budget goes to the creates. (That
-            # pass derives the same events again, so these are not sent either.)
-            return errors
-        if new_status != (raw.get("status") or {}):
-            body = dict(raw)
-            body["status"] = new_status
-            res = JOB_RESOURCES[job.kind]
-            try:
-                written = await self.client.replace_status(res, body)
-            except ApiError as exc:
-                metrics.API_ERRORS.labels(verb="update", reason=exc.reason).inc()
-                if exc.status == 409:
-                    self._state(key).written = None  # stale: read the cache again next time
-                errors.append(exc)
-                # The events tell of a status not written: the retried pass derives them again
-                # from the stored status, so sending them now would send them twice.
-                return errors
-            else:
-                written.setdefault("kind", job.kind)
-                written.setdefault("apiVersion", res.api_version)
-                state = self._state(key)
-                state.written = Written(written, str(raw["metadata"].get("resourceVersion", "")))
-                state.parsed = None
-                if new_status.get("phase") != (raw.get("status") or {}).get("phase"):
-                    log.info("%s: phase %s", key, new_status.get("phase"))
-        for ev in plan.events:
-            self._emit_event(raw, ev.type, ev.reason, ev.message)
-        return errors
-
-    async def _create_all(
-        self, key: JobKey, job: Job, raw: dict[str, Any], creates: list[dict[str, Any]]
-    ) -> list[Exception]:
-        """Create ``creates`` in slow-start batches; return the errors of the batch that failed.
-
-        Children other than pods go first (a pod may mount the ConfigMap or Secret), then pods;
-        a batch never mixes the two. Batches of 1, 2, 4... requests, each sent at once and
-        awaited before the next, as kube-controller-manager's ``slowStartBatch``
-        (``pkg/controller/replicaset``, ``pkg/controller/job``): the first failure ends the
-        pass's creates, so a refusal that would repeat (quota, a terminating namespace) costs
-        one request, not one per child. The children not sent are no longer expected.
-        """
-        ordered = [o for o in creates if o["kind"] != "Pod"] + [o for o in creates if o["kind"] == "Pod"]
-        size, i = 1, 0
-        while i < len(ordered):
-            batch = ordered[i : i + size]
-            if batch[0]["kind"] != "Pod":
-                batch = [o for o in batch if o["kind"] != "Pod"]
-            results = await asyncio.gather(
-                *(self._create(key, job, raw, o) for o in batch), return_exceptions=True
-            )
-            i += len(batch)
-            errors = [r for r in results if isinstance(r, Exception)]
-            if errors:
-                for o in ordered[i:]:
-                    self.expectations.observed_create(key, _ref(o))
-                return errors
-            size *= 2
-        return []
-
-    async def _create(self, key: JobKey, job: Job, raw: dict[str, Any], obj: dict[str, Any]) -> None:
-        ref = _ref(obj)
-        kind, name = ref.kind, ref.name
-        res = self.resource(kind)
-        try:
-            await self.client.create(res, job.namespace, materialize(obj))
-        except ApiError as exc:
-            self.expectations.observed_create(key, ref)
-            metrics.API_ERRORS.labels(verb="create", reason=exc.reason).inc()
-            if exc.status == 409:
-                if kind == "Secret":
-                    # Ours from an earlier pass or process: Secrets cannot be read (rbac.py), so
-                    # a name taken by another object is not told apart here.
-                    self._state(key).secrets.add(name)
-                    return
-                # Exists already: our cache is behind (fine), or the name is someone else's.
-                await self._check_conflict(key, job, res, kind, name)
-                return
-            if namespace_terminating(exc):
-                # The namespace is being deleted, and the job with it: every later create would be
-                # refused too, so this is no failure to retry (client-go's controllers do the same);
-                # the caller ends the pass.
-                log.debug(
-                    "%s: not creating %s %s: namespace %s is terminating", key, kind, name, job.namespace
-                )
-                raise NamespaceTerminating(job.namespace) from exc
-            self._emit_event(
-                raw, "Warning", f"FailedCreate{kind}", f"cannot create {kind.lower()} {name}: {exc.message}"
-            )
-            raise
-        except Exception:
-            self.expectations.observed_create(key, ref)
-            raise
-        if kind == "Pod":
-            metrics.PODS_CREATED.labels(kind=job.kind).inc()
-        else:
-            metrics.CHILDREN_CREATED.labels(kind=kind).inc()
-        if kind == "Secret":  # no informer will report it: it exists now
-            self._state(key).secrets.add(name)
-            self.expectations.observed_create(key, ref)
-
-    async def _check_conflict(self, key: JobKey, job: Job, res: Resource, kind: str, name: str) -> None:
-        """After a 409 on create: whether ``kind/name`` is controlled by another object. If so it
-        is remembered as a conflict (the engine stops asking for it and says why) and the job is
-        looked at again at once; :meth:`_recheck_conflicts` forgets it when the name is free."""
-        holder = await self._holder(res, job, name)
-        if holder is None:
-            return
-        self._state(key).conflicts[ChildRef(kind, name)] = holder
-        self.queue.add(key)
-
-    async def _holder(self, res: Resource, job: Job, name: str) -> str | None:
-        """Who controls ``name`` of ``res`` in the job's namespace, when it is not this job:
-        ``Kind/name`` of its controller, or ``no controller``; None when it is this job's or gone."""
-        try:
-            obj = await self.client.get(res, job.namespace, name)
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
-        uid = job.metadata.uid
-        for ref in obj.get("metadata", {}).get("ownerReferences") or []:
-            if ref.get("controller"):
-                return None if ref.get("uid") == uid else f"{ref.get('kind')}/{ref.get('name')}"
-        return "an object with no controller"
-
-    async def _recheck_conflicts(self, key: JobKey, job: Job) -> None:
-        """Forget the conflicts of ``key`` whose names are free again (deleted, or now this job's)."""
-        state = self.jobs.get(key)
-        if state is None or not state.conflicts:
-            return
-        for ref in list(state.conflicts):
-            res = self.resource(ref.kind)
-            holder = await self._holder(res, job, ref.name)
-            if holder is None:
-                del state.conflicts[ref]
-            else:
-                state.conflicts[ref] = holder
-
-    async def _update(self, key: JobKey, job: Job, raw: dict[str, Any], obj: dict[str, Any]) -> None:
-        """Bring a child to ``obj`` (its desired state): a merge patch of its content, labels and
-        desired hash, with the cached resourceVersion as the precondition (a 409 means the cache was
-        behind: the pass is retried with what the informer brings)."""
-        kind, name = obj["kind"], obj["metadata"]["name"]
-        res = self.resource(kind)
-        state = self.jobs.get(key)
-        cached = state.children.get(ChildRef(kind, name)) if state is not None else None
-        meta = obj["metadata"]
-        body: dict[str, Any] = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
-        body["metadata"] = {"labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {}}
-        if cached is not None and cached.resource_version:
-            body["metadata"]["resourceVersion"] = cached.resource_version
-        try:
-            await self.client.patch(res, job.namespace, name, body)
-        except ApiError as exc:
-            metrics.API_ERRORS.labels(verb="patch", reason=exc.reason).inc()
-            if exc.status not in (404, 409):
-                self._emit_event(
-                    raw, "Warning", f"FailedUpdate{kind}", f"cannot update {kind.lower()} {name}: {exc.message}"
-                )
-            raise
-        log.info("%s: updated %s %s", key, kind, name)
-
-    async def _delete(self, key: JobKey, job: Job, d: Any) -> None:
-        res = self.resource(d.kind)
-        try:
-            await self.client.delete(res, job.namespace, d.name, uid=d.uid, grace_period=0 if d.force else None)
-        except ApiError as exc:
-            self.expectations.observed_delete(key, ChildRef(d.kind, d.name))
-            if exc.status in (404, 409):
-                return  # gone already, or a different object now has the name
-            metrics.API_ERRORS.labels(verb="delete", reason=exc.reason).inc()
-            raise
-        except Exception:
-            self.expectations.observed_delete(key, ChildRef(d.kind, d.name))
-            raise
-        if d.kind == "Pod":
-            metrics.PODS_DELETED.labels(kind=job.kind, reason=d.reason).inc()
 
     # ------------------------------------------------------------------ events
 
@@ -1075,26 +625,6 @@ class _Recorded:
     sending: asyncio.Task[None] | None = None
 
 
-class NamespaceTerminating(Exception):
-    """A create was refused because the job's namespace is being deleted: the pass ends, no error."""
-
-
-def namespace_terminating(exc: ApiError) -> bool:
-    """Whether ``exc`` is the API server refusing a create because the namespace is being deleted.
-
-    The answer is 403 Forbidden with the status cause ``NamespaceTerminating`` (core/v1
-    ``NamespaceTerminatingCause``).
-    """
-    causes = (exc.body.get("details") or {}).get("causes") or []
-    return exc.status == 403 and any(c.get("reason") == "NamespaceTerminating" for c in causes)
-
-
-def _flavor_labels(obj: dict[str, Any]) -> dict[str, str]:
-    """A ResourceFlavor as the controller keeps it: its ``spec.nodeLabels``."""
-    labels = (obj.get("spec") or {}).get("nodeLabels") or {}
-    return {str(k): str(v) for k, v in labels.items()}
-
-
 def _urgent(new: Child | None, old: Child | None) -> bool:
     """A child change that may end the job or needs a replacement: a pod gone or newly ended
     (:attr:`ObservedPod.terminal`: ended by its phase, or by its containers all terminated while
@@ -1118,10 +648,6 @@ def _spec_version(raw: dict[str, Any]) -> str:
     meta = raw.get("metadata") or {}
     generation = meta.get("generation")
     return f"g{generation}" if generation is not None else f"rv{meta.get('resourceVersion', '')}"
-
-
-def _ref(obj: dict[str, Any]) -> ChildRef:
-    return ChildRef(obj["kind"], obj["metadata"]["name"])
 
 
 def _same_version(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:

@@ -1,10 +1,6 @@
-"""The operator's bookkeeping: one key type per thing, one state record per job.
+"""The operator's bookkeeping: one state record per job (its keys, :class:`~.projection.JobKey`
+and :class:`~.projection.ChildRef`, are the projection's).
 
-* :class:`JobKey` names a job (``kind``, ``namespace``, ``name``): the work queue's key, the
-  expectations' key, the owner a child's labels point at. ``str(key)`` is
-  ``Kind/namespace/name``, the form logs show.
-* :class:`ChildRef` names a child within its job's namespace (``kind``, ``name``): the key of a
-  job's children, its conflicts, and of the expectations' pending creates and deletes.
 * :class:`JobState` is everything the controller remembers about one job between passes, in
   one record, so that forgetting a job is one statement and nothing can be left behind in a
   dictionary kept in step by hand. The controller drops a job's record when it holds nothing
@@ -17,38 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .projection import Child, ChildRef
+
 if TYPE_CHECKING:
     from ..api import Job
-    from .controller import Child
-
-
-@dataclass(frozen=True, order=True)
-class JobKey:
-    """A job: ``kind`` (``GenericJob``...), ``namespace``, ``name``."""
-
-    kind: str
-    namespace: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.kind}/{self.namespace}/{self.name}"
-
-    @classmethod
-    def parse(cls, text: str) -> JobKey:
-        """``Kind/namespace/name`` back to a key; raises ValueError for another shape."""
-        kind, namespace, name = text.split("/", 2)
-        return cls(kind, namespace, name)
-
-
-@dataclass(frozen=True, order=True)
-class ChildRef:
-    """A child of a job, in the job's namespace: ``kind`` (``Pod``, ``Service``...), ``name``."""
-
-    kind: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.kind}/{self.name}"
 
 
 @dataclass(frozen=True)

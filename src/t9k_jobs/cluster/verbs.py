@@ -597,7 +597,7 @@ def pod_replica(pod: dict[str, Any]) -> ReplicaStatus:
     """A live pod as a replica's status (as the operator derives it: ``Creating`` while not
     scheduled, with the scheduler's reason; waiting reasons of init containers)."""
     from ..engine.replica_status import from_pod
-    from .controller import project_child
+    from .projection import project_child
 
     observed = project_child({**pod, "kind": "Pod"}).pod
     assert observed is not None

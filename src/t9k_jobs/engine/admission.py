@@ -22,7 +22,7 @@ docs/decisions.md, "Queues through Kueue".
 
 from __future__ import annotations
 
-from ..api.common import JobStatus, ReplicaStatus
+from ..api.common import DEFAULT_QUEUE, JobStatus, ReplicaStatus
 from ..api.kinds import JobBase
 from ..frameworks.queueing import queued
 from .context import Pass
@@ -74,7 +74,7 @@ def queue_row(p: Pass, queued_now: bool, phase: str) -> tuple[str, bool, str, st
     if not wants_workload(p):
         return None
     sched = p.job.scheduler.t9k_scheduler  # type: ignore[union-attr]
-    queue = sched.queue_name if sched is not None else "default"
+    queue = sched.queue_name if sched is not None else DEFAULT_QUEUE
     wl = p.observed.workload
     if phase == "Paused":
         return ("Queued", True, "Paused", f"paused: its Kueue Workload is deleted, its quota given back; it "

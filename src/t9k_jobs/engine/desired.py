@@ -19,17 +19,9 @@ from typing import Any
 from ..api.common import ANNOTATION_DESIRED_HASH
 from ..api.kinds import JobBase
 from ..frameworks import BuildContext, Framework, ReplicaGroup, framework_for
-from ..frameworks.base import (
-    LABEL_RESTART_GENERATION,
-    GangMode,
-    base_pod,
-    container,
-    pod_group,
-    replica_service,
-    tensorboard,
-)
-from ..frameworks.launch import Launcher
+from ..frameworks.base import LABEL_RESTART_GENERATION, base_pod, container, pod_group, replica_service, tensorboard
 from ..frameworks.queueing import workload
+from ..frameworks.types import GangMode, Launcher
 from .types import Addressing, ClusterAddressing, Delete, Observed
 
 CLUSTER = ClusterAddressing()

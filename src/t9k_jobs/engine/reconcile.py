@@ -47,16 +47,15 @@ from __future__ import annotations
 from ..api.common import TERMINAL_PHASES, JobStatus
 from ..api.kinds import JobBase
 from ..frameworks import BuildContext, Outcome, framework_for, spec_warnings
-from ..frameworks.base import GANG_MODES, GangMode
-from ..frameworks.launch import Launcher
+from ..frameworks.types import GANG_MODES, GangMode, Launcher
 from .admission import admission, in_queue
 from .apply import apply_clean_up, apply_preemption, apply_queue, apply_restarts, apply_walk, end
 from .clean_up import clean_up
 from .context import CONFLICT_RECHECK, UNFINISHED_GRACE, Pass, Tally, parse_time, rfc3339
 from .deadline import deadline, start_clock
+from .desired import CLUSTER, build_pod, children, plan_children
 from .node_loss import NODE_LOST, force_deletes, losses, project
 from .node_loss import wake as node_loss_wake
-from .desired import CLUSTER, build_pod, children, plan_children
 from .outcome import ending
 from .preemption import preemption
 from .replicas import classify, reported

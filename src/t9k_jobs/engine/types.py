@@ -206,7 +206,7 @@ class Observed:
     #: Kinds of optional children this runtime does not serve (no TensorBoard CRD, a local run).
     unserved: frozenset[str] = frozenset()
     #: How this runtime carries out ``spec.scheduler.t9kScheduler``
-    #: (:data:`~t9k_jobs.frameworks.base.GangMode`): ``t9k`` (T9k's PodGroup, the default, as
+    #: (:data:`~t9k_jobs.frameworks.types.GangMode`): ``t9k`` (T9k's PodGroup, the default, as
     #: ``render`` assumes), ``native`` (``scheduling.k8s.io/v1beta1`` PodGroup) or ``none``
     #: (default scheduler; the job gets a ``GangScheduling`` condition and one Warning).
     gang: str = "t9k"

@@ -14,12 +14,13 @@ from .. import api
 from ..addressing import replica_name
 from ..api import Job, ManifestError
 from ..api.kinds import JobBase
-from .base import BuildContext, Final, Framework, Outcome, ReplicaGroup
+from .base import Framework
 from .colossalai import ColossalAIFramework
 from .deepspeed import DeepSpeedFramework
 from .genericjob import GenericJobFramework
 from .notes import spec_warnings
 from .pytorch import PyTorchFramework
+from .types import BuildContext, Final, Outcome, ReplicaGroup
 
 _FRAMEWORKS: dict[str, Framework] = {
     f.kind: f for f in (GenericJobFramework(), PyTorchFramework(), DeepSpeedFramework(), ColossalAIFramework())

@@ -11,18 +11,11 @@ from __future__ import annotations
 
 import abc
 import copy
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal
 
-from ..addressing import Addressing, replica_name
-from ..api.common import ANNOTATION_GENERATE, GROUP, training_container  # noqa: F401 - re-exported
+from ..api.common import GROUP
 from ..api.kinds import JobBase
-
-if TYPE_CHECKING:
-    from .launch import Launcher
-
-#: The job kind a framework handles: its hooks take that kind, never a looser one.
-JobT = TypeVar("JobT", bound=JobBase)
+from .types import BuildContext, Final, GangMode, JobT, Outcome, ReplicaGroup
 
 TENSORSTACK = "tensorstack.dev"
 LABEL_OWNER_KIND = "tensorstack.dev/owner-kind"
@@ -39,94 +32,7 @@ LABEL_REPLICA_INDEX = f"{GROUP}/replica-index"
 #: one being replaced (as JobSet's restart-attempt label).
 LABEL_RESTART_GENERATION = f"{GROUP}/restart-generation"
 T9K_SCHEDULER_NAME = "t9k-scheduler"
-#: How ``spec.scheduler.t9kScheduler`` is carried out, chosen by the runtime from what its API
-#: server serves (docs/decisions.md, "t9kScheduler from discovery"): ``t9k``: T9k's own PodGroup
-#: (``scheduler.tensorstack.dev/v1beta1``) and the ``t9k-scheduler``; ``native``: a
-#: ``scheduling.k8s.io/v1beta1`` PodGroup (Kubernetes 1.37+, gate ``GenericWorkload``) and the
-#: default scheduler; ``none``: the default scheduler alone, gang admission not enforced.
-GangMode = Literal["t9k", "native", "none"]
-GANG_MODES: tuple[GangMode, ...] = ("t9k", "native", "none")
 NATIVE_PODGROUP_API = "scheduling.k8s.io/v1beta1"
-DEFAULT_DEBUG_COMMAND: tuple[str, ...] = ("sleep", "inf")
-
-
-@dataclass(frozen=True)
-class ReplicaGroup:
-    """One replica type of a job, normalised across kinds.
-
-    ``replicas``: desired count now (elastic already applied). ``restart_policy``: Never,
-    OnFailure, Always or ExitCode. ``limit``: per-replica restart limit (GenericJob) or
-    ``None``. ``backoff_limit``: restarts shared by the whole job or ``None``.
-    ``indexed``: pod names carry an index (False only for the ColossalAI launcher).
-    ``service_ports``: ports on the per-replica headless Service; ``None``: no Service.
-    """
-
-    type: str
-    replicas: int
-    template: dict[str, Any]
-    restart_policy: str
-    training_container: str
-    limit: int | None = None
-    backoff_limit: int | None = None
-    indexed: bool = True
-    in_pod_group: bool = True
-    debug_command: tuple[str, ...] = DEFAULT_DEBUG_COMMAND
-    service_ports: tuple[dict[str, Any], ...] | None = ()
-
-    def pod_name(self, job_name: str, index: int) -> str:
-        return replica_name(job_name, self.type, index if self.indexed else None)
-
-
-@dataclass(frozen=True)
-class BuildContext:
-    """What one pass builds with, made once per pass: the addressing, whether resume overrides
-    apply, the replica groups wanted now (``()``: ask the framework), how a ``t9kScheduler``
-    job is gang-scheduled (:data:`GangMode`), the runtime's launcher of launches over ssh
-    (:class:`~t9k_jobs.frameworks.launch.Launcher`; ``None``: pods, as on a cluster), and, by
-    replica type, the node labels a queue's admission puts on its pods (Kueue's flavors)."""
-
-    addressing: Addressing
-    resumed: bool = False
-    groups: tuple[ReplicaGroup, ...] = ()
-    gang: GangMode = "t9k"
-    launcher: Launcher | None = None
-    node_selectors: dict[str, dict[str, str]] = field(default_factory=dict)
-    #: The PriorityClasses the cluster has (names; :func:`priority_class_name`), which a native
-    #: gang's pods and PodGroup may name; ``None``: not known, every one is taken to exist (render).
-    priority_classes: frozenset[str] | None = None
-
-
-@dataclass(frozen=True)
-class Final:
-    """A replica whose terminal state will not change: ``succeeded`` or ``failed``.
-
-    ``exit_code``: of the training container, ``None`` when it has none (deleted, evicted before
-    it ran). ``reason``: what the exit code does not say, e.g. ``OOMKilled``, ``Evicted``,
-    ``deleted``; the engine leaves out the kubelet's plain ``Completed``/``Error``.
-    """
-
-    pod: str
-    succeeded: bool
-    exit_code: int | None = None
-    reason: str | None = None
-
-    def describe(self) -> str:
-        """``<pod> failed with exit code 137 (OOMKilled)``: the T9k failure dumps' words (reference §1.8)."""
-        if self.succeeded:
-            return f"{self.pod} succeeded"
-        if self.exit_code is not None:
-            why = f" ({self.reason})" if self.reason else ""
-            return f"{self.pod} failed with exit code {self.exit_code}{why}"
-        return f"{self.pod} failed ({self.reason})" if self.reason else f"{self.pod} failed"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """The job's end: ``succeeded`` and the condition message."""
-
-    succeeded: bool
-    message: str
-    reason: str = ""
 
 
 class Framework(abc.ABC, Generic[JobT]):

@@ -9,10 +9,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ..api.common import training_container
 from ..api.kinds import ColossalAIJob, extra_launch_args
-from .base import BuildContext, Final, Framework, Outcome, ReplicaGroup, training_container
-from .launch import SshLaunch, Where, launcher_of, ssh_children
+from .base import Framework
+from .launch import SshLaunch, Where
+from .pod_launch import launcher_of, ssh_children
 from .ssh import SSH_SERVICE_PORTS, WAIT_BANNER_FUNCTION
+from .types import BuildContext, Final, Outcome, ReplicaGroup
 
 #: Port of the torch.distributed master that ``colossalai run`` starts on worker-0.
 COLOSSALAI_MASTER_PORT = 29500

@@ -10,10 +10,13 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from ..api.common import training_container
 from ..api.kinds import DeepSpeedJob
-from .base import BuildContext, Framework, ReplicaGroup, container_gpus, training_container
-from .launch import SshLaunch, Where, launcher_of, ssh_children
+from .base import Framework, container_gpus
+from .launch import SshLaunch, Where
+from .pod_launch import launcher_of, ssh_children
 from .ssh import HOSTFILE_PATH, SSH_SERVICE_PORTS, WAIT_SSH_FUNCTION, sshd_worker_command
+from .types import BuildContext, ReplicaGroup
 
 DEEPSPEED_SSHD = "/usr/sbin/sshd"
 DEEPSPEED_ENV_PATH = "/root/.deepspeed_env"

@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..api.common import training_container
 from ..api.kinds import GenericJob
-from .base import BuildContext, Final, Framework, Outcome, ReplicaGroup, training_container
+from .base import Framework
+from .types import BuildContext, Final, Outcome, ReplicaGroup
 
 # $(type) | $(rank) | $(replicas[T]) | $(service.T[R].host) | $(service.port[NAME])
 _TOKEN = re.compile(

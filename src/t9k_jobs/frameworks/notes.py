@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..api.common import DEFAULT_QUEUE, EnabledFlag, ElasticConfig, RunMode
+from ..api.common import DEFAULT_QUEUE, EnabledFlag, ElasticConfig, RunMode, training_container
 from ..api.kinds import ColossalAIJob, DeepSpeedJob, GenericJob, Job, PyTorchTrainingJob
 from ..api.torchrun import is_python
-from .base import T9K_SCHEDULER_NAME, container_gpus, priority_class_name, training_container
+from .base import T9K_SCHEDULER_NAME, container_gpus, priority_class_name
 
 
 def spec_warnings(job: Job) -> list[str]:

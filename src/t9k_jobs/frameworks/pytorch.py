@@ -4,18 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..api.common import training_container
 from ..api.kinds import PyTorchTrainingJob
 from ..api.torchrun import PYTORCH_CONTAINERS, TorchrunScript
-from .base import (
-    BuildContext,
-    Framework,
-    ReplicaGroup,
-    add_env,
-    container,
-    container_gpus,
-    split_by_weight,
-    training_container,
-)
+from .base import Framework, add_env, container, container_gpus, split_by_weight
+from .types import BuildContext, ReplicaGroup
 
 #: The rendezvous / process-group port on the master's Service (T9k does not document one;
 #: 23456 is Kubeflow's, chosen so it never meets torchrun's own default 29500).

@@ -17,6 +17,39 @@ written here, as Kueue's own integrations write theirs (Kueue v0.17.0
 
 The pods themselves never carry ``kueue.x-k8s.io/queue-name``: Kueue's pod integration would
 gate and admit them a second time.
+
+The contract, stated as Kueue states its own for the jobs its reconciler manages (Kueue's
+``pkg/controller/jobframework/interface.go``, ``GenericJob``), with where each part is kept here:
+
+- **Pod sets** (``PodSets``: the groups of alike pods the job asks quota for): one per replica
+  type with replicas, its count and pod spec (:func:`workload`, above). A job whose replica
+  counts or templates change gets a new Workload: the engine replaces it (its desired hash
+  differs) and the job queues again.
+- **Suspended** (``IsSuspended``, ``Suspend``; and ``RunWithPodSetsInfo``, which starts it with
+  the admission's node labels): a T9k job has no ``suspend`` field; "suspended" is a job that
+  goes through a queue (:func:`queued`, and the runtime serves Kueue) whose Workload is not
+  admitted, or is evicted. It then has no replica pod: none is created, any left is deleted,
+  its replicas wait as ``Creating`` and its deadline's clock stands still
+  (:mod:`t9k_jobs.engine.admission`). Admitted, the pass goes on as without a queue, and the
+  pods carry, per pod set, the node labels of the ResourceFlavors it was admitted to
+  (:func:`t9k_jobs.cluster.kueue.with_node_labels`). Nothing is to restore on eviction
+  (``RestorePodSetsInfo``): the pods are deleted and made anew from the job's own templates.
+- **Finished** (``Finished``: the job completed or failed, and so the Workload's quota is
+  free): a job that ended, and a paused one, owns no Workload; the engine deletes it, which gives
+  the quota back (:data:`t9k_jobs.engine.desired.PRUNED_KINDS`). Kueue's own integrations mark
+  the Workload finished instead; deleting it needs no write to Kueue's status.
+- **Active** (``IsActive``: some pod still runs): an evicted job's Workload is deleted, and a
+  new one made, only once none of its pods is left, so quota is not given to another job while
+  this one's pods still hold the nodes. A job that was running before Kueue was installed is
+  left to run and is queued from its next start with no pod.
+- **Priority** (``JobWithPriorityClass``; Kueue's ``WorkloadPriorityClass`` label): Kueue
+  resolves no priority for a Workload it did not make, so ``t9kScheduler.priority`` is written
+  as the number ``spec.priority`` (above); no class is needed.
+- Not taken: ``PodsReady`` (Kueue's wait-for-pods-ready timeout), reclaimable pods, custom
+  stops, composable jobs and MultiKueue.
+
+What the operator reads of Kueue's objects (a Workload's admission, the ResourceFlavors'
+node labels, whether Kueue is served at all) is :mod:`t9k_jobs.cluster.kueue`.
 """
 
 from __future__ import annotations
@@ -25,7 +58,8 @@ import copy
 from typing import Any
 
 from ..api.kinds import JobBase
-from .base import ReplicaGroup, child_meta
+from .base import child_meta
+from .types import ReplicaGroup
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 WORKLOAD_API = f"{KUEUE_GROUP}/v1beta2"

@@ -11,8 +11,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from ..api.common import ANNOTATION_GENERATE
 from ..api.kinds import JobBase
-from .base import ANNOTATION_GENERATE, child_meta
+from .base import child_meta
 
 SSH_PORT = 22
 SSH_SERVICE_PORTS = ({"name": "ssh", "port": SSH_PORT, "targetPort": SSH_PORT},)

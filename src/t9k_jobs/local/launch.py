@@ -22,7 +22,7 @@ from ..frameworks.rank_gpus import DEVICES_ENV
 from ..frameworks.ssh import SSH_PORT, config_map_name, launcher_script, ssh_secret_name
 
 if TYPE_CHECKING:
-    from ..frameworks.base import BuildContext, ReplicaGroup
+    from ..frameworks.types import BuildContext, ReplicaGroup
 
 #: What each local worker's sshd sets in every session (sshd's ``SetEnv``): the worker's devices,
 #: which the run puts in the worker's ``T9K_JOBS_GPUS`` (``$(...)`` is expanded when the worker
