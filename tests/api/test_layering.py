@@ -153,10 +153,6 @@ KNOWN_CIRCLES: set[frozenset[str]] = {
     # Imports inside functions both ways; being taken apart in issue 34's run-directory branch
     # (one ``local/rundir.py`` both import): the lead removes this entry when the branches merge.
     frozenset({"t9k_jobs.local.rundirs", "t9k_jobs.local.runtime"}),
-    # Found by this test when it was written (issue 32 made it): ``check_template`` imports the
-    # pod schema inside the function, the schema takes ``INT64_MAX`` and ``FieldError`` from
-    # ``common``. Opened by moving those two to a module under both (outside issue 34's parts).
-    frozenset({"t9k_jobs.api.common", "t9k_jobs.api.pod_schema"}),
 }
 
 Edge = tuple[str, str]  # (importer, imported)

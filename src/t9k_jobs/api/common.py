@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from .fields import INT32_MAX, INT64_MAX, FieldError
+
 GROUP = "batch.tensorstack.dev"
 #: Annotation on a child whose content is made when it is created (an ssh Secret's key pair).
 ANNOTATION_GENERATE = f"{GROUP}/generate"
@@ -32,9 +34,6 @@ CleanUpPolicyName = Literal["All", "Unfinished", "None"]
 #: 143 SIGTERM, 138 user-defined "please restart").
 RETRYABLE_EXIT_CODES: frozenset[int] = frozenset({130, 137, 143, 138})
 
-#: Bounds of Kubernetes' int32 and int64 fields (counts are int32, durations in seconds int64).
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
 
 
 def _within_int64(value: int) -> int:
@@ -48,20 +47,6 @@ def _within_int64(value: int) -> int:
 PositiveInt64 = Annotated[int, Field(gt=0, json_schema_extra={"format": "int64"}), AfterValidator(_within_int64)]
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-
-class FieldError(ValueError):
-    """A validation error about a field below the one being validated.
-
-    ``path`` (``torchArgs[1]``, ``successRules[0].worker``) is relative to the model or field
-    whose validator raises it; the manifest loader joins it to that field's own path, so the
-    message names the exact field (``spec.worker.torchArgs[1]: ...``).
-    """
-
-    def __init__(self, path: str, message: str) -> None:
-        self.path = path
-        self.message = message
-        super().__init__(f"{path}: {message}")
 
 
 class Model(BaseModel):

@@ -34,7 +34,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from .common import INT64_MAX, FieldError
+from .fields import INT64_MAX, FieldError
 from .pod_types import MODELS
 
 #: The model of a PodTemplateSpec in :data:`.pod_types.MODELS`.
