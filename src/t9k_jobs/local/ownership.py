@@ -32,6 +32,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import procfs
+
 #: The run-dir file naming the runtime's pid, locked by the runtime while it lives.
 PID_FILE = "runtime.pid"
 RUNNING = "running"
@@ -173,33 +175,6 @@ def publish_runtime(run_dir: Path) -> int:
     return fd
 
 
-def _holds_open(pid: int, ident: tuple[int, int]) -> bool | None:
-    """Whether process ``pid`` has the file ``ident`` (device, inode) open; None when its open
-    files cannot be read (no such process: False)."""
-    base = Path(f"/proc/{pid}/fd")
-    try:
-        entries = os.listdir(base)
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return None
-    for entry in entries:
-        try:
-            st = os.stat(base / entry)
-        except OSError:
-            continue
-        if (st.st_dev, st.st_ino) == ident:
-            return True
-    return False
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
 def runtime_state(run_dir: Path) -> RuntimeState:
     """Whether the runtime of the run in ``run_dir`` runs, proven as the module docstring says.
 
@@ -247,10 +222,10 @@ def runtime_state(run_dir: Path) -> RuntimeState:
             f"this run dir is a copy, made with hard links, of a live run: its {PID_FILE} is the live "
             "run's, published in another directory; nothing runs this copy"
         ))  # fmt: skip
-    owns = _holds_open(pid, (st.st_dev, st.st_ino))
+    owns = procfs.holds_open(pid, (st.st_dev, st.st_ino))
     if owns is None:
         return RuntimeState(UNKNOWN, reason=f"process {pid}, named by {PID_FILE}, may not be inspected by this user")
-    if not owns or not _alive(pid):
+    if not owns or not procfs.alive(pid):
         return RuntimeState(
             UNKNOWN,
             reason=(
