@@ -25,6 +25,7 @@ from typing import Any
 from ..engine import ContainerState, ObservedPod, desired_hash_of, restart_attempt_label
 from ..frameworks.base import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from . import procfs
+from .rundir import RunDir
 from .sandbox import NONE, Sandbox, covering, host_path, hosts_file, inside, wrap
 from .volumes import Mount, PodVolumes, VolumeError
 from ..loglines import MAX_LINE, READ_SIZE, split_lines
@@ -360,7 +361,7 @@ class LocalPod:
         raise ContainerSetupError(f"cannot start {command!r}: [Errno 2] No such file or directory: {command!r}")
 
     async def _spawn(self, c: LocalContainer) -> None:
-        log_path = self.log_dir / f"{self.name}.{c.name}.log"
+        log_path = RunDir(self.log_dir).container_log(self.name, c.name)
         log = open(log_path, "ab", buffering=0)  # noqa: SIM115 - closed by the reader
         try:
             env = self._env(c.spec)
@@ -370,7 +371,7 @@ class LocalPod:
             start_dir: str | Path = cwd
             if self.sandbox.pids:
                 self._check_command(argv, cwd, env, mounts)
-                hosts = hosts_file(self.log_dir / "hosts" / self.name, self.name, self.address)
+                hosts = hosts_file(RunDir(self.log_dir).hosts_file(self.name), self.name, self.address)
                 argv, start_dir = wrap(self.sandbox, argv, str(cwd), mounts, make, self.name, hosts)
                 c.contained = True
             c.proc = await asyncio.create_subprocess_exec(

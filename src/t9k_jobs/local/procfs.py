@@ -7,8 +7,8 @@ spaces and parentheses: the fields are those after its last ``)`` (:func:`stat_f
 
 Used by :mod:`.ownership` (is the runtime alive, does it hold its pid file open), :mod:`.processes`
 (a container's descendants, the processes carrying a run's marker) and :mod:`.sandbox` (the
-processes inside a container's PID namespace). The runtime's watchdog is a script of its own that
-imports nothing of ours (``runtime._WATCHDOG``): it reads ``/proc`` the same way, by hand.
+processes inside a container's PID namespace). The run's watchdog is a script of its own that
+imports nothing of ours (:mod:`t9k_jobs.local.watchdog`): it reads ``/proc`` the same way, by hand.
 """
 
 from __future__ import annotations
