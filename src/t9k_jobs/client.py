@@ -601,7 +601,11 @@ class Client:
     @staticmethod
     def _job(view: JobView) -> Job:
         """The typed job of a view (its status included). Raises :class:`InvalidJob`."""
-        where = str(view.run_dir / "job.yaml") if view.run_dir is not None else f"{view.kind}/{view.name}"
+        where = f"{view.kind}/{view.name}"
+        if view.run_dir is not None:  # a local run's job.yaml
+            from .local.rundir import RunDir
+
+            where = str(RunDir(view.run_dir).job)
         try:
             return parse_job(view.object, where)  # type: ignore[return-value]
         except ManifestError as exc:
