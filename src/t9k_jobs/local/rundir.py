@@ -97,23 +97,90 @@ class RunDir:
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
 
-    job = property(lambda self: self.path / self.JOB, doc="``job.yaml``: the job as it runs.")
-    copy = property(lambda self: self.path / self.COPY, doc="``manifest.yaml``: the run's own copy of its manifest.")
-    watched = property(lambda self: self.path / self.WATCHED, doc="``manifest.path``: the user's manifest it watches.")
-    options = property(lambda self: self.path / self.OPTIONS, doc="``options.json``: a detached run's options.")
-    info = property(lambda self: self.path / self.INFO, doc="``run.json``: kind, name, start, replicas.")
-    status = property(lambda self: self.path / self.STATUS, doc="``status.yaml``: the status, written whole.")
-    status_json = property(lambda self: self.path / self.STATUS_JSON, doc="``status.json``: the same, for fast reading.")
-    pid = property(lambda self: self.path / self.PID, doc="``runtime.pid``: the runtime's pid, locked by it.")
-    dir_id = property(lambda self: self.path / self.DIR_ID, doc="``run-dir.id``: where the runtime was published.")
-    stopped = property(lambda self: self.path / self.STOPPED, doc="``stopped.txt``: why the runtime stopped early.")
-    events = property(lambda self: self.path / self.EVENTS, doc="``events.log``: ``HH:MM:SS Type Reason: message``.")
-    job_log = property(lambda self: self.path / self.JOB_LOG, doc="``job.log``: every replica, prefixed.")
-    runtime_log = property(lambda self: self.path / self.RUNTIME_LOG, doc="``runtime.log``: a detached runtime's output.")
-    objects = property(lambda self: self.path / self.OBJECTS, doc="``objects.yaml``: the non-pod objects.")
-    tensorboard_log = property(lambda self: self.path / self.TENSORBOARD_LOG, doc="``tensorboard.log``.")
-    tensorboard_url = property(lambda self: self.path / self.TENSORBOARD_URL, doc="``tensorboard.url``: while served.")
-    bin = property(lambda self: self.path / self.BIN, doc="``bin/``: ``--python``'s shims.")
+    @property
+    def job(self) -> Path:
+        """``job.yaml``: the job as it runs."""
+        return self.path / self.JOB
+
+    @property
+    def copy(self) -> Path:
+        """``manifest.yaml``: the run's own copy of its manifest."""
+        return self.path / self.COPY
+
+    @property
+    def watched(self) -> Path:
+        """``manifest.path``: the user's manifest it watches."""
+        return self.path / self.WATCHED
+
+    @property
+    def options(self) -> Path:
+        """``options.json``: a detached run's options."""
+        return self.path / self.OPTIONS
+
+    @property
+    def info(self) -> Path:
+        """``run.json``: kind, name, start, replicas."""
+        return self.path / self.INFO
+
+    @property
+    def status(self) -> Path:
+        """``status.yaml``: the status, written whole."""
+        return self.path / self.STATUS
+
+    @property
+    def status_json(self) -> Path:
+        """``status.json``: the same, for fast reading."""
+        return self.path / self.STATUS_JSON
+
+    @property
+    def pid(self) -> Path:
+        """``runtime.pid``: the runtime's pid, locked by it."""
+        return self.path / self.PID
+
+    @property
+    def dir_id(self) -> Path:
+        """``run-dir.id``: where the runtime was published."""
+        return self.path / self.DIR_ID
+
+    @property
+    def stopped(self) -> Path:
+        """``stopped.txt``: why the runtime stopped early."""
+        return self.path / self.STOPPED
+
+    @property
+    def events(self) -> Path:
+        """``events.log``: ``HH:MM:SS Type Reason: message``."""
+        return self.path / self.EVENTS
+
+    @property
+    def job_log(self) -> Path:
+        """``job.log``: every replica, prefixed."""
+        return self.path / self.JOB_LOG
+
+    @property
+    def runtime_log(self) -> Path:
+        """``runtime.log``: a detached runtime's output."""
+        return self.path / self.RUNTIME_LOG
+
+    @property
+    def objects(self) -> Path:
+        """``objects.yaml``: the non-pod objects."""
+        return self.path / self.OBJECTS
+
+    @property
+    def tensorboard_log(self) -> Path:
+        """``tensorboard.log``."""
+        return self.path / self.TENSORBOARD_LOG
+
+    @property
+    def tensorboard_url(self) -> Path:
+        """``tensorboard.url``: while served."""
+        return self.path / self.TENSORBOARD_URL
+
+    @property
+    def bin(self) -> Path:
+        """``bin/``: ``--python``'s shims."""
+        return self.path / self.BIN
 
     def container_log(self, pod: str, container: str) -> Path:
         """``<pod>.<container>.log``: one container's output, whole lines."""

@@ -375,7 +375,7 @@ def stop_run(run: LocalRun, timeout: float | None = None) -> StopResult:
     killed. The run directory is kept. A run that is not running is left as it is
     (``was_running`` False) apart from that sweep.
 
-    Only a runtime proven to be the run's (:func:`t9k_jobs.local.ownership.runtime_state`) is
+    Only a runtime proven to be the run's (:func:`t9k_jobs.local.rundir.runtime_state`) is
     signalled, through a pidfd pinned before the proof is checked again; raises
     :class:`JobsError` (nothing signalled) when the runtime's state cannot be told."""
     from .ownership import NotOurs, signal_runtime, wait_exit
