@@ -120,6 +120,7 @@ def run_job(
     absolute path; default: the one t9k-jobs runs in). A status the job carries is not read: a
     run starts the job anew.
     """
+    gpus = gpus if gpus is not None else GpuInventory.discovered()  # probed once, when first asked
     options = RunOptions(manifest, watch, gpus, allow_duplicate, dict(volumes or {}), python)
     job = _anew(job)
     display = Display(quiet=quiet)
@@ -128,8 +129,7 @@ def run_job(
     except SandboxError as exc:
         display.error(str(exc))
         return EXIT_CANNOT_RUN
-    inventory = gpus if gpus is not None else GpuInventory.discovered()
-    reason = cannot_run_reason(job, inventory, options.volumes, sandbox, python)
+    reason = cannot_run_reason(job, gpus, options.volumes, sandbox, python)
     if reason is not None:
         display.error(reason)
         return EXIT_CANNOT_RUN
