@@ -82,7 +82,7 @@ def make_runs(base: Path, count: int, log_mb: int) -> Path:
     runs = base / "t9k-runs"
     runs.mkdir()
     try:
-        from t9k_jobs.local.runtime import write_status
+        from t9k_jobs.local.rundir import write_status
     except ImportError:  # an older version: no status.json
         write_status = None
     for i in range(count):

@@ -584,7 +584,7 @@ def _dump(doc: object, output: str) -> None:
 
 
 def _print_detached(job) -> None:  # noqa: ANN001 - a job model returned by Client.run
-    from .client import LOCAL_PID, LOCAL_RUN_DIR
+    from .local.rundir import LOCAL_PID, LOCAL_RUN_DIR
 
     notes = job.metadata.annotations or {}
     from .show import short_name
@@ -669,7 +669,7 @@ def get(
     if not rows:
         what = f" of {kind_name}" if kind_name else ""
         if client.target == "local":
-            from .local.rundirs import runs_dir_default
+            from .local.rundir import runs_dir_default
 
             typer.echo(f"No local runs{what} found in {target.runs_dir or runs_dir_default()}.", err=True)
         elif target.all_namespaces:

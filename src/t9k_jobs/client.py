@@ -57,9 +57,6 @@ Duration = Union[float, int, str, None]
 #: Seconds one request to the API server may take by default (a silent server costs this long):
 #: kubectl's TLS handshake limit, since kubectl itself sets no request timeout by default.
 DEFAULT_REQUEST_TIMEOUT = 10.0
-LOCAL_RUN_DIR = "t9k-jobs.local/run-dir"
-LOCAL_PID = "t9k-jobs.local/runtime-pid"
-LOCAL_PHASE = "t9k-jobs.local/phase"
 ELASTIC_KINDS = ("PyTorchTrainingJob", "DeepSpeedJob")
 #: The phases ``wait`` waits for.
 WAIT_PHASES = ("Succeeded", "Failed", "Running")
@@ -124,6 +121,8 @@ def job_phase(job: JobBase) -> str:
     """The phase of a job returned by a client: ``Stopped`` for a local run whose runtime is gone
     before it finished (annotation ``t9k-jobs.local/phase``), else ``status.phase`` (``Pending``
     before the first status)."""
+    from .local.rundir import LOCAL_PHASE
+
     notes = job.metadata.annotations or {}
     if LOCAL_PHASE in notes:
         return notes[LOCAL_PHASE]
@@ -602,7 +601,11 @@ class Client:
     @staticmethod
     def _job(view: JobView) -> Job:
         """The typed job of a view (its status included). Raises :class:`InvalidJob`."""
-        where = str(view.run_dir / "job.yaml") if view.run_dir is not None else f"{view.kind}/{view.name}"
+        where = f"{view.kind}/{view.name}"
+        if view.run_dir is not None:  # a local run's job.yaml
+            from .local.rundir import RunDir
+
+            where = str(RunDir(view.run_dir).job)
         try:
             return parse_job(view.object, where)  # type: ignore[return-value]
         except ManifestError as exc:

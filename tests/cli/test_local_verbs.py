@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from tests.helpers import job, replica, template, wait_until
-from tests.local.conftest import alive, carrying, py
+from tests.local.conftest import alive, carrying, kill_run, py
 
 pytestmark = pytest.mark.e2e
 
@@ -76,17 +76,7 @@ def detached(tmp_path: Path) -> Iterator[Callable[[dict[str, Any]], Path]]:
 
     yield _start
     for run_dir in started:
-        try:
-            pid = int((run_dir / "runtime.pid").read_text())
-            if alive(pid):
-                os.kill(pid, 9)
-        except (OSError, ValueError):
-            pass
-        for leftover in carrying(f"T9K_JOBS_RUN_DIR={run_dir}".encode()):
-            try:
-                os.kill(leftover, 9)
-            except OSError:
-                pass
+        kill_run(run_dir)
 
 
 def _get_json(cwd: Path, kind: str, name: str) -> dict[str, Any]:

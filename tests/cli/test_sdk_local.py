@@ -8,7 +8,6 @@ limit; replicas that must keep running wait for a file the test writes.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import yaml
 
 from tests.cli.test_local_verbs import LIMIT, _gated, _generic, cli, detached  # noqa: F401
 from tests.helpers import job, template, wait_until
-from tests.local.conftest import REPO, alive, carrying
+from tests.local.conftest import REPO, kill_run
 
 pytestmark = pytest.mark.e2e
 
@@ -100,36 +99,12 @@ def start_text(tmp_path: Path) -> Iterator[Callable[[str, str], Path]]:
 
     yield _start
     for run_dir in started:
-        try:
-            pid = int((run_dir / "runtime.pid").read_text())
-            if alive(pid):
-                os.kill(pid, 9)
-        except (OSError, ValueError):
-            pass
-        for leftover in carrying(f"T9K_JOBS_RUN_DIR={run_dir}".encode()):
-            try:
-                os.kill(leftover, 9)
-            except OSError:
-                pass
+        kill_run(run_dir)
 
 
 def _phase(tmp_path: Path, kind: str, name: str, *extra: str) -> str:
     out = cli(tmp_path, "get", kind, name, *extra).stdout.splitlines()
     return out[1].split()[1] if len(out) > 1 else ""
-
-
-def _kill_run(run_dir: Path) -> None:
-    try:
-        pid = int((run_dir / "runtime.pid").read_text())
-        if alive(pid):
-            os.kill(pid, 9)
-    except (OSError, ValueError):
-        pass
-    for leftover in carrying(f"T9K_JOBS_RUN_DIR={run_dir}".encode()):
-        try:
-            os.kill(leftover, 9)
-        except OSError:
-            pass
 
 
 def test_pause_and_resume_edit_the_runs_own_copy_not_the_users_file(start_text, tmp_path: Path) -> None:
@@ -176,7 +151,7 @@ def test_pause_and_resume_edit_the_runs_own_copy_not_the_users_file(start_text, 
         assert message.returncode == 1
         assert message.stderr.strip() == "error: GenericJob held has finished (Succeeded): there is nothing to pause"
     finally:
-        _kill_run(other_dir)
+        kill_run(other_dir)
 
 
 def test_a_run_from_standard_input_pauses_too(tmp_path: Path, detached) -> None:
@@ -195,7 +170,7 @@ def test_a_run_from_standard_input_pauses_too(tmp_path: Path, detached) -> None:
         wait_until(lambda: _phase(tmp_path, "gj", "piped") == "Paused", "Paused", LIMIT)
     finally:
         assert cli(tmp_path, "delete", "gj", "piped").returncode == 0
-        _kill_run(run_dir)
+        kill_run(run_dir)
 
 
 def test_scale_a_local_elastic_job_and_refusals(detached, tmp_path: Path) -> None:

@@ -137,7 +137,7 @@ def test_a_refused_key_fails_the_wait_at_once_with_sshs_words(tmp_path) -> None:
     import socket
 
     from t9k_jobs.frameworks.ssh import WAIT_SSH_FUNCTION
-    from t9k_jobs.local.runtime import ensure_sshd_privsep_dir
+    from t9k_jobs.local.checks import ensure_sshd_privsep_dir
     from t9k_jobs.sshkeys import generate_ssh_keypair
 
     if not os.access("/usr/sbin/sshd", os.X_OK):

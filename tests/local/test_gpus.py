@@ -692,7 +692,7 @@ def _local_pods(manifest: dict[str, Any], run_dir: Path) -> dict[str, dict[str, 
     """The pods a local run's first reconcile of ``manifest`` starts, by name."""
     from t9k_jobs.engine import Observed, reconcile
     from t9k_jobs.local.launch import LocalLauncher
-    from t9k_jobs.local.runtime import LocalAddressing
+    from t9k_jobs.local.addressing import LocalAddressing
 
     plan = reconcile(parse_job(manifest), Observed(), 0.0, LocalAddressing(run_dir), LocalLauncher())
     return {o["metadata"]["name"]: o for o in plan.create if o["kind"] == "Pod"}

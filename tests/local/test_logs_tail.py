@@ -17,7 +17,8 @@ import yaml
 
 from t9k_jobs import Client
 from t9k_jobs.errors import NotFound, UsageError
-from t9k_jobs.local.rundirs import LocalRun, follow_logs, tail_offset
+from t9k_jobs.local.rundir import LocalRun
+from t9k_jobs.local.rundirs import follow_logs, tail_offset
 
 from tests.helpers import job, template
 

@@ -22,7 +22,8 @@ import yaml
 
 from t9k_jobs import Client
 from t9k_jobs.errors import JobsError, UsageError
-from t9k_jobs.local.ownership import GONE, RUNNING, UNKNOWN, publish_runtime, runtime_state
+from t9k_jobs.local.ownership import GONE, RUNNING, UNKNOWN
+from t9k_jobs.local.rundir import publish_runtime, runtime_state
 
 from tests.helpers import job, template, wait_until
 

@@ -229,7 +229,7 @@ def test_deepspeedjob_whose_script_is_missing_fails_with_the_launchers_code(star
 
 def test_deepspeedjob_without_deepspeed_says_what_to_install(monkeypatch) -> None:
     from t9k_jobs.api import parse_job
-    from t9k_jobs.local import runtime as runner
+    from t9k_jobs.local import checks as runner
 
     monkeypatch.setattr(runner, "base_environment", lambda python=None, shims=None: {"PATH": "/nonexistent"})
     ds = parse_job(
@@ -253,7 +253,7 @@ def test_checking_a_colossalai_job_creates_nothing_and_starting_it_makes_sshds_d
     import os
 
     from t9k_jobs.api import load_manifest
-    from t9k_jobs.local import runtime as runner
+    from t9k_jobs.local import checks as runner
 
     privsep = tmp_path / "run-sshd"
     monkeypatch.setattr(runner, "SSHD_PRIVSEP_DIR", str(privsep))

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import job, template
+from tests.helpers import job, template, wait_until
 
-from .conftest import alive, carrying, py
+from .conftest import alive, carrying, kill_run, py
 
 pytestmark = pytest.mark.e2e
 QUICK = job("GenericJob", "quick", {"replicaSpecs": [
@@ -93,3 +93,52 @@ def test_a_full_disk_ends_the_run_with_the_reason(tmp_path: Path) -> None:
     assert "its runtime stopped before the job finished: the runtime stopped the run: cannot write" in why, out.stdout
     assert "No space left on device" in why, out.stdout
     assert [p for p in carrying(f"T9K_JOBS_RUN_DIR={small}/run".encode()) if alive(p)] == []
+
+
+def test_run_options_are_written_and_read_whole(tmp_path: Path) -> None:
+    """Issue 34: ``run -d``'s parent parses ``--gpus``, ``--volume`` and ``--python`` once and hands
+    them to its runtime in ``options.json``; the runtime reads them back as they were."""
+    from t9k_jobs.local.gpus import DECLARED, GpuInventory
+    from t9k_jobs.local.rundir import RunDir, RunOptions
+
+    options = RunOptions(
+        manifest=tmp_path / "job.yaml",
+        watch=False,
+        gpus=GpuInventory.declared("0,1"),
+        allow_duplicate=True,
+        volumes={"data": tmp_path / "data"},
+        python=sys.executable,
+    )
+    options.write(tmp_path)
+    assert (tmp_path / RunDir.OPTIONS).stat().st_mode & 0o777 == 0o600
+    back = RunOptions.read(tmp_path)
+    assert back.gpus is not None and back.gpus.source == DECLARED
+    assert [g.id for g in back.gpus.gpus] == ["0", "1"]
+    assert (back.manifest, back.watch, back.allow_duplicate, back.volumes, back.python) == (
+        tmp_path / "job.yaml", False, True, {"data": tmp_path / "data"}, sys.executable)
+    RunOptions(manifest=None).write(tmp_path)  # standard input; this machine's GPUs, discovered
+    back = RunOptions.read(tmp_path)
+    assert (back.manifest, back.gpus, back.watch, back.volumes) == (None, None, True, {})
+
+
+def test_a_detached_run_is_its_run_dir_run_by_python_m_t9k_jobs_local(tmp_path: Path) -> None:
+    """Issue 34: ``run -d`` no longer starts the CLI again: the parent writes the run dir (the run's
+    copy of its manifest, its options) and starts ``python -m t9k_jobs.local RUN_DIR``."""
+    doc = job("GenericJob", "behind", {"replicaSpecs": [
+        {"type": "worker", "replicas": 1, "restartPolicy": {"policy": "Never"},
+         "template": template(py("import time; time.sleep(60)"))}]})
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(doc))
+    done = cli("run", "-d", str(manifest), "--gpus", "none", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run_dir,) = (tmp_path / "t9k-runs").iterdir()
+    try:
+        runtime = int((run_dir / "runtime.pid").read_text())
+        argv = Path(f"/proc/{runtime}/cmdline").read_bytes().split(b"\0")[:-1]
+        assert argv[1:] == [b"-m", b"t9k_jobs.local", str(run_dir).encode()], argv
+        assert yaml.safe_load((run_dir / "manifest.yaml").read_text()) == doc
+        assert (run_dir / "options.json").exists() and (run_dir / "runtime.log").exists()
+        assert cli("get", "gj", "behind", cwd=tmp_path).stdout.splitlines()[1].split()[1] in ("Pending", "Running")
+    finally:
+        kill_run(run_dir)
+    wait_until(lambda: not alive(runtime), "the runtime to end", 30)

@@ -143,7 +143,7 @@ class JobSource:
     def describe_target(self) -> str:
         """``this machine's runs under DIR`` or ``the cluster at URL, namespace N`` (all namespaces)."""
         if self.client.target == "local":
-            from ..local.rundirs import runs_dir_default
+            from ..local.rundir import runs_dir_default
 
             backend = self.client.backend
             if getattr(backend, "run_dir", None) is not None:

@@ -28,17 +28,8 @@ from ..errors import NotSupported
 from ..view import JobView, LogOptions
 from .backend import LocalBackend, run_view
 from .ownership import GONE
-from .rundirs import (
-    POLL,
-    LocalRun,
-    LogReader,
-    LogSourceGone,
-    Observation,
-    log_source,
-    newest_and_live,
-    pick_run,
-    runs_dir_default,
-)
+from .rundir import LocalRun, Observation, RunDir, newest_and_live, runs_dir_default
+from .rundirs import POLL, LogReader, LogSourceGone, log_source, pick_run
 
 log = logging.getLogger("t9k_jobs.local")
 
@@ -52,9 +43,7 @@ ACTING_THREADS = 8
 #: Bytes a raw log download reads at a time.
 DOWNLOAD_BLOCK = 1 << 20
 #: A run's files whose change can change what is shown of it (the logs, but ``events.log``, do not).
-WATCHED_FILES = frozenset(
-    {"run.json", "status.yaml", "status.json", "runtime.pid", "job.yaml", "manifest.yaml", "events.log", "stopped.txt"}
-)
+WATCHED_FILES = RunDir.SHOWN
 
 
 @dataclass
@@ -226,7 +215,7 @@ class RunsCache:
         return sorted(self.entries.values(), key=lambda e: (e.run.kind, e.run.name, e.run.created, e.run.run_dir.name))
 
     def latest(self, kind: str | None = None) -> list[Entry]:
-        """As :func:`~t9k_jobs.local.rundirs.list_runs` with ``latest``: the newest run of each
+        """As :func:`~t9k_jobs.local.rundir.list_runs` with ``latest``: the newest run of each
         name and every one that may still run."""
         entries = [e for e in self.runs() if kind is None or e.run.kind == kind]
         by_run = {id(e.run): e for e in entries}

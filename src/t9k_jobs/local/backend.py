@@ -1,6 +1,7 @@
 """The local backend of :class:`t9k_jobs.Client`: this machine's runs as job views.
 
-It reads and writes run directories through :mod:`t9k_jobs.local.rundirs` and returns
+It reads and writes run directories through :mod:`t9k_jobs.local.rundir` (and the verbs of
+:mod:`t9k_jobs.local.rundirs`) and returns
 :class:`t9k_jobs.view.JobView`; what is printed about a job is written once, in
 :mod:`t9k_jobs.show`. Local runs have no namespaces: a namespace is refused.
 """
@@ -16,8 +17,8 @@ from typing import Any
 from ..api import Job
 from ..errors import NotSupported, UsageError
 from ..view import STOPPED, JobView, LogOptions, LogStream
-from .ownership import stop_reason
-from .rundirs import POLL, LocalRun, Observation
+from .rundir import LocalRun, Observation, stop_reason
+from .rundirs import POLL
 
 
 def run_view(run: LocalRun, detail: bool = False, seen: Observation | None = None) -> JobView:
@@ -53,11 +54,12 @@ def run_view(run: LocalRun, detail: bool = False, seen: Observation | None = Non
 
 
 def _tensorboard_url(run_dir: Path) -> str | None:
-    """The URL of the run's TensorBoard while it is served (:data:`~t9k_jobs.local.tensorboard.URL_FILE`)."""
-    from .tensorboard import URL_FILE
+    """The URL of the run's TensorBoard while it is served (``tensorboard.url``, written by
+    :class:`~t9k_jobs.local.tensorboard.LocalTensorBoard`)."""
+    from .rundir import RunDir
 
     try:
-        text = (run_dir / URL_FILE).read_text(encoding="utf-8").strip()
+        text = RunDir(run_dir).tensorboard_url.read_text(encoding="utf-8").strip()
     except OSError:
         return None
     return text if text.startswith("http://127.0.0.1:") else None
@@ -104,7 +106,7 @@ class LocalBackend:
     ) -> list[JobView]:
         """The newest run of each name and every live one (of ``kind``, and ``name`` when given:
         NotFound when it has none); with ``run_dir``, that run."""
-        from .rundirs import list_runs
+        from .rundir import list_runs
 
         self._no_namespace(namespace, all_namespaces)
         if self.run_dir is not None:
@@ -171,10 +173,10 @@ class LocalBackend:
         """Start ``job`` (from the file ``path``, watched for edits, or from its dump) in the
         background; the view once its runtime has started. ``volumes``: ``{CLAIM: DIR}``
         (``--volume``); ``python``: ``--python``."""
-        from ..render import to_yaml
+        from .checks import cannot_run_reason
         from .gpus import GpuInventory
         from .processes import check_python
-        from .runtime import RunDirError, cannot_run_reason, make_run_dir, new_default_run_dir
+        from .rundir import RunDirError, RunOptions, make_run_dir, new_default_run_dir
         from .rundirs import start_detached
         from .volumes import VolumeError, parse_volume_flags
 
@@ -200,17 +202,9 @@ class LocalBackend:
             target = make_run_dir(Path(run_dir)) if run_dir is not None else new_default_run_dir(job)
         except RunDirError as exc:
             raise UsageError(str(exc)) from None
-        extra = ([] if watch else ["--no-watch"]) + ([] if gpus is None else ["--gpus", gpus])
-        extra += ["--allow-duplicate"] if allow_duplicate else []
-        extra += [arg for name, folder in mapping.items() for arg in ("--volume", f"{name}={folder}")]
-        extra += ["--python", interpreter] if interpreter is not None else []
-        started = start_detached(
-            path.resolve() if path is not None else None,
-            to_yaml([job.dump()]) if path is None else None,
-            target,
-            extra,
-        )
-        return run_view(started)
+        manifest = path.resolve() if path is not None else None
+        options = RunOptions(manifest, watch, inventory, allow_duplicate, mapping, interpreter)
+        return run_view(start_detached(job, target, options))
 
     def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
         """Set ``path`` to ``value`` in the run's own copy of its manifest and wait for the run to

@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..engine import Event
+from .rundir import RunDir
 
 if TYPE_CHECKING:
     from ..api import Job
@@ -230,7 +231,7 @@ class Display:
                     lines = []
                 # Each in a Group of its own: rich would join texts side by side on one line.
                 if item is None:
-                    where = f"{self._run_dir}/job.log" if self._run_dir is not None else "job.log"
+                    where = RunDir(self._run_dir).job_log if self._run_dir is not None else RunDir.JOB_LOG
                     note = f"... {skipped:,} log lines not shown: more output than the terminal takes; "
                     renderables.append(Group(Text(note + f"every line is in {where}", style="yellow")))
                 else:

@@ -21,8 +21,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-#: The run's own copy of its manifest, in the run dir.
-COPY_FILE = "manifest.yaml"
+from ..api import Job
+from .rundir import RunDir
 
 _MISSING = object()
 
@@ -69,7 +69,7 @@ def read_copy(run_dir: Path) -> dict[str, Any] | None:
     or it is not one job's mapping. Raises ``OSError`` when it cannot be read."""
     from ..api.reading import ReadError, decode, parse_documents
 
-    path = run_dir / COPY_FILE
+    path = RunDir(run_dir).copy
     try:
         text = decode(path.read_bytes())
     except FileNotFoundError:
@@ -89,7 +89,28 @@ def write_copy(run_dir: Path, doc: dict[str, Any]) -> None:
 
     from .ownership import write_atomic
 
-    write_atomic(run_dir / COPY_FILE, yaml.safe_dump(doc, sort_keys=False), mode=0o600)
+    write_atomic(RunDir(run_dir).copy, yaml.safe_dump(doc, sort_keys=False), mode=0o600)
 
 
-__all__ = ["COPY_FILE", "merge_edit", "read_copy", "set_path", "write_copy"]
+def without_status(job: Job) -> dict[str, Any]:
+    """``job`` as a manifest without its status: the copy of a run of a job read from standard input."""
+    doc = job.dump()
+    doc.pop("status", None)
+    return doc
+
+
+def manifest_doc(path: Path) -> dict[str, Any] | None:
+    """The user's manifest as a mapping, read as :func:`t9k_jobs.frameworks.load_manifest` reads it (None
+    when it no longer reads as one job: it was read a moment ago, so that is an edit in between),
+    without what the API server sets (:func:`t9k_jobs.api.created.as_created`)."""
+    from ..api.created import as_created
+    from ..api.reading import ReadError, decode, parse_documents, read_source
+
+    try:
+        docs = parse_documents(decode(read_source(path)))
+    except (ReadError, OSError):
+        return None
+    return as_created(docs[0])[0] if len(docs) == 1 and isinstance(docs[0], dict) else None
+
+
+__all__ = ["manifest_doc", "merge_edit", "read_copy", "set_path", "without_status", "write_copy"]

@@ -259,6 +259,10 @@ class GpuInventory:
     def __len__(self) -> int:
         return len(self.gpus)
 
+    def declared_gpus(self) -> tuple[Gpu, ...] | None:
+        """The devices ``--gpus`` declared, or None for this machine's (discovered)."""
+        return self._gpus if self._source == DECLARED else None
+
 
 # --------------------------------------------------------------------------- what pods ask for
 

@@ -5,7 +5,7 @@ can run once per node without ssh (``deepspeed --no_ssh``) every worker runs it 
 rank; otherwise each worker is a real sshd of its own on its own loopback address and the
 launching replica reaches them on one free port (``colossalai run --ssh-port``). The key pair
 and hostfile are files in the run directory (:meth:`LocalAddressing.child_file
-<t9k_jobs.local.runtime.LocalAddressing.child_file>`).
+<t9k_jobs.local.addressing.LocalAddressing.child_file>`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ visible (it is written, locked, then renamed into place) until the runtime exits
 the lock however the runtime ends, SIGKILL included. The file holds the runtime's pid; beside it,
 ``run-dir.id`` holds the identity (device and inode) of the run dir it was published in.
 
-:func:`runtime_state` proves a runtime alive in two steps, both from the kernel: someone holds the
+:func:`state_of` proves a runtime alive in two steps, both from the kernel: someone holds the
 lock on *this* file (an ``flock`` of ours on it fails), and the process that ``runtime.pid`` names
 has this very file (same device and inode) open; and the run dir it is read in is the directory
 the runtime published it in (same device and inode), so a copy made with hard links (``cp -al``,
@@ -18,6 +18,9 @@ and nothing is signalled.
 
 :func:`signal_runtime` signals through a pidfd opened before the proof is checked again, so the
 signal reaches that process or none, never a process that took its pid since.
+
+The functions here take the files they act on; their names are :class:`t9k_jobs.local.rundir.RunDir`'s,
+and :mod:`t9k_jobs.local.rundir` calls them for a run dir (``runtime_state(run_dir)``).
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-#: The run-dir file naming the runtime's pid, locked by the runtime while it lives.
-PID_FILE = "runtime.pid"
+from . import procfs
+
 RUNNING = "running"
 GONE = "gone"
 UNKNOWN = "unknown"
@@ -75,26 +78,26 @@ def write_atomic(path: Path, data: bytes | str, mode: int = 0o644) -> None:
         raise
 
 
-#: The run-dir file that says why a runtime stopped before its job finished (a full disk, a signal);
-#: its space is reserved when the run starts, so it can be written when nothing else can.
-STOP_FILE = "stopped.txt"
-STOP_FILE_SIZE = 4096
+#: Bytes reserved for the note of why a runtime stopped before its job finished (a full disk, a
+#: signal: ``stopped.txt``, :class:`StopNote`) when the run starts, so it can be written when nothing
+#: else can.
+STOP_NOTE_SIZE = 4096
 
 
 class StopNote:
-    """``<run dir>/stopped.txt``, with :data:`STOP_FILE_SIZE` bytes reserved at the start of the
+    """``path`` (``<run dir>/stopped.txt``), with :data:`STOP_NOTE_SIZE` bytes reserved at the start of the
     run (``posix_fallocate``): :meth:`write` overwrites that space in place, so a run that stops
     because its disk is full can still say so. Best effort: a file system without the reservation
     is written as usual, and a failure to write is ignored."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / STOP_FILE
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self.written = False
         self.fd: int | None = None
         try:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
             with contextlib.suppress(OSError):
-                os.posix_fallocate(self.fd, 0, STOP_FILE_SIZE)
+                os.posix_fallocate(self.fd, 0, STOP_NOTE_SIZE)
         except OSError:
             self.fd = None
 
@@ -102,7 +105,7 @@ class StopNote:
         """Say ``reason`` (one line, cut to what the reserved space holds), once."""
         if self.fd is None:
             return
-        data = reason.replace("\n", " ").encode("utf-8", "replace")[: STOP_FILE_SIZE - 1] + b"\n"
+        data = reason.replace("\n", " ").encode("utf-8", "replace")[: STOP_NOTE_SIZE - 1] + b"\n"
         with contextlib.suppress(OSError):
             os.pwrite(self.fd, data, 0)
             os.ftruncate(self.fd, len(data))  # frees blocks: never needs any
@@ -121,15 +124,6 @@ class StopNote:
             with contextlib.suppress(OSError):
                 os.close(self.fd)
             self.fd = None
-
-
-def stop_reason(run_dir: Path) -> str | None:
-    """What a stopped run's runtime said of why it stopped (:class:`StopNote`), or None."""
-    try:
-        text = (run_dir / STOP_FILE).read_bytes()[:STOP_FILE_SIZE].decode("utf-8", "replace").strip("\x00 \n")
-    except OSError:
-        return None
-    return text or None
 
 
 #: What a local verb says when the folder it was started in is gone (removed while the shell was
@@ -151,20 +145,21 @@ def working_dir() -> Path:
         raise UsageError(NO_WORKING_DIR) from None
 
 
-def publish_runtime(run_dir: Path) -> int:
-    """Make this process the runtime of the run in ``run_dir``: write :data:`RUN_DIR_ID` (the
-    run dir's ``DEVICE:INODE``), then ``runtime.pid`` (this pid) into a temporary file, take an
-    exclusive ``flock`` on it, and rename it into place. Returns the file descriptor that holds the
-    lock: keep it open while the run lives (closing it, or exiting, releases the lock). Raises
-    ``OSError`` (a file system without locks: ``ENOLCK``)."""
-    here = os.stat(run_dir)
-    write_atomic(run_dir / RUN_DIR_ID, f"{here.st_dev}:{here.st_ino}\n")
-    tmp = run_dir / f".{PID_FILE}.{os.getpid()}.tmp"
+def publish(pid_file: Path, dir_id: Path) -> int:
+    """Make this process the runtime of the run whose pid file is ``pid_file`` (``runtime.pid``):
+    write ``dir_id`` (``run-dir.id``: the run dir's ``DEVICE:INODE``), then this pid into a
+    temporary file beside ``pid_file``, take an exclusive ``flock`` on it, and rename it into
+    place. Returns the file descriptor that holds the lock: keep it open while the run lives
+    (closing it, or exiting, releases the lock). Raises ``OSError`` (a file system without locks:
+    ``ENOLCK``)."""
+    here = os.stat(pid_file.parent)
+    write_atomic(dir_id, f"{here.st_dev}:{here.st_ino}\n")
+    tmp = pid_file.with_name(f".{pid_file.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         os.write(fd, f"{os.getpid()}\n".encode())
-        os.replace(tmp, run_dir / PID_FILE)
+        os.replace(tmp, pid_file)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
@@ -173,60 +168,34 @@ def publish_runtime(run_dir: Path) -> int:
     return fd
 
 
-def _holds_open(pid: int, ident: tuple[int, int]) -> bool | None:
-    """Whether process ``pid`` has the file ``ident`` (device, inode) open; None when its open
-    files cannot be read (no such process: False)."""
-    base = Path(f"/proc/{pid}/fd")
-    try:
-        entries = os.listdir(base)
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return None
-    for entry in entries:
-        try:
-            st = os.stat(base / entry)
-        except OSError:
-            continue
-        if (st.st_dev, st.st_ino) == ident:
-            return True
-    return False
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
-def runtime_state(run_dir: Path) -> RuntimeState:
-    """Whether the runtime of the run in ``run_dir`` runs, proven as the module docstring says.
+def state_of(pid_file: Path, dir_id: Path) -> RuntimeState:
+    """Whether the runtime of the run whose pid file is ``pid_file`` (``runtime.pid``, in the run
+    dir; ``dir_id``: its ``run-dir.id``) runs, proven as the module docstring says.
 
     :data:`UNKNOWN` with a reason when ``runtime.pid`` is missing, unreadable or holds no pid, or
     when its lock is held but not by the process it names (another machine, a process we may not
     inspect)."""
-    path = run_dir / PID_FILE
+    name = pid_file.name
     try:
-        here = os.stat(run_dir)
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        here = os.stat(pid_file.parent)
+        fd = os.open(pid_file, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
-        return RuntimeState(UNKNOWN, reason=f"{PID_FILE} is missing from the run dir, so its runtime cannot be told")
+        return RuntimeState(UNKNOWN, reason=f"{name} is missing from the run dir, so its runtime cannot be told")
     except OSError as exc:
-        return RuntimeState(UNKNOWN, reason=f"{PID_FILE} cannot be read: {exc.strerror or exc}")
+        return RuntimeState(UNKNOWN, reason=f"{name} cannot be read: {exc.strerror or exc}")
     try:
         try:
             text = os.read(fd, 64).decode("ascii", errors="replace").strip()
             st = os.fstat(fd)
         except OSError as exc:
-            return RuntimeState(UNKNOWN, reason=f"{PID_FILE} cannot be read: {exc.strerror or exc}")
+            return RuntimeState(UNKNOWN, reason=f"{name} cannot be read: {exc.strerror or exc}")
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             held = True
         except OSError as exc:
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                return RuntimeState(UNKNOWN, reason=f"{PID_FILE} cannot be locked here: {exc.strerror or exc}")
+                return RuntimeState(UNKNOWN, reason=f"{name} cannot be locked here: {exc.strerror or exc}")
             held = True
         else:
             held = False  # nobody holds it: no runtime runs this run (ours is dropped at close)
@@ -239,38 +208,34 @@ def runtime_state(run_dir: Path) -> RuntimeState:
         if pid <= 0:
             raise ValueError
     except (ValueError, IndexError):
-        return RuntimeState(UNKNOWN, reason=f"{PID_FILE} is locked but holds no pid ({text[:20]!r})")
-    published = _published_in(run_dir)
+        return RuntimeState(UNKNOWN, reason=f"{name} is locked but holds no pid ({text[:20]!r})")
+    published = _published_in(dir_id)
     if published is not None and published != (here.st_dev, here.st_ino):
         # The same pid file (a hard link) in another directory: a copy of a live run dir.
         return RuntimeState(GONE, reason=(
-            f"this run dir is a copy, made with hard links, of a live run: its {PID_FILE} is the live "
+            f"this run dir is a copy, made with hard links, of a live run: its {name} is the live "
             "run's, published in another directory; nothing runs this copy"
         ))  # fmt: skip
-    owns = _holds_open(pid, (st.st_dev, st.st_ino))
+    owns = procfs.holds_open(pid, (st.st_dev, st.st_ino))
     if owns is None:
-        return RuntimeState(UNKNOWN, reason=f"process {pid}, named by {PID_FILE}, may not be inspected by this user")
-    if not owns or not _alive(pid):
+        return RuntimeState(UNKNOWN, reason=f"process {pid}, named by {name}, may not be inspected by this user")
+    if not owns or not procfs.alive(pid):
         return RuntimeState(
             UNKNOWN,
             reason=(
-                f"{PID_FILE} is locked, but not by process {pid} that it names (the run may be going on "
+                f"{name} is locked, but not by process {pid} that it names (the run may be going on "
                 "another machine that shares this directory)"
             ),
         )
     return RuntimeState(RUNNING, pid=pid)
 
 
-#: The run-dir file with the (device, inode) of the directory its runtime was published in
-#: (``DEVICE:INODE``): a hard-linked copy of the run dir carries the original's.
-RUN_DIR_ID = "run-dir.id"
-
-
-def _published_in(run_dir: Path) -> tuple[int, int] | None:
-    """The (device, inode) of the run dir whose runtime published the ``runtime.pid`` found in
-    ``run_dir`` (:data:`RUN_DIR_ID`); None when it does not say (a runtime of an older version)."""
+def _published_in(dir_id: Path) -> tuple[int, int] | None:
+    """The (device, inode) of the run dir whose runtime published the ``runtime.pid`` found beside
+    ``dir_id`` (``run-dir.id``: ``DEVICE:INODE``, which a hard-linked copy of the run dir carries
+    from the original); None when it does not say (a runtime of an older version)."""
     try:
-        dev, _, ino = (run_dir / RUN_DIR_ID).read_text(encoding="ascii").strip().partition(":")
+        dev, _, ino = dir_id.read_text(encoding="ascii").strip().partition(":")
         return int(dev), int(ino)
     except (OSError, ValueError, UnicodeDecodeError):
         return None
@@ -281,9 +246,9 @@ class NotOurs(Exception):
 
 
 @contextlib.contextmanager
-def pinned(run_dir: Path, pid: int) -> Iterator[int | None]:
+def pinned(pid_file: Path, dir_id: Path, pid: int) -> Iterator[int | None]:
     """A pidfd of ``pid`` (None where the kernel has none), opened and then checked again to be the
-    runtime of ``run_dir``: signals sent through it reach that process or none. Raises
+    runtime of the run of ``pid_file`` and ``dir_id`` (:func:`state_of`): signals sent through it reach that process or none. Raises
     :class:`NotOurs` when the check fails."""
     try:
         pidfd: int | None = os.pidfd_open(pid)
@@ -292,7 +257,7 @@ def pinned(run_dir: Path, pid: int) -> Iterator[int | None]:
     except (AttributeError, OSError):
         pidfd = None
     try:
-        state = runtime_state(run_dir)
+        state = state_of(pid_file, dir_id)
         if not state.running or state.pid != pid:
             raise NotOurs(f"process {pid} is no longer the run's runtime")
         yield pidfd
@@ -339,16 +304,16 @@ def dir_lock(path: Path) -> Iterator[None]:
 
 __all__ = [
     "GONE",
-    "PID_FILE",
-    "RUN_DIR_ID",
+    "STOP_NOTE_SIZE",
+    "StopNote",
     "RUNNING",
     "UNKNOWN",
     "NotOurs",
     "RuntimeState",
     "dir_lock",
     "pinned",
-    "publish_runtime",
-    "runtime_state",
+    "publish",
+    "state_of",
     "signal_runtime",
     "wait_exit",
     "write_atomic",

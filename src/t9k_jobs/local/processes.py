@@ -24,6 +24,8 @@ from typing import Any
 
 from ..engine import ContainerState, ObservedPod, desired_hash_of, restart_attempt_label
 from ..frameworks.base import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from . import procfs
+from .rundir import RunDir
 from .sandbox import NONE, Sandbox, covering, host_path, hosts_file, inside, wrap
 from .volumes import Mount, PodVolumes, VolumeError
 from ..loglines import MAX_LINE, READ_SIZE, split_lines
@@ -359,7 +361,7 @@ class LocalPod:
         raise ContainerSetupError(f"cannot start {command!r}: [Errno 2] No such file or directory: {command!r}")
 
     async def _spawn(self, c: LocalContainer) -> None:
-        log_path = self.log_dir / f"{self.name}.{c.name}.log"
+        log_path = RunDir(self.log_dir).container_log(self.name, c.name)
         log = open(log_path, "ab", buffering=0)  # noqa: SIM115 - closed by the reader
         try:
             env = self._env(c.spec)
@@ -369,7 +371,7 @@ class LocalPod:
             start_dir: str | Path = cwd
             if self.sandbox.pids:
                 self._check_command(argv, cwd, env, mounts)
-                hosts = hosts_file(self.log_dir / "hosts" / self.name, self.name, self.address)
+                hosts = hosts_file(RunDir(self.log_dir).hosts_file(self.name), self.name, self.address)
                 argv, start_dir = wrap(self.sandbox, argv, str(cwd), mounts, make, self.name, hosts)
                 c.contained = True
             c.proc = await asyncio.create_subprocess_exec(
@@ -442,7 +444,7 @@ class LocalPod:
         _signal_each(tree, signal.SIGTERM)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.grace_seconds
-        while (self.pids() or any(_alive(p) for p in tree)) and loop.time() < deadline:
+        while (self.pids() or any(procfs.alive(p) for p in tree)) and loop.time() < deadline:
             await asyncio.sleep(0.05)
         more_groups, more, more_monitors = self._signal_targets()
         tree += more
@@ -468,24 +470,9 @@ def _container_state(c: LocalContainer, initializing: bool, backoff: str | None 
     return ContainerState(c.name, "Waiting", None, "PodInitializing" if initializing else "ContainerCreating")
 
 
-def _parents() -> dict[int, int]:
-    """pid -> parent pid of every process, from /proc."""
-    out: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                out[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                pass
-    return out
-
-
 def descendants(roots: list[int]) -> list[int]:
     """Every live descendant of ``roots`` (by parent pid), whatever session or group it is in."""
-    parents = _parents()
-    children: dict[int, list[int]] = {}
-    for pid, ppid in parents.items():
-        children.setdefault(ppid, []).append(pid)
+    children = procfs.children()
     out: list[int] = []
     todo = list(roots)
     while todo:
@@ -500,21 +487,14 @@ def marked(markers: dict[str, str]) -> list[int]:
     container's marker), wherever they are now; never this process."""
     entries = {f"{k}={v}".encode() for k, v in markers.items()}
     out = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit() and int(pid) != os.getpid():
+    for pid in procfs.pids():
+        if pid != os.getpid():
             try:
-                if entries <= set(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")):
-                    out.append(int(pid))
+                if entries <= procfs.environ(pid):
+                    out.append(pid)
             except OSError:
                 pass
     return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def _signal_each(pids: list[int], sig: signal.Signals) -> None:

@@ -1,24 +1,9 @@
-"""Day-two verbs over local runs: find them, read their status, follow their logs, wait, stop.
+"""Day-two verbs over local runs: find them, follow their logs, stop, edit, start detached.
 
-A local run is a run directory written by :func:`t9k_jobs.local.runtime.run_job`:
-``runtime.pid`` (the process that runs it, locked by it: :mod:`t9k_jobs.local.ownership`),
-``run.json`` (kind, name, start, replicas: what ``get`` reads), ``job.yaml`` (the job as it runs:
-written at the start and again when an edit is applied), ``manifest.yaml`` (the run's own copy of
-its manifest, which ``pause``/``resume``/``scale`` edit: :mod:`t9k_jobs.local.edits`),
-``manifest.path`` (the user's manifest it watches), ``status.yaml`` (written whole; and
-``status.json``, the same status for fast reading, trusted only while it names that very
-``status.yaml``),
-``events.log``, ``job.log`` (every replica, ``[worker-1] `` prefixes) and
-``<pod>.<container>.log``. Runs are found under a runs directory (default ``./t9k-runs``), one
-level deep; a job is named by kind and name: the run of that name whose runtime runs, else the
-newest.
-
-Whether a run is still going is proven, never guessed (:func:`t9k_jobs.local.ownership.runtime_state`):
-the runtime holds a lock on its ``runtime.pid`` and has that very file open. A run whose runtime is
-gone while its status is not terminal (stopped by ``delete``, Ctrl-C, a kill) has the phase
-``Stopped`` here; one whose state cannot be told (``runtime.pid`` or ``status.yaml`` missing or
-unreadable, a lock held by a process we cannot see) has the phase ``Unknown``, with the reason, and
-no verb signals anything for it.
+A local run is a run directory (:mod:`t9k_jobs.local.rundir` names its files and reads it); a job
+is named by kind and name: the run of that name whose runtime runs, else the newest. Whether a run
+is still going is proven, never guessed (:func:`t9k_jobs.local.rundir.runtime_state`); no verb
+signals anything for a run whose state cannot be told.
 
 Errors are those of :mod:`t9k_jobs.errors` (``RunsError`` is their base, ``JobsError``), each
 one line: :class:`UsageError` and :class:`NotSupported` (exit code 2), :class:`NotFound` and
@@ -28,8 +13,6 @@ the others (exit code 1).
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import json
 import os
 import re
 import shutil
@@ -39,23 +22,27 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from ..api import JobStatus
-from ..frameworks import parse_job
-from ..api.common import TERMINAL_PHASES
 from ..errors import AlreadyExists, JobsError, NotFound, NotSupported, UsageError
+from ..frameworks import parse_job
+from ..addressing import replica_name
+from ..api import Job
 from ..loglines import LineReader
-from ..view import STOPPED, UNKNOWN
-from .ownership import GONE, RuntimeState, runtime_state, working_dir
+from .rundir import (
+    ALREADY_RUNNING,
+    LocalRun,
+    RunDir,
+    RunOptions,
+    list_runs,
+    live_runs,
+    pinned,
+    runs_dir_default,
+    runtime_pid,
+)
 
-#: Where ``t9k-jobs run`` puts run directories by default, relative to the working directory.
-DEFAULT_RUNS_DIR = Path("t9k-runs")
 #: Seconds between two looks at a run's files while following or waiting.
 POLL = 0.2
 #: Seconds ``delete`` waits beyond the longest replica grace period for the runtime to exit.
@@ -64,278 +51,8 @@ STOP_MARGIN = 15.0
 #: Every verb's error (``str()`` one line, ``exit_code`` the CLI's code): the SDK's base error.
 RunsError = JobsError
 
-# ----------------------------------------------------------------------------- the runtime's process
-
-
-def runtime_pid(run_dir: Path) -> int | None:
-    """The pid of the runtime of the run in ``run_dir`` while it runs, proven
-    (:func:`t9k_jobs.local.ownership.runtime_state`), else None (gone, or not known)."""
-    return runtime_state(run_dir).pid
-
-
-#: The run-dir file with what ``get`` needs without parsing the manifest: kind, name, when it
-#: started (epoch seconds) and how many replicas the job has; written by the runtime.
-RUN_INFO = "run.json"
-
-
-def _yaml_load(text: str) -> Any:
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load(text, Loader=loader)
-
-
-# ----------------------------------------------------------------------------- one run
-
-
-@dataclass
-class Observation:
-    """One look at a run: its ``status`` (None before the first, or when unreadable), why the
-    status could not be read (``status_problem``, None when it was or when there is none yet),
-    its ``runtime`` (:class:`RuntimeState`), the ``phase`` shown (:data:`STOPPED` for a runtime gone
-    before a terminal phase, :data:`UNKNOWN` when it cannot be told) and, for :data:`UNKNOWN`, the
-    ``reason``."""
-
-    status: JobStatus | None
-    status_problem: str | None
-    runtime: RuntimeState
-    phase: str
-    reason: str | None = None
-
-    @property
-    def alive(self) -> bool:
-        return self.runtime.running
-
-    @property
-    def pid(self) -> int | None:
-        return self.runtime.pid
-
-
-@dataclass
-class LocalRun:
-    """One run directory of a job. ``created``: epoch seconds the run started."""
-
-    run_dir: Path
-    kind: str
-    name: str
-    created: float
-    info: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    @classmethod
-    def load(cls, run_dir: Path, resolved: bool = False) -> LocalRun | None:
-        """The run in ``run_dir``, or None when it is not one: ``run.json`` (written by the runtime)
-        when it is readable, else ``job.yaml`` (a run of an older version). ``resolved``: the
-        path is absolute with no links already (a listing resolves its runs dir once)."""
-        run_dir = run_dir if resolved else run_dir.resolve()
-        try:
-            info = json.loads((run_dir / RUN_INFO).read_bytes())
-            if isinstance(info, dict) and isinstance(info.get("kind"), str) and isinstance(info.get("name"), str):
-                created = info.get("created")
-                if isinstance(created, (int, float)):
-                    return cls(run_dir, info["kind"], info["name"], float(created), info)
-        except (OSError, ValueError):
-            pass
-        try:
-            path = run_dir / "job.yaml"
-            manifest = _yaml_load(path.read_text(encoding="utf-8"))
-            created = path.stat().st_mtime
-        except (OSError, yaml.YAMLError, UnicodeDecodeError):
-            return None
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("metadata"), dict):
-            return None
-        kind, name = manifest.get("kind"), manifest["metadata"].get("name")
-        if not isinstance(kind, str) or not isinstance(name, str):
-            return None
-        run = cls(run_dir, kind, name, created)
-        run.__dict__["manifest"] = manifest
-        return run
-
-    @cached_property
-    def manifest(self) -> dict[str, Any]:
-        """The job as it runs (``job.yaml``), ``{}`` when it cannot be read."""
-        try:
-            data = _yaml_load((self.run_dir / "job.yaml").read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError, UnicodeDecodeError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    @cached_property
-    def job(self) -> Any:
-        """The typed job (one of the API kinds), or None when ``job.yaml`` no longer validates."""
-        try:
-            return parse_job(self.manifest, str(self.run_dir / "job.yaml"))
-        except Exception:  # noqa: BLE001 - written by an older version: shown without the spec
-            return None
-
-    def read_status(self) -> tuple[JobStatus | None, str | None]:
-        """``(status, problem)``: the status the runtime wrote last (``status.yaml``, written whole)
-        and, when there is a ``status.yaml`` that cannot be read as a status, why."""
-        path = self.run_dir / "status.yaml"
-        data: Any = None
-        try:
-            st = path.stat()
-            cached = json.loads((self.run_dir / "status.json").read_bytes())
-            ident = cached.get("statusYaml") or {}
-            if (ident.get("ino"), ident.get("size"), ident.get("mtime_ns")) == (st.st_ino, st.st_size, st.st_mtime_ns):
-                data = cached.get("status")  # the same status, for this very status.yaml: no YAML to parse
-        except (OSError, ValueError, AttributeError):
-            pass
-        try:
-            if data is None:
-                text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None, None
-        except (OSError, UnicodeDecodeError) as exc:
-            return None, f"status.yaml cannot be read: {getattr(exc, 'strerror', None) or exc}"
-        try:
-            if data is None:
-                data = _yaml_load(text)
-            if not isinstance(data, dict):
-                return None, "status.yaml holds no status mapping"
-            return JobStatus.model_validate(data), None
-        except Exception as exc:  # noqa: BLE001 - damaged, or from another version
-            first = (str(exc).splitlines() or [type(exc).__name__])[0]
-            return None, f"status.yaml is not a status: {first[:120]}"
-
-    def status(self) -> JobStatus | None:
-        """The status the runtime wrote last, or None (none yet, or unreadable)."""
-        return self.read_status()[0]
-
-    def runtime(self) -> RuntimeState:
-        """Its runtime's state, proven (:func:`t9k_jobs.local.ownership.runtime_state`)."""
-        return runtime_state(self.run_dir)
-
-    def pid(self) -> int | None:
-        """The runtime's pid while it provably runs."""
-        return self.runtime().pid
-
-    def observe(self) -> Observation:
-        """Look at the run once (status, runtime) and decide the phase shown: a terminal phase
-        in ``status.yaml`` is final; otherwise :data:`UNKNOWN` (with the reason) when the runtime
-        or the status cannot be told, the status's phase while the runtime runs (``Pending``
-        before its first status), :data:`STOPPED` once it is gone."""
-        status, problem = self.read_status()
-        runtime = self.runtime()
-        if status is not None and status.phase in TERMINAL_PHASES:
-            return Observation(status, None, runtime, status.phase)
-        if runtime.unknown:
-            return Observation(status, problem, runtime, UNKNOWN, runtime.reason)
-        if problem is not None:
-            return Observation(status, problem, runtime, UNKNOWN, problem)
-        if runtime.running:
-            return Observation(status, None, runtime, status.phase if status is not None else "Pending")
-        if status is None:
-            return Observation(
-                None, None, runtime, UNKNOWN,
-                "its runtime is gone and there is no status.yaml (removed, or the run ended before writing one)",
-            )
-        return Observation(status, None, runtime, STOPPED)
-
-    def phase(self) -> str:
-        """The phase shown for the job now (:meth:`observe`)."""
-        return self.observe().phase
-
-    def groups(self) -> list[Any]:
-        """The job's replica groups (:class:`t9k_jobs.frameworks.base.ReplicaGroup`), ``[]`` when
-        ``job.yaml`` does not validate."""
-        if self.job is None:
-            return []
-        from ..frameworks import framework_for
-
-        return list(framework_for(self.job).groups(self.job))
-
-    def replicas_wanted(self, status: JobStatus | None) -> int:
-        """How many replicas the job has (``run.json``, else its spec, else its status)."""
-        count = self.info.get("replicas")
-        if isinstance(count, int) and not isinstance(count, bool):
-            return count
-        groups = self.groups()
-        if groups:
-            return sum(g.replicas for g in groups)
-        return sum(len(t.replicas) for t in status.tasks) if status is not None else 0
-
-    def to_object(self) -> dict[str, Any]:
-        """The job as an API object (``-o yaml|json``): the manifest it runs, its status, and
-        annotations ``t9k-jobs.local/run-dir``, ``.../runtime-pid`` (while it runs),
-        ``.../phase`` (with :data:`STOPPED`, :data:`UNKNOWN`) and ``.../unknown-reason``."""
-        obj = dict(self.manifest)
-        meta = dict(obj.get("metadata") or {})
-        seen = self.observe()
-        meta["creationTimestamp"] = dt.datetime.fromtimestamp(self.created, dt.UTC).strftime(
-            "%Y-%m-%dT%H:%M:%SZ"
-        )
-        notes = {
-            "t9k-jobs.local/run-dir": str(self.run_dir),
-            "t9k-jobs.local/phase": seen.phase,
-        }
-        if seen.pid is not None:
-            notes["t9k-jobs.local/runtime-pid"] = str(seen.pid)
-        if seen.reason is not None:
-            notes["t9k-jobs.local/unknown-reason"] = seen.reason
-        meta["annotations"] = {**(meta.get("annotations") or {}), **notes}
-        obj["metadata"] = meta
-        if seen.status is not None:
-            obj["status"] = seen.status.dump()
-        return obj
-
-    def events(self, last: int = 20) -> list[str]:
-        """The last ``last`` lines of ``events.log`` (``HH:MM:SS Type Reason: message``)."""
-        try:
-            return (
-                (self.run_dir / "events.log")
-                .read_text(encoding="utf-8", errors="replace")
-                .splitlines()[-last:]
-            )
-        except OSError:
-            return []
 
 # ----------------------------------------------------------------------------- finding runs
-
-
-def runs_dir_default() -> Path:
-    """``./t9k-runs`` under the working directory, where ``t9k-jobs run`` writes by default."""
-    return working_dir() / DEFAULT_RUNS_DIR
-
-
-def list_runs(
-    runs_dir: Path | None = None, kind: str | None = None, name: str | None = None, latest: bool = True
-) -> list[LocalRun]:
-    """Runs under ``runs_dir`` (default ``./t9k-runs``), of ``kind`` and ``name`` when given,
-    sorted by kind, name and start. ``latest``: only the newest run of each kind and name, and
-    every other one whose runtime still runs (or cannot be told: nothing live is hidden).
-    A runs directory that does not exist holds no runs.
-
-    Each run is read from its small ``run.json`` (no manifest is parsed), so a lookup by name over
-    a thousand finished runs reads a thousand small files (docs/benchmarks.md)."""
-    base = runs_dir if runs_dir is not None else runs_dir_default()
-    try:
-        root = base.resolve()
-        with os.scandir(root) as listing:  # the entries' types come with the listing: no stat each
-            entries = sorted(e.name for e in listing if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
-    except OSError:
-        return []
-    runs = []
-    for entry in entries:
-        run = LocalRun.load(root / entry, resolved=True)
-        if run is None or (kind is not None and run.kind != kind) or (name is not None and run.name != name):
-            continue
-        runs.append(run)
-    runs.sort(key=lambda r: (r.kind, r.name, r.created, r.run_dir.name))
-    return newest_and_live(runs, lambda r: r.runtime().state != GONE) if latest else runs
-
-
-def newest_and_live(runs: list[LocalRun], not_gone: Callable[[LocalRun], bool]) -> list[LocalRun]:
-    """Of ``runs`` (sorted by kind, name and start), the newest of each kind and name, and every
-    other one that ``not_gone`` says may still run (its runtime is not proven gone: nothing live
-    is hidden); in the same order."""
-    newest: dict[tuple[str, str], LocalRun] = {}
-    for run in runs:
-        newest[(run.kind, run.name)] = run
-    keep = {id(r) for r in newest.values()}
-    return [r for r in runs if id(r) in keep or not_gone(r)]
-
-
-def live_runs(runs: list[LocalRun]) -> list[LocalRun]:
-    """Those of ``runs`` whose runtime provably runs."""
-    return [r for r in runs if r.runtime().running]
 
 
 def find_run(
@@ -395,7 +112,7 @@ def log_source(
     if replica_type is None and index is None:
         if container is not None:
             raise UsageError("--container needs --type and --index")
-        return run.run_dir / "job.log", None
+        return run.files.job_log, None
     if replica_type is None:
         raise UsageError("--index needs --type")
     groups = run.groups()
@@ -406,13 +123,13 @@ def log_source(
         if container is not None:
             raise UsageError("--container needs --type and --index")
         tag = re.compile(rf"^\[{re.escape(replica_type)}(-\d+)?(/[^\]]*)?\] ")
-        return run.run_dir / "job.log", lambda line: bool(tag.match(line))
-    pod = f"{run.name}-{replica_type}-{index}"
+        return run.files.job_log, lambda line: bool(tag.match(line))
+    pod = replica_name(run.name, replica_type, index)
     containers = _containers(run, replica_type)
     if not groups:  # job.yaml no longer validates: the files are all there is
         if container is None:
             raise NotFound(f"{run.kind} {run.name}: its job.yaml does not validate; give --container")
-        path = run.run_dir / f"{pod}.{container}.log"
+        path = run.files.container_log(pod, container)
         if not path.exists():
             raise NotFound(f"{run.kind} {run.name} has no log of {pod} container {container!r}")
         return path, None
@@ -420,7 +137,7 @@ def log_source(
         container = containers[0]
     elif container not in containers:
         raise NotFound(f"{pod} has no container {container!r}; it has {', '.join(containers)}")
-    path = run.run_dir / f"{pod}.{container}.log"
+    path = run.files.container_log(pod, container)
     replicas = next(g.replicas for g in groups if g.type == replica_type)
     if index >= replicas and not path.exists():  # one that ran before a scale-down still has its log
         raise NotFound(
@@ -658,10 +375,10 @@ def stop_run(run: LocalRun, timeout: float | None = None) -> StopResult:
     killed. The run directory is kept. A run that is not running is left as it is
     (``was_running`` False) apart from that sweep.
 
-    Only a runtime proven to be the run's (:func:`t9k_jobs.local.ownership.runtime_state`) is
+    Only a runtime proven to be the run's (:func:`t9k_jobs.local.rundir.runtime_state`) is
     signalled, through a pidfd pinned before the proof is checked again; raises
     :class:`JobsError` (nothing signalled) when the runtime's state cannot be told."""
-    from .ownership import NotOurs, pinned, signal_runtime, wait_exit
+    from .ownership import NotOurs, signal_runtime, wait_exit
     from .processes import RUN_ENV, marked
 
     state = run.runtime()
@@ -729,10 +446,8 @@ APPLY_TIMEOUT = 15.0
 def watched_manifest(run: LocalRun) -> Path | None:
     """The manifest file ``run``'s runtime applies edits of (``manifest.path`` in the run dir), or
     None when it watches none (started from standard input, or with ``--no-watch``)."""
-    from .runtime import WATCHED_MANIFEST
-
     try:
-        text = (run.run_dir / WATCHED_MANIFEST).read_text(encoding="utf-8").strip()
+        text = run.files.watched.read_text(encoding="utf-8").strip()
     except OSError:
         return None
     return Path(text) if text else None
@@ -752,7 +467,7 @@ def edit_spec(
     :class:`UsageError` for an edit of a field that cannot change; ``verb`` names the action in
     those messages (``pause``)."""
     from ..api import fixed_field_changes
-    from .edits import COPY_FILE, read_copy, set_path, write_copy
+    from .edits import read_copy, set_path, write_copy
     from .ownership import dir_lock
 
     what = f"{run.kind} {run.name}"
@@ -762,14 +477,14 @@ def edit_spec(
     if not state.running:
         raise JobsError(f"{what} is not running ({run.phase()}): nothing to {verb}")
     if run.job is None:
-        raise JobsError(f"{what}: {run.run_dir / 'job.yaml'} does not validate; cannot {verb} it")
-    copy_path = run.run_dir / COPY_FILE
+        raise JobsError(f"{what}: {run.files.job} does not validate; cannot {verb} it")
+    copy_path = run.files.copy
     try:
         with dir_lock(run.run_dir):
             current = read_copy(run.run_dir)
             if current is None:
                 raise NotSupported(
-                    f"{verb} is not supported for this local run: it has no {COPY_FILE} (started by an older "
+                    f"{verb} is not supported for this local run: it has no {RunDir.COPY} (started by an older "
                     "t9k-jobs); stop it and run it again"
                 )
             try:
@@ -778,7 +493,7 @@ def edit_spec(
                 current_job = None
             if current_job is None or current_job.dump().get("spec") != run.job.dump().get("spec"):
                 raise JobsError(
-                    f"{copy_path} holds edits the run has not applied (see {run.run_dir / 'runtime.log'}); "
+                    f"{copy_path} holds edits the run has not applied (see {run.files.runtime_log}); "
                     f"fix or undo them, then {verb} again"
                 )
             try:
@@ -801,7 +516,7 @@ def edit_spec(
         if not now.runtime().running:
             raise JobsError(f"{what} stopped before it applied the edit of {copy_path}")
         if time.monotonic() >= end:
-            log = run.run_dir / "runtime.log"
+            log = run.files.runtime_log
             where = f"; see {log}" if log.exists() else ""
             raise JobsError(f"edited {copy_path}, but the run has not applied it in {timeout:g}s{where}")
         time.sleep(POLL)
@@ -810,42 +525,35 @@ def edit_spec(
 # ----------------------------------------------------------------------------- run -d
 
 
-def start_detached(
-    manifest: Path | None,
-    manifest_text: str | None,
-    run_dir: Path,
-    extra_args: list[str],
-    timeout: float = 60.0,
-) -> LocalRun:
-    """Start ``t9k-jobs run`` in the background for a run in ``run_dir`` (made already, empty),
+def start_detached(job: Job, run_dir: Path, options: RunOptions, timeout: float = 60.0) -> LocalRun:
+    """Start the runtime of ``job`` in the background for a run in ``run_dir`` (made already, empty),
     and return the run once its runtime has written ``runtime.pid``.
 
-    The runtime is a new session (no controlling terminal: closing the terminal does not stop
-    it), its standard input is ``/dev/null`` (or, for a manifest from standard input, a pipe
-    that gives ``manifest_text`` and ends), and its output goes to ``<run dir>/runtime.log``:
-    written first to ``.<run dir name>.runtime.log`` beside the run directory (the runtime wants
-    its directory empty) and moved in once the runtime has started. ``extra_args``: more
-    options of ``run`` (``--no-watch``, ``--gpus``). Raises :class:`RunsError` with the
-    runtime's output when it exits before starting, or when it has not started in ``timeout``
-    seconds (it is stopped then)."""
-    side = run_dir.parent / f".{run_dir.name}.runtime.log"
-    fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    source = "-" if manifest is None else str(manifest)
-    cmd = [
-        sys.executable,
-        "-m",
-        "t9k_jobs.cli",
-        "run",
-        source,
-        "--run-dir",
-        str(run_dir),
-        "--quiet",
-        *extra_args,
-    ]
+    ``job`` and ``options`` were parsed and checked once, by the caller; the run dir is prepared
+    here with what its runtime needs: the run's own copy of its manifest (``manifest.yaml``: the
+    user's file as read now, or the job from standard input) and its options (``options.json``,
+    :class:`~t9k_jobs.local.rundir.RunOptions`). The runtime is ``python -m t9k_jobs.local RUN_DIR``
+    (:func:`t9k_jobs.local.runtime.run_prepared`), a new session (no controlling terminal: closing
+    the terminal does not stop it), its standard input ``/dev/null``, its output
+    ``<run dir>/runtime.log``. Raises :class:`RunsError` with the runtime's output when it exits
+    before starting (:class:`AlreadyExists` when a run of the job runs in the same runs dir), or
+    when it has not started in ``timeout`` seconds (it is stopped then); the run dir goes then,
+    unless the runtime wrote in it."""
+    from .edits import manifest_doc, without_status, write_copy
+
+    files = RunDir(run_dir)
+    user_doc = manifest_doc(options.manifest) if options.manifest is not None else None
+    try:
+        write_copy(run_dir, user_doc if user_doc is not None else without_status(job))
+        options.write(run_dir)
+        fd = os.open(files.runtime_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError as exc:
+        _discard_prepared(run_dir)
+        raise RunsError(f"the run did not start: cannot write in {run_dir}: {exc.strerror or exc}") from None
     try:
         proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.PIPE if manifest is None else subprocess.DEVNULL,
+            [sys.executable, "-m", "t9k_jobs.local", str(run_dir)],
+            stdin=subprocess.DEVNULL,
             stdout=fd,
             stderr=fd,
             start_new_session=True,
@@ -853,23 +561,17 @@ def start_detached(
         )
     finally:
         os.close(fd)
-    if proc.stdin is not None:
-        try:
-            proc.stdin.write((manifest_text or "").encode())
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
     end = time.monotonic() + timeout
     while runtime_pid(run_dir) != proc.pid or LocalRun.load(run_dir) is None:
         if proc.poll() is not None or time.monotonic() >= end:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            output = side.read_text(errors="replace").strip() if side.exists() else ""
-            side.unlink(missing_ok=True)
-            with contextlib.suppress(OSError):
-                if not any(run_dir.iterdir()):
-                    run_dir.rmdir()
+            try:
+                output = files.runtime_log.read_text(errors="replace").strip()
+            except OSError:
+                output = ""
+            _discard_prepared(run_dir)
             last = output.splitlines()[-1] if output else f"exit code {proc.returncode}"
             last = last.removeprefix("error: ")
             if ALREADY_RUNNING in last:
@@ -878,56 +580,36 @@ def start_detached(
             error.exit_code = proc.returncode if proc.returncode and proc.returncode > 0 else 1
             raise error
         time.sleep(0.05)
-    with contextlib.suppress(OSError):
-        os.replace(side, run_dir / "runtime.log")
     run = LocalRun.load(run_dir)
     assert run is not None  # waited for above
     return run
 
 
-#: What a runtime says when a run of the same job runs in the same runs dir (AlreadyExists).
-ALREADY_RUNNING = "already exists: it is running in"
-
-
-def already_running(runs_dir: Path, kind: str, name: str) -> str | None:
-    """The one line refusing a new run of ``kind`` ``name`` in ``runs_dir`` while one runs there
-    (as ``kubectl create`` refuses a name that is taken), or None when none runs."""
-    live = live_runs(list_runs(runs_dir, kind, name, latest=False))
-    if not live:
-        return None
-    other = live[-1]
-    from ..show import short_name
-
-    short = short_name(kind)
-    return (
-        f"{kind} {name} {ALREADY_RUNNING} {other.run_dir} (runtime pid {other.pid()}); stop it first "
-        f"(t9k-jobs delete {short} {name}), or start another beside it with --allow-duplicate"
-    )
+def _discard_prepared(run_dir: Path) -> None:
+    """Remove a run dir that :func:`start_detached` prepared and whose runtime did not start, when
+    it holds nothing else (a runtime that wrote in it leaves it, for its files to say why)."""
+    files = RunDir(run_dir)
+    ours = {files.COPY, files.OPTIONS, files.RUNTIME_LOG}
+    with contextlib.suppress(OSError):
+        if set(os.listdir(run_dir)) <= ours:
+            for name in ours:
+                (run_dir / name).unlink(missing_ok=True)
+            run_dir.rmdir()
 
 
 __all__ = [
-    "ALREADY_RUNNING",
     "APPLY_TIMEOUT",
-    "DEFAULT_RUNS_DIR",
-    "STOPPED",
-    "UNKNOWN",
-    "LocalRun",
+    "POLL",
+    "LogReader",
     "LogSourceGone",
-    "NotFound",
-    "NotSupported",
-    "Observation",
     "RunsError",
     "StopResult",
-    "UsageError",
-    "already_running",
     "edit_spec",
     "find_run",
     "follow_logs",
-    "list_runs",
-    "live_runs",
     "log_source",
+    "pick_run",
     "purge",
-    "runtime_pid",
     "start_detached",
     "stop_run",
     "tail_offset",

@@ -9,42 +9,47 @@ resume, elastic ``expectedReplicas``), the plan asks to look again, or half a se
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import copy
-import datetime as dt
 import json
 import os
-import secrets
-import shutil
 import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-
-import yaml
-
 from ..api import Job, ManifestError, fixed_field_changes
 from ..api.common import TERMINAL_PHASES
-from ..api.kinds import ColossalAIJob, DeepSpeedJob
+from ..api.created import as_created
 from ..engine import Event, Observed, Plan, desired_hash_of, reconcile, restart_attempt_label
-from ..frameworks import framework_for, load_manifest
+from ..frameworks import load_manifest, parse_job
 from ..render import to_yaml
 from ..sshkeys import materialize
+from .addressing import LocalAddressing, write_child_files
+from .checks import SSHD_PRIVSEP_DIR, cannot_run_reason, own_objects, prepare_host
 from .display import Display
-from .gpus import GpuAllocator, GpuInventory, gpu_shortage, set_visible_devices
+from .edits import manifest_doc, merge_edit, read_copy, without_status, write_copy
+from .gpus import GpuAllocator, GpuInventory, set_visible_devices
 from .launch import LocalLauncher
-from .ownership import NO_WORKING_DIR, StopNote, working_dir, write_atomic
+from .ownership import StopNote, dir_lock, working_dir, write_atomic
 from .processes import RUN_ENV, LocalPod, base_environment, marked, write_python_shims
-from .sandbox import Sandbox, SandboxError, detect, mounts_refused
+from .rundir import (
+    RunDir,
+    RunDirError,
+    RunOptions,
+    already_running,
+    make_run_dir,
+    new_default_run_dir,
+    publish_runtime,
+    write_run_info,
+    write_status,
+)
+from .sandbox import Sandbox, SandboxError, detect
 from .tensorboard import INSTALL_HINT as TB_HINT
 from .tensorboard import LocalTensorBoard
 from .tensorboard import available as tensorboard_available
-from .volumes import mounts_volumes, shm_dir, tensorboard_folders, unused_mappings, volume_problems
+from .volumes import shm_dir, tensorboard_folders, unused_mappings
+from .watchdog import start_watchdog
 
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
@@ -84,259 +89,8 @@ class Crashes:
             self.count = 0
         self.count += 1
         return restart_delay(self.count)
-#: The most replicas one local run starts (each a process group here); more is a cluster's job,
-#: and a typo (``replicas: 10000``) must not fork a workstation to its knees.
-MAX_LOCAL_REPLICAS = 256
-#: The run-dir file naming the manifest a run watches for edits (absent: it watches none).
-WATCHED_MANIFEST = "manifest.path"
-
-
-class LocalAddressing:
-    """Every replica's host is this machine; every (replica, port name) gets its own free port.
-
-    Ports are picked once, by binding port 0 on the loopback interface, and kept for the
-    whole run so a restarted replica listens where its peers expect it. ConfigMaps and Secrets
-    the job owns are files under ``<run dir>/children/<kind>/<name>/<key>``
-    (:func:`write_child_files`).
-    """
-
-    def __init__(self, run_dir: Path | None = None) -> None:
-        self._ports: dict[tuple[str, str, int, str], int] = {}
-        self.run_dir = run_dir
-        self._addresses: dict[tuple[str, str, int], str] = {}
-        self._net = f"127.{secrets.randbelow(200) + 20}.{secrets.randbelow(250) + 1}"
-
-    def child_file(self, kind: str, name: str, key: str) -> str | None:
-        base = self.run_dir or working_dir()
-        return str(base / "children" / kind.lower() / name / key)
-
-    def own_address(self, job_name: str, replica_type: str, index: int) -> str:
-        """``127.<a>.<b>.<n>``: the whole of 127/8 reaches this machine, so every replica that asks
-        gets an address of its own; ``<a>.<b>`` are random per run, so two runs never share one."""
-        key = (job_name, replica_type, index)
-        if key not in self._addresses:
-            self._addresses[key] = f"{self._net}.{len(self._addresses) + 1}"
-        return self._addresses[key]
-
-    def host(self, job_name: str, replica_type: str, index: int) -> str:
-        return "127.0.0.1"
-
-    def port(self, job_name: str, replica_type: str, index: int, name: str, declared: int) -> int:
-        key = (job_name, replica_type, index, name)
-        if key not in self._ports:
-            self._ports[key] = _free_port(set(self._ports.values()))
-        return self._ports[key]
-
-
-def _free_port(taken: set[int]) -> int:
-    for _ in range(100):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port not in taken:
-            return port
-    raise RuntimeError("no free TCP port on 127.0.0.1")
-
-
-def own_objects(job: Job) -> frozenset[tuple[str, str]]:
-    """The ConfigMaps and Secrets a local run of ``job`` makes itself (the hostfile, the ssh key
-    pair), as ``(kind, name)``: a volume naming one is the job's own, not a ``--volume``."""
-    plan = reconcile(job, Observed(unserved=frozenset({"TensorBoard"})), 0.0, LocalAddressing(), LocalLauncher())
-    return frozenset((o["kind"], o["metadata"]["name"]) for o in plan.create if o["kind"] in ("ConfigMap", "Secret"))
-
-
-def volumes_reason(job: Job, volumes: dict[str, Path], sandbox: Sandbox | None = None) -> str | None:
-    """Why the volumes of ``job`` cannot be set up here (one line), or ``None``: the first of
-    :func:`t9k_jobs.local.volumes.volume_problems` (``volumes``: ``--volume``), the TensorBoard's
-    folders, or a job whose containers mount volumes on a machine without mount namespaces
-    (``sandbox``: default, this machine's, probed only for such a job). Raises
-    :class:`~t9k_jobs.local.sandbox.SandboxError` when ``$T9K_JOBS_SANDBOX`` names a sandbox that
-    cannot be used."""
-    problems = volume_problems(job, volumes, own_objects(job))
-    if problems:
-        return f"{job.kind} {job.name}: {problems[0]}"
-    if mounts_volumes(job):
-        refused = mounts_refused(sandbox if sandbox is not None else detect())
-        if refused is not None:
-            return f"{job.kind} {job.name}: {refused}"
-    _folders, tb_problems = tensorboard_folders(job, volumes)
-    if tb_problems:
-        return f"{job.kind} {job.name}: {tb_problems[0]}"
-    return None
-
-
-def cannot_run_reason(
-    job: Job,
-    gpus: GpuInventory | None = None,
-    volumes: dict[str, Path] | None = None,
-    sandbox: Sandbox | None = None,
-    python: str | None = None,
-) -> str | None:
-    """Why this machine cannot run ``job`` locally (one line, with what to do), or ``None``.
-
-    ``gpus``: the devices the run may give out (default: this machine's, discovered only if the
-    job asks for a GPU). A ``nvidia.com/gpu`` quantity that cannot be, or more GPUs over all the
-    job's replicas than there are, is refused (:func:`t9k_jobs.local.gpus.gpu_shortage`).
-    ``volumes``: ``--volume`` (claim -> folder); a volume that cannot be set up is refused
-    (:func:`volumes_reason`; ``sandbox``: the machine's namespaces, probed when needed).
-    ``python``: ``--python``, whose environment must hold a kind's launcher.
-
-    DeepSpeedJob runs with deepspeed's launcher in its no-ssh mode, one per worker (it needs the
-    ``deepspeed`` package); its ``customCommand`` and debug mode assume the cluster's sshd in
-    every worker and are not run here. ColossalAIJob's launcher reaches workers only over ssh:
-    each worker is a real sshd (OpenSSH's server must be installed) and the launcher needs
-    ``colossalai``. A job of more than :data:`MAX_LOCAL_REPLICAS` replicas is refused.
-    """
-    total = sum(g.replicas for g in framework_for(job).groups(job))
-    if total > MAX_LOCAL_REPLICAS:
-        return (
-            f"{job.kind} {job.name} asks for {total} replicas; a local run starts at most {MAX_LOCAL_REPLICAS} "
-            "(each is a process group on this machine): run it on a cluster"
-        )
-    shortage = gpu_shortage(job, gpus if gpus is not None else GpuInventory.discovered())
-    if shortage is not None:
-        return f"{job.kind} {job.name}: {shortage}"
-    try:
-        reason = volumes_reason(job, volumes or {}, sandbox)
-    except SandboxError as exc:
-        return str(exc)
-    if reason is not None:
-        return reason
-    path = base_environment(python).get("PATH")
-    where = f"the environment of --python {python}" if python is not None else "the environment t9k-jobs runs in"
-    if isinstance(job, DeepSpeedJob):
-        if job.spec.config.custom_command:
-            return (
-                "DeepSpeedJob spec.config.customCommand is not run locally: it assumes sshd in every worker, "
-                "which a local run does not start; use spec.config.run, or run the job on a cluster"
-            )
-        if job.run_mode.debug_enabled:
-            return "DeepSpeedJob debug mode runs sshd in the workers for you to log in: use a cluster for it"
-        if shutil.which("deepspeed", path=path) is None:
-            return (
-                "DeepSpeedJob runs its workers with deepspeed's launcher, which is not installed here: "
-                f"pip install deepspeed==0.19.8 into {where} "
-                "(bash scripts/bootstrap.sh examples,test,launchers does)"
-            )
-        return None
-    if isinstance(job, ColossalAIJob):
-        if job.run_mode.debug_enabled:
-            return None
-        sshd = job.spec.ssh.sshd_path
-        if not os.access(sshd, os.X_OK):
-            return (
-                f"ColossalAIJob runs each worker as a real sshd (colossalai run reaches workers only over ssh), "
-                f"and {sshd} (spec.ssh.sshdPath) is not here: install OpenSSH's server (Debian: apt-get install "
-                "openssh-server), or run the job on a cluster"
-            )
-        if shutil.which("colossalai", path=path) is None:
-            return (
-                "ColossalAIJob's launcher, colossalai, is not installed here: pip install colossalai==0.5.0 into "
-                f"{where} (bash scripts/bootstrap.sh examples,test,launchers installs "
-                "the locked set; docs/launchers.md)"
-            )
-        return None
-    return None
-
-
-#: OpenSSH's privilege-separation directory (Debian's build): sshd started as root exits 255 at once
-#: without it. Debian's ssh service makes it at boot; a machine that never ran that service lacks it.
-SSHD_PRIVSEP_DIR = "/run/sshd"
-
-
-def prepare_host(job: Job) -> None:
-    """Make what this machine must have before the job's replicas start, as a kubelet prepares a
-    pod's sandbox: for a ColossalAIJob run as root, sshd's privilege-separation directory
-    (:data:`SSHD_PRIVSEP_DIR`, mode 0755), since every worker is a real sshd. Nothing else is made.
-
-    Raises ``OSError`` when the directory cannot be made (a read-only ``/run``)."""
-    if isinstance(job, ColossalAIJob) and not job.run_mode.debug_enabled:
-        ensure_sshd_privsep_dir()
-
-
-def ensure_sshd_privsep_dir() -> None:
-    """Make :data:`SSHD_PRIVSEP_DIR` (mode 0755) when this process is root and it is missing; an sshd
-    run as another user does not need it. Raises ``OSError`` when it cannot be made."""
-    if os.geteuid() == 0:
-        os.makedirs(SSHD_PRIVSEP_DIR, mode=0o755, exist_ok=True)
-
-
 #: Signals that stop a run: Ctrl-C, a kill, a closed terminal or dropped ssh session, Ctrl-\\.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-
-_WATCHDOG = """import os, shutil, signal, sys, time
-runtime, marker = int(sys.argv[1]), ("T9K_JOBS_RUN_DIR=" + sys.argv[2]).encode()
-def state(pid):
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return fields[0], fields[19]
-birth = state(runtime)[1]
-while True:
-    try:
-        alive, start = state(runtime)
-        if alive == "Z" or start != birth:
-            break
-    except OSError:
-        break
-    time.sleep(0.5)
-for _ in range(10):  # the run's processes, however they were reparented, a few times over
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                if marker in open(f"/proc/{pid}/environ", "rb").read().split(b"\\0"):
-                    os.kill(int(pid), signal.SIGKILL)
-            except OSError:
-                pass
-    time.sleep(0.2)
-shutil.rmtree(sys.argv[3], ignore_errors=True)  # the run's Memory emptyDirs
-"""
-
-
-def start_watchdog(run_marker: str) -> subprocess.Popen[bytes]:
-    """A process of its own session that outlives this one: when this process dies, however it
-    dies (SIGKILL included), it kills every process carrying the run's marker within a second
-    (a contained container's namespace ends with its monitor), then removes the run's Memory
-    emptyDirs (:func:`t9k_jobs.local.volumes.shm_dir`). The run stops it at its normal end. It
-    carries no marker itself."""
-    env = {k: v for k, v in os.environ.items() if k != RUN_ENV}
-    return subprocess.Popen(
-        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), run_marker, str(shm_dir(Path(run_marker)))],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        env=env,
-    )
-
-
-def write_child_files(addressing: LocalAddressing, obj: dict[str, Any]) -> None:
-    """Write a ConfigMap's or Secret's keys where :meth:`LocalAddressing.child_file` says, as a
-    pod would see them mounted: directories 0700, a Secret's files 0600."""
-    kind = obj.get("kind")
-    if kind not in ("ConfigMap", "Secret"):
-        return
-    name = obj["metadata"]["name"]
-    data: dict[str, bytes] = {k: str(v).encode() for k, v in (obj.get("data") or {}).items()} if kind == "ConfigMap" else {}
-    if kind == "Secret":
-        data = {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
-        data.update({k: str(v).encode() for k, v in (obj.get("stringData") or {}).items()})
-    for key, value in data.items():
-        path = Path(addressing.child_file(kind, name, key) or "")
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if kind == "Secret" else 0o644)
-        with os.fdopen(fd, "wb") as f:
-            f.write(value)
-
-
-def default_run_dir(job: Job) -> Path:
-    """``./t9k-runs/<job>-<YYYYmmdd-HHMMSS>``. Raises :class:`RunDirError` when the current folder
-    was removed."""
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    try:
-        here = Path.cwd()
-    except FileNotFoundError:
-        raise RunDirError(NO_WORKING_DIR) from None
-    return here / "t9k-runs" / f"{job.name}-{stamp}"
-
 
 def run_job(
     job: Job,
@@ -366,38 +120,81 @@ def run_job(
     absolute path; default: the one t9k-jobs runs in). A status the job carries is not read: a
     run starts the job anew.
     """
-    from .edits import write_copy
-    from .ownership import dir_lock, publish_runtime
-    from .rundirs import already_running
-
-    from ..api.created import as_created
-    from ..frameworks import parse_job
-
-    gpus = gpus if gpus is not None else GpuInventory.discovered()
-    volumes = dict(volumes or {})
-    doc, dropped = as_created(job.dump())  # a saved job starts anew (the CLI says so once)
-    if dropped:
-        job = parse_job(doc, f"{job.kind}/{job.name}")
+    gpus = gpus if gpus is not None else GpuInventory.discovered()  # probed once, when first asked
+    options = RunOptions(manifest, watch, gpus, allow_duplicate, dict(volumes or {}), python)
+    job = _anew(job)
     display = Display(quiet=quiet)
     try:
         sandbox = detect()
     except SandboxError as exc:
         display.error(str(exc))
         return EXIT_CANNOT_RUN
-    reason = cannot_run_reason(job, gpus, volumes, sandbox, python)
+    reason = cannot_run_reason(job, gpus, options.volumes, sandbox, python)
     if reason is not None:
         display.error(reason)
         return EXIT_CANNOT_RUN
-    for line in unused_mappings(job, volumes, own_objects(job)):
+    for line in unused_mappings(job, options.volumes, own_objects(job)):
         display.note(line)
-    user_doc = _manifest_doc(manifest) if manifest is not None else None
-    made = None
+    user_doc = manifest_doc(manifest) if manifest is not None else None
     try:
-        made = run_dir = make_run_dir(run_dir) if run_dir is not None else new_default_run_dir(job)
+        run_dir = make_run_dir(run_dir) if run_dir is not None else new_default_run_dir(job)
+    except RunDirError as exc:
+        display.error(str(exc))
+        return EXIT_CANNOT_RUN
+    return _start(job, run_dir, options, display, sandbox, user_doc, copy_written=False)
+
+
+def run_prepared(run_dir: Path) -> int:
+    """Run the run that ``run -d``'s parent prepared in ``run_dir``
+    (:func:`t9k_jobs.local.rundirs.start_detached`; ``python -m t9k_jobs.local RUN_DIR``): the job
+    is the run's own copy of its manifest (``manifest.yaml``), its options ``options.json``
+    (:class:`~t9k_jobs.local.rundir.RunOptions`), both parsed and checked by the parent. Quiet;
+    exit codes as :func:`run_job`'s."""
+    display = Display(quiet=True)
+    files = RunDir(run_dir)
+    try:
+        options = RunOptions.read(run_dir)
+        doc = read_copy(run_dir)
+        if doc is None:
+            raise ValueError(f"{files.copy} holds no job")
+        job = _anew(parse_job(doc, str(files.copy)))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        display.error(f"cannot run the run prepared in {run_dir}: {getattr(exc, 'strerror', None) or exc}")
+        return EXIT_CANNOT_RUN
+    try:
+        sandbox = detect()
+    except SandboxError as exc:
+        display.error(str(exc))
+        return EXIT_CANNOT_RUN
+    user_doc = doc if options.manifest is not None else None
+    return _start(job, run_dir.resolve(), options, display, sandbox, user_doc, copy_written=True)
+
+
+def _anew(job: Job) -> Job:
+    """``job`` without what the API server sets: a saved job starts anew (the CLI says so once)."""
+    doc, dropped = as_created(job.dump())
+    return parse_job(doc, f"{job.kind}/{job.name}") if dropped else job
+
+
+def _start(
+    job: Job,
+    run_dir: Path,
+    options: RunOptions,
+    display: Display,
+    sandbox: Sandbox,
+    user_doc: dict[str, Any] | None,
+    copy_written: bool,
+) -> int:
+    """Publish this process as the runtime of the run in ``run_dir`` (made, checked) and run it
+    (:func:`run_job`, :func:`run_prepared`); ``copy_written``: the run's copy of its manifest is
+    there already."""
+    files = RunDir(run_dir)
+    manifest = options.manifest
+    try:
         # One job, one run: the check and this run's start are one step for every runtime of the
         # runs dir (they take turns on its lock), so two starts at once cannot both pass it.
         with dir_lock(run_dir.parent):
-            if not allow_duplicate:
+            if not options.allow_duplicate:
                 taken = already_running(run_dir.parent, job.kind, job.name)
                 if taken is not None:
                     with contextlib.suppress(OSError):
@@ -405,125 +202,37 @@ def run_job(
                             run_dir.rmdir()
                     display.error(taken)
                     return EXIT_FAILED
-            # What the verbs read (t9k_jobs.local.rundirs): this runtime's pid, locked for as long as
+            # What the verbs read (t9k_jobs.local.rundir): this runtime's pid, locked for as long as
             # it lives (published first: a run dir with a job is never without it), the job as it
             # started, the run's own copy of the manifest, and last the run's identity (run.json),
             # which makes the run visible to the verbs with everything they read in place.
             pid_lock = publish_runtime(run_dir)
-            (run_dir / "job.yaml").write_text(to_yaml([job.dump()]), encoding="utf-8")
-            write_copy(run_dir, user_doc if user_doc is not None else _without_status(job))
-            if watch and manifest is not None:
+            files.job.write_text(to_yaml([job.dump()]), encoding="utf-8")
+            if not copy_written:
+                write_copy(run_dir, user_doc if user_doc is not None else without_status(job))
+            if options.watch and manifest is not None:
                 # The user's file whose edits this run follows (merged into its copy).
-                (run_dir / WATCHED_MANIFEST).write_text(f"{manifest.resolve()}\n", encoding="utf-8")
+                files.watched.write_text(f"{manifest.resolve()}\n", encoding="utf-8")
             write_run_info(run_dir, job, time.time())
-    except RunDirError as exc:
-        display.error(str(exc))
-        return EXIT_CANNOT_RUN
     except OSError as exc:
-        display.error(f"cannot write in {made or run_dir}: {exc.strerror or exc}")
+        display.error(f"cannot write in {run_dir}: {exc.strerror or exc}")
         return EXIT_CANNOT_RUN
     # pid_lock stays open until this process exits: the kernel drops the lock as the process
     # ends, so "nobody holds it" means the runtime is gone, not about to go.
     runner = LocalRunner(
-        job, manifest, run_dir, display, watch, gpus, user_doc=user_doc, volumes=volumes, sandbox=sandbox, python=python
+        job,
+        manifest,
+        run_dir,
+        display,
+        options.watch,
+        options.gpus if options.gpus is not None else GpuInventory.discovered(),
+        user_doc=user_doc,
+        volumes=options.volumes,
+        sandbox=sandbox,
+        python=options.python,
     )
     runner.pid_lock = pid_lock
     return asyncio.run(runner.run())
-
-
-def _without_status(job: Job) -> dict[str, Any]:
-    doc = job.dump()
-    doc.pop("status", None)
-    return doc
-
-
-def _manifest_doc(path: Path) -> dict[str, Any] | None:
-    """The user's manifest as a mapping, read as :func:`t9k_jobs.frameworks.load_manifest` reads it (None
-    when it no longer reads as one job: it was read a moment ago, so that is an edit in between),
-    without what the API server sets (:func:`t9k_jobs.api.created.as_created`)."""
-    from ..api.created import as_created
-    from ..api.reading import ReadError, decode, parse_documents, read_source
-
-    try:
-        docs = parse_documents(decode(read_source(path)))
-    except (ReadError, OSError):
-        return None
-    return as_created(docs[0])[0] if len(docs) == 1 and isinstance(docs[0], dict) else None
-
-
-def write_status(run_dir: Path, status: dict[str, Any]) -> None:
-    """Write ``status.yaml`` whole, then ``status.json``: the same status with the identity of that
-    ``status.yaml`` (inode, size, modification time in ns), which :meth:`LocalRun.read_status
-    <t9k_jobs.local.rundirs.LocalRun.read_status>` trusts only while it still names the file there.
-    Raises ``OSError``."""
-    from .ownership import NO_WORKING_DIR, StopNote, working_dir, write_atomic
-
-    path = run_dir / "status.yaml"
-    write_atomic(path, yaml.safe_dump(status, sort_keys=False))
-    st = path.stat()
-    ident = {"ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    write_atomic(run_dir / "status.json", json.dumps({"statusYaml": ident, "status": status}) + "\n")
-
-
-def write_run_info(run_dir: Path, job: Job, created: float) -> None:
-    """Write ``run.json``: what ``get`` and the lookups by name read without parsing a manifest
-    (kind, name, ``created`` in epoch seconds, the number of replicas). Raises ``OSError``."""
-    import json
-
-    from .ownership import NO_WORKING_DIR, StopNote, working_dir, write_atomic
-
-    replicas = sum(g.replicas for g in framework_for(job).groups(job))
-    info = {"kind": job.kind, "name": job.name, "created": created, "replicas": replicas}
-    write_atomic(run_dir / "run.json", json.dumps(info) + "\n")
-
-
-class RunDirError(Exception):
-    """The run directory cannot be used; the message says which and why, in one line."""
-
-
-def make_run_dir(path: Path) -> Path:
-    """Create ``path`` as this run's own directory (mode 0700) and return it resolved.
-
-    It must be new, or an empty directory that is not a symlink: a run never shares its
-    directory (logs would interleave, the wrong status win) or writes through a link made
-    beforehand. Raises :class:`RunDirError` otherwise, or when it cannot be made (a file in the
-    way, no permission, a read-only or special file system).
-    """
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            if path.is_symlink() or not path.is_dir():
-                raise RunDirError(f"--run-dir {path}: exists and is not a directory of its own; give a new path") from None
-            if any(path.iterdir()):
-                raise RunDirError(f"--run-dir {path}: exists and is not empty; a run needs a directory of its own") from None
-            os.chmod(path, 0o700)
-        probe = path / ".t9k-jobs-probe"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except RunDirError:
-        raise
-    except OSError as exc:
-        raise RunDirError(f"--run-dir {path}: cannot be used: {exc.strerror or exc}") from None
-    return path.resolve()
-
-
-def new_default_run_dir(job: Job) -> Path:
-    """A new directory ``./t9k-runs/<job>-<YYYYmmdd-HHMMSS>[-<n>]``: made atomically, so two runs
-    started in the same second get two directories."""
-    base = default_run_dir(job)
-    for n in range(1, 1000):
-        candidate = base if n == 1 else base.with_name(f"{base.name}-{n}")
-        try:
-            candidate.parent.mkdir(parents=True, exist_ok=True)
-            os.mkdir(candidate, 0o700)
-            return candidate.resolve()
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise RunDirError(f"cannot make a run directory under {base.parent}: {exc.strerror or exc}") from None
-    raise RunDirError(f"cannot make a new run directory under {base.parent}")
 
 
 class LocalRunner:
@@ -569,16 +278,14 @@ class LocalRunner:
         # Every process of the run carries its run directory: how a sweep (and a user) tells this
         # run's processes, the ranks its launchers start included, from anything else.
         # --python: python, python3 and torchrun mean it (small scripts in <run dir>/bin).
-        shims = write_python_shims(run_dir / "bin", python) if python is not None else None
+        shims = write_python_shims(RunDir(run_dir).bin, python) if python is not None else None
         self.base_env = {**base_environment(python, shims), RUN_ENV: str(run_dir.resolve())}
         self.wake = asyncio.Event()
         self.stop_signal: int | None = None
         self.mtime = self._mtime()
         # The user's manifest as this run last read it: the base of the merge of their next edit.
         self.user_base = user_doc
-        from .edits import COPY_FILE
-
-        self.copy_path = run_dir / COPY_FILE
+        self.copy_path = RunDir(run_dir).copy
         self.copy_sig = self._signature(self.copy_path)
         # The run dir as it was when the run started: one removed or moved stops the run.
         try:
@@ -590,9 +297,9 @@ class LocalRunner:
         self.finished_at: float | None = None
         self.fatal: str | None = None
         # Why the run stopped before its job finished, if it does: space reserved now (a full disk).
-        self.stop_note = StopNote(run_dir)
-        self.job_log = open(run_dir / "job.log", "a", encoding="utf-8")  # noqa: SIM115 - closed in run()
-        self.events_log = open(run_dir / "events.log", "a", encoding="utf-8")  # noqa: SIM115
+        self.stop_note = StopNote(RunDir(run_dir).stopped)
+        self.job_log = open(RunDir(run_dir).job_log, "a", encoding="utf-8")  # noqa: SIM115 - closed in run()
+        self.events_log = open(RunDir(run_dir).events, "a", encoding="utf-8")  # noqa: SIM115
 
     def _mtime(self) -> tuple[int, int, int] | None:
         return self._signature(self.manifest) if self.manifest is not None else None
@@ -817,7 +524,7 @@ class LocalRunner:
                 self.objects = [o for o in self.objects if (o["kind"], o["metadata"]["name"]) != (delete.kind, delete.name)]
                 made_objects = True
         if made_objects:
-            write_atomic(self.run_dir / "objects.yaml", to_yaml(self.objects))
+            write_atomic(RunDir(self.run_dir).objects, to_yaml(self.objects))
         for delete in plan.delete:
             pod = self.pods.get(delete.name)
             if delete.kind != "Pod" or pod is None or pod.deleting or (delete.uid and pod.uid != delete.uid):
@@ -978,10 +685,6 @@ class LocalRunner:
         """Carry what the user changed in their manifest file since the run last read it into the
         run's copy (:func:`t9k_jobs.local.edits.merge_edit`); an edit that does not validate is
         reported and left out (the next valid one is merged against the last valid one)."""
-        from ..frameworks import parse_job
-        from .edits import merge_edit, read_copy, write_copy
-        from .ownership import dir_lock
-
         assert self.manifest is not None
         mtime = self._mtime()
         if mtime == self.mtime:
@@ -993,7 +696,7 @@ class LocalRunner:
             for line in exc.lines():
                 self.display.error(f"{line} (edit ignored; the job goes on with the previous spec)")
             return
-        new_doc = _manifest_doc(self.manifest)
+        new_doc = manifest_doc(self.manifest)
         if new_doc is None or new_doc == self.user_base:
             return
         try:
@@ -1014,15 +717,16 @@ class LocalRunner:
     def _write_job_yaml(self) -> None:
         """``job.yaml`` again with the spec now applied (what ``get``/``describe`` read), keeping its
         modification time: that is when the run started; and ``run.json`` (the replicas)."""
-        path = self.run_dir / "job.yaml"
+        files = RunDir(self.run_dir)
+        path = files.job
         try:
-            info = json.loads((self.run_dir / "run.json").read_bytes())
+            info = json.loads(files.info.read_bytes())
             write_run_info(self.run_dir, self.job, float(info["created"]))
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            self.display.error(f"cannot write {self.run_dir / 'run.json'}: {getattr(exc, 'strerror', None) or exc}")
+            self.display.error(f"cannot write {files.info}: {getattr(exc, 'strerror', None) or exc}")
         try:
             st = path.stat()
-            tmp = path.with_name(".job.yaml.new")
+            tmp = files.temporary(path)
             tmp.write_text(to_yaml([self.job.model_copy(update={"status": None}).dump()]), encoding="utf-8")
             os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
             os.replace(tmp, path)
@@ -1070,4 +774,4 @@ class LocalRunner:
                 pass
 
 
-__all__ = ["SSHD_PRIVSEP_DIR", "LocalAddressing", "LocalRunner", "cannot_run_reason", "ensure_sshd_privsep_dir", "prepare_host", "run_job"]
+__all__ = ["LocalRunner", "run_job", "run_prepared"]

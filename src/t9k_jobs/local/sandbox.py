@@ -59,6 +59,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from . import procfs
 from .volumes import Mount
 
 BWRAP = "bwrap"
@@ -355,23 +356,11 @@ def wrap(
 # --------------------------------------------------------------------------- the processes inside
 
 
-def _children() -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            out.setdefault(ppid, []).append(int(entry))
-    return out
-
-
 def inside(monitor: int) -> list[int]:
     """The processes of a contained container whose monitor (bwrap, unshare) is ``monitor``: every
     descendant below the namespace's init (the monitor's child), which ignores what it has no
     handler for. The PID namespace keeps them all below it, whatever session they made."""
-    children = _children()
+    children = procfs.children()
     out: list[int] = []
     todo = [c for init in children.get(monitor, []) for c in children.get(init, [])]
     while todo:

@@ -19,13 +19,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .rundir import RunDir
+
 #: What a run without the package says to install.
 INSTALL_HINT = (
     "the tensorboard package is not installed where t9k-jobs runs: install the extra "
     "(pip install 't9k-jobs[tensorboard]', or bash scripts/bootstrap.sh examples,tensorboard)"
 )
-#: The run-dir file that holds the TensorBoard's URL while it is served.
-URL_FILE = "tensorboard.url"
 #: Seconds the TensorBoard gets to end after SIGTERM before SIGKILL.
 STOP_GRACE = 5.0
 
@@ -79,7 +79,7 @@ class LocalTensorBoard:
     def start(self) -> None:
         """Start it (stdin closed, output to ``tensorboard.log``). Raises ``OSError``."""
         self.port = _free_port()
-        with open(self.run_dir / "tensorboard.log", "ab") as log:
+        with open(RunDir(self.run_dir).tensorboard_log, "ab") as log:
             self.proc = subprocess.Popen(
                 self.argv(),
                 stdin=subprocess.DEVNULL,
@@ -102,13 +102,13 @@ class LocalTensorBoard:
             self._ready = s.connect_ex(("127.0.0.1", self.port)) == 0
         if self._ready:
             with contextlib.suppress(OSError):
-                (self.run_dir / URL_FILE).write_text(self.url + "\n", encoding="utf-8")
+                RunDir(self.run_dir).tensorboard_url.write_text(self.url + "\n", encoding="utf-8")
         return self._ready
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after :data:`STOP_GRACE` seconds; its URL file goes."""
         with contextlib.suppress(OSError):
-            (self.run_dir / URL_FILE).unlink()
+            RunDir(self.run_dir).tensorboard_url.unlink()
         if self.proc is None or self.proc.poll() is not None:
             return
         with contextlib.suppress(ProcessLookupError):
@@ -121,4 +121,4 @@ class LocalTensorBoard:
             self.proc.wait()
 
 
-__all__ = ["INSTALL_HINT", "URL_FILE", "LocalTensorBoard", "available"]
+__all__ = ["INSTALL_HINT", "LocalTensorBoard", "available"]

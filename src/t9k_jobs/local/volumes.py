@@ -44,6 +44,7 @@ from typing import Any
 from ..api import Job
 from ..frameworks import framework_for
 from .gpus import _template_path
+from .rundir import RunDir
 
 #: The volume types a local run sets up (everything else is refused by name).
 SUPPORTED_TYPES = ("persistentVolumeClaim", "configMap", "secret", "emptyDir", "hostPath", "downwardAPI")
@@ -375,7 +376,7 @@ class PodVolumes:
         self.mapping = mapping
         self.own = own
         name = str(pod["metadata"]["name"])
-        self.base = run_dir / "volumes" / f"{name}-{uid[:8]}"
+        self.base = RunDir(run_dir).pod_volumes(name, uid)
         run_id = _run_id(str(run_dir))
         self.shm_base = SHM / f"t9k-jobs-{run_id}" / f"{name}-{uid[:8]}"
         self.sources: dict[str, tuple[Path, bool]] = {}  # volume name -> (folder or file, read-only)
