@@ -51,7 +51,7 @@ from ..frameworks import parse_job
 from ..api.common import TERMINAL_PHASES
 from ..errors import AlreadyExists, JobsError, NotFound, NotSupported, UsageError
 from ..loglines import LineReader
-from ..view import STOPPED, UNKNOWN
+from ..words import STOPPED, UNKNOWN
 from .ownership import GONE, RuntimeState, runtime_state, working_dir
 
 #: Where ``t9k-jobs run`` puts run directories by default, relative to the working directory.
@@ -357,7 +357,7 @@ def find_run(
                 f"{run_dir} holds {run.kind} {run.name}, not {kind or run.kind} {name or run.name}"
             )
         return run
-    from ..arguments import check_name
+    from ..words import check_name
 
     check_name(name)
     base = runs_dir if runs_dir is not None else runs_dir_default()
@@ -896,7 +896,7 @@ def already_running(runs_dir: Path, kind: str, name: str) -> str | None:
     if not live:
         return None
     other = live[-1]
-    from ..show import short_name
+    from ..words import short_name
 
     short = short_name(kind)
     return (

@@ -27,32 +27,28 @@ or a model class (``PyTorchTrainingJob``). Durations are seconds or strings like
 ``5m``, ``1h30m``.
 
 The cluster client is synchronous for its callers; underneath, it runs the async REST client
-(:mod:`t9k_jobs.cluster.verbs`) on an event loop in a thread of its own, which :meth:`close`
+(:mod:`t9k_jobs.sdk.cluster_api`) on an event loop in a thread of its own, which :meth:`close`
 (or leaving a ``with`` block) stops. It is not meant to be shared by several threads at once.
 """
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, Protocol, Union
+from typing import Any, Union
 
-from .api import GROUP, KINDS, Job, JobBase, ManifestError
-from .api.common import TERMINAL_PHASES
-from .errors import InvalidJob, JobEndedOtherwise, JobsError, NotSupported, UsageError, WaitTimeout
-from .frameworks import parse_job
-from .arguments import checked, parse_duration
-from .view import STOPPED, UNKNOWN, JobView, LogOptions, LogStream
+from ..api import Job, JobBase, ManifestError
+from ..api.common import TERMINAL_PHASES
+from ..errors import InvalidJob, JobEndedOtherwise, JobsError, NotSupported, UsageError, WaitTimeout
+from ..frameworks import parse_job
+from ..words import STOPPED, UNKNOWN
+from .arguments import Duration, KindLike, checked, resolve_kind, seconds, wait_phase
+from .backend import Backend, Runner
+from .view import Deleted, Edited, JobSummary, JobView, LogOptions, LogStream
 
-#: What names a kind: ``"pj"``, ``"PyTorchTrainingJob"``, ``"pytorchtrainingjobs"``, or the class.
-KindLike = Union[str, type[JobBase]]
 #: A manifest: a path (``-`` for standard input), a mapping, or a job model.
 JobLike = Union[str, os.PathLike, dict, JobBase]
-#: Seconds, or a duration string (``30s``, ``5m``, ``1h30m``).
-Duration = Union[float, int, str, None]
 
 #: Seconds one request to the API server may take by default (a silent server costs this long):
 #: kubectl's TLS handshake limit, since kubectl itself sets no request timeout by default.
@@ -61,8 +57,6 @@ LOCAL_RUN_DIR = "t9k-jobs.local/run-dir"
 LOCAL_PID = "t9k-jobs.local/runtime-pid"
 LOCAL_PHASE = "t9k-jobs.local/phase"
 ELASTIC_KINDS = ("PyTorchTrainingJob", "DeepSpeedJob")
-#: The phases ``wait`` waits for.
-WAIT_PHASES = ("Succeeded", "Failed", "Running")
 #: The field ``pause`` and ``resume`` set.
 PAUSE_FIELD = ["spec", "runMode", "pause", "enabled"]
 #: The field ``scale`` sets.
@@ -70,46 +64,6 @@ SCALE_FIELD = ["spec", "elastic", "expectedReplicas"]
 
 
 # ----------------------------------------------------------------------------- arguments
-
-
-def resolve_kind(kind: KindLike) -> str:
-    """The kind ``kind`` names: a model class, a kind (``GenericJob``), its plural, in any case, a
-    ``kind.group`` form (``genericjobs.batch.tensorstack.dev``) or a short name (``gj pj dj caij``,
-    from :mod:`t9k_jobs.api.kinds`). Raises :class:`UsageError` naming the accepted forms."""
-    if isinstance(kind, type) and issubclass(kind, JobBase):
-        return kind.KIND
-    text = str(kind)
-    word = text.strip().lower()
-    if word.endswith("." + GROUP):
-        word = word[: -len(GROUP) - 1]
-    for name, cls in KINDS.items():
-        if word in (name.lower(), name.lower() + "s", cls.PLURAL.lower(), cls.SHORT_NAME):
-            return name
-    accepted = ", ".join(f"{name} ({cls.SHORT_NAME})" for name, cls in KINDS.items())
-    raise UsageError(f"unknown kind {text!r}: use one of {accepted}, or their plurals")
-
-
-def seconds(value: Duration) -> float | None:
-    """``value`` in seconds (None stays None); raises :class:`UsageError` for a bad duration (a
-    string that is not one, a negative number, NaN or infinity)."""
-    if value is None:
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value):  # NaN compares false with everything: a wait would never end
-            raise UsageError(f"bad duration {value!r}: it must be a finite number of seconds")
-        if value < 0:
-            raise UsageError(f"bad duration {value!r}: it must be zero or more")
-        return float(value)
-    return parse_duration(str(value))
-
-
-def wait_phase(target: str) -> str:
-    """The phase ``target`` names (any case), one of :data:`WAIT_PHASES`; raises
-    :class:`UsageError` for anything else."""
-    wanted = next((p for p in WAIT_PHASES if p.lower() == target.strip().lower()), None)
-    if wanted is None:
-        raise UsageError(f"--for={target!r} is not accepted: use Succeeded, Failed or Running")
-    return wanted
 
 
 def default_target(environ: Any = None) -> str:
@@ -143,125 +97,15 @@ def load_job(source: JobLike) -> tuple[Job, dict[str, Any], Path | None]:
             return parse_job(source, "<dict>"), dict(source), None
         except ManifestError as exc:
             raise InvalidJob(exc.lines()) from None
-    from .api.reading import ReadError, decode, parse_documents, read_source
+    from ..api import read_manifest
 
     path = str(source)
-    name = "<stdin>" if path == "-" else path
     try:
-        docs = parse_documents(decode(read_source(path)))
-        if len(docs) != 1:
-            raise ManifestError([f"expected exactly one YAML document with a job, found {len(docs)}"], name)
-        job = parse_job(docs[0], name)
-    except ReadError as exc:
-        raise InvalidJob([f"{name}: {exc}"]) from None
+        manifest, name = read_manifest(path)
+        job = parse_job(manifest, name)
     except ManifestError as exc:
         raise InvalidJob(exc.lines()) from None
-    return job, docs[0], None if path == "-" else Path(path)
-
-
-@dataclass
-class JobSummary:
-    """One row of ``t9k-jobs get``: ``kind``, ``name``, ``namespace`` (None for a local run),
-    ``phase`` (``Stopped`` for a local run whose runtime is gone before it finished), ``ready``
-    (``"running/replicas"``), ``restarts``, ``age`` (``3m20s``), ``backoff``; ``wide``: the
-    columns of ``-o wide`` (local: ``pid``, ``run_dir``; cluster: ``mode``, ``queue``,
-    ``priority``); ``queue``/``priority``: the job's ``spec.scheduler.t9kScheduler`` on a cluster
-    (the LocalQueue it waits in where Kueue is installed; ``None`` without one, and for a local run);
-    ``object``: the job as a dict, as ``-o yaml`` prints it; ``ref``: ``kind.group/name`` (``-o name``)."""
-
-    kind: str
-    name: str
-    namespace: str | None
-    phase: str
-    ready: str
-    restarts: int
-    age: str
-    backoff: int
-    wide: dict[str, Any] = field(default_factory=dict)
-    object: dict[str, Any] = field(default_factory=dict, repr=False)
-    queue: str | None = None
-    priority: int | None = None
-    #: Makes ``object`` when it is first read (a local run's manifest is parsed only then: ``get``
-    #: prints the rows of many runs without parsing any).
-    loader: Callable[[], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def ref(self) -> str:
-        from .show import ref
-
-        return ref(self.kind, self.name)
-
-
-def _summary_object(self: JobSummary) -> dict[str, Any]:
-    value = self.__dict__.get("_object")
-    if not value and self.__dict__.get("loader") is not None:
-        value = self.__dict__["_object"] = self.loader()  # type: ignore[misc]
-    return value if value is not None else {}
-
-
-def _set_summary_object(self: JobSummary, value: dict[str, Any]) -> None:
-    self.__dict__["_object"] = value
-
-
-JobSummary.object = property(_summary_object, _set_summary_object)  # type: ignore[assignment,method-assign]
-
-
-@dataclass
-class Deleted:
-    """What :meth:`Client.delete` did, as the lines ``t9k-jobs delete`` prints."""
-
-    lines: list[str]
-
-    def __str__(self) -> str:
-        return "\n".join(self.lines)
-
-
-class Backend(Protocol):
-    """What a client needs of a target (issue 23): :class:`t9k_jobs.local.backend.LocalBackend`
-    and :class:`t9k_jobs.cluster.backend.ClusterBackend` implement it. Kinds come resolved
-    (``"GenericJob"``), durations in seconds; every method returns job views
-    (:class:`t9k_jobs.view.JobView`) or raises :mod:`t9k_jobs.errors`. ``target``: ``"local"`` or
-    ``"cluster"``; ``namespace``: the default namespace (None locally); ``server``: the API
-    server's URL (None locally)."""
-
-    target: str
-    namespace: str | None
-    server: str | None
-
-    def get(self, kind: str, name: str, namespace: str | None = None, detail: bool = False) -> JobView:
-        """One job; ``detail``: with what ``describe`` shows (events; a cluster job's pods and PodGroup)."""
-
-    def list(
-        self,
-        kind: str | None = None,
-        name: str | None = None,
-        namespace: str | None = None,
-        all_namespaces: bool = False,
-        detail: bool = False,
-    ) -> list[JobView]:
-        """Every job of ``kind`` (all when None); with ``name``, that job's (NotFound when none)."""
-
-    def create(self, job: Job, manifest: dict[str, Any], path: Path | None, namespace: str | None = None) -> JobView:
-        """Submit a validated job (its model, its manifest as written, the file it came from)."""
-
-    def delete(
-        self, kind: str, name: str, namespace: str | None = None, purge: bool = False, timeout: float | None = None
-    ) -> list[str]:
-        """Delete the job; the lines ``delete`` prints."""
-
-    def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
-        """The one edit (pause, resume, scale): set the field at ``path`` to ``value``."""
-
-    def logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> LogStream:
-        """The job's log lines."""
-
-    def watch(
-        self, kind: str, name: str, namespace: str | None, done: Callable[[JobView | None], bool], timeout: float | None
-    ) -> tuple[JobView | None, bool]:
-        """Follow the job until ``done(view)`` (None: deleted) or ``timeout`` s: ``(last view, done)``."""
-
-    def close(self) -> None:
-        """Release what the backend holds."""
+    return job, manifest, None if path == "-" else Path(path)
 
 
 class Client:
@@ -273,17 +117,20 @@ class Client:
 
     ``Client()`` chooses its target as the CLI does with no target option
     (:func:`default_target`): the cluster of ``$KUBECONFIG`` when it is set, this machine's runs
-    otherwise. ``Client(backend)`` uses any :class:`Backend`.
-    """
+    otherwise. ``Client(backend)`` uses any :class:`~t9k_jobs.sdk.backend.Backend`
+    (:class:`TypeError` for anything else).
 
-    #: The methods whose arguments are checked (:func:`t9k_jobs.arguments.check_arguments`) before
-    #: the backend acts: a one-job verb without a name, or an argument of the wrong type, is a
-    #: :class:`UsageError` here, whatever the target.
-    CHECKED = ("create", "run", "get", "summaries", "describe", "wait", "logs", "delete", "pause", "resume", "scale")
+    Every verb is ``@checked``: its arguments are checked
+    (:func:`t9k_jobs.sdk.arguments.check_arguments`) before the backend acts, so a one-job verb
+    without a name, or an argument of the wrong type, is a :class:`UsageError` here, whatever the
+    target.
+    """
 
     def __init__(self, backend: Backend | None = None) -> None:
         if backend is None:
             backend = (Client.cluster() if default_target() == "cluster" else Client.local()).backend
+        if not isinstance(backend, Backend):
+            raise TypeError(f"Client(backend): {type(backend).__name__} is not a t9k_jobs.sdk.backend.Backend")
         self.backend = backend
 
     @property
@@ -314,7 +161,7 @@ class Client:
         from .arguments import check_arguments
 
         check_arguments("local", {"runs_dir": runs_dir, "run_dir": run_dir})
-        from .local.backend import LocalBackend
+        from .local import LocalBackend
 
         return cls(LocalBackend(Path(runs_dir) if runs_dir else None, Path(run_dir) if run_dir else None))
 
@@ -354,7 +201,7 @@ class Client:
             {"kubeconfig": kubeconfig, "context": context, "namespace": namespace, "request_timeout": request_timeout},
         )
         limit = seconds(request_timeout)
-        from .cluster.backend import ClusterBackend
+        from .cluster import ClusterBackend
 
         return cls(ClusterBackend(kubeconfig, context, namespace, limit or None))
 
@@ -370,6 +217,7 @@ class Client:
 
     # -- the verbs --------------------------------------------------------------------------------
 
+    @checked
     def create(self, job: JobLike, namespace: str | None = None) -> Job:
         """Submit ``job`` (a path, ``-``, a mapping or a model), validated first: on a cluster,
         create it in ``namespace`` (default: its own ``metadata.namespace``, else the client's);
@@ -385,6 +233,7 @@ class Client:
         model, manifest, path = load_job(job)
         return self._job(self.backend.create(model, manifest, path, namespace))
 
+    @checked
     def run(
         self,
         job: JobLike,
@@ -414,12 +263,12 @@ class Client:
         >>> Client.local().run("examples/generic-exchange/job.yaml").name   # doctest: +SKIP
         'exchange'
         """
-        run = getattr(self.backend, "run", None)
-        if run is None:
+        if not isinstance(self.backend, Runner):
             raise NotSupported("run starts a job on this machine; on a cluster use create")
         model, _manifest, path = load_job(job)
-        return self._job(run(model, path, run_dir, gpus, watch, allow_duplicate, volumes, python))
+        return self._job(self.backend.run(model, path, run_dir, gpus, watch, allow_duplicate, volumes, python))
 
+    @checked
     def get(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
         """The job with its status. Raises :class:`NotFound`, :class:`InvalidJob` (a stored job
         whose spec does not validate), :class:`ClusterError`.
@@ -437,6 +286,7 @@ class Client:
         does not validate are left out (:meth:`summaries` shows them)."""
         return [s_job for s in self.summaries(kind, None, namespace, all_namespaces) if (s_job := _job_of(s))]
 
+    @checked
     def summaries(
         self,
         kind: KindLike | None = None,
@@ -448,7 +298,7 @@ class Client:
         (raises :class:`NotFound`), else every job of ``kind`` (default: all kinds)."""
         import time
 
-        from .show import row
+        from .present import row
 
         kind_name = resolve_kind(kind) if kind is not None else None
         if name is not None:
@@ -460,6 +310,7 @@ class Client:
         now = time.time()
         return [_summary(v, row(v, now)) for v in views]
 
+    @checked
     def describe(self, kind: KindLike, name: str | None = None, namespace: str | None = None) -> str:
         """What ``t9k-jobs describe`` prints (lines joined by newlines): identity, created (RFC
         3339, UTC), phase, why it is not Running, spec summary, conditions, replicas, recent
@@ -468,7 +319,7 @@ class Client:
         KIND`` does; ``""`` when there is none. Raises :class:`NotFound`."""
         import time
 
-        from .show import describe
+        from .present import describe
 
         kind_name = resolve_kind(kind)
         if name is None:
@@ -478,6 +329,7 @@ class Client:
         now = time.time()
         return "\n\n".join("\n".join(describe(v, now)) for v in views)
 
+    @checked
     def wait(
         self,
         kind: KindLike,
@@ -500,7 +352,7 @@ class Client:
         >>> Client.local().wait("gj", "exchange", timeout="5m").status.phase   # doctest: +SKIP
         'Succeeded'
         """
-        from . import show
+        from . import present as show
 
         kind_name, wanted, limit = resolve_kind(kind), wait_phase(phase), seconds(timeout)
 
@@ -521,6 +373,7 @@ class Client:
             raise JobsError(show.wait_unknown(view, wanted))
         raise JobEndedOtherwise(show.wait_ended(view, wanted), view.phase)
 
+    @checked
     def logs(
         self,
         kind: KindLike,
@@ -553,6 +406,7 @@ class Client:
         options = LogOptions(replica_type, index, container, follow, tail, timestamps, previous)
         return self.backend.logs(resolve_kind(kind), name, options, namespace)
 
+    @checked
     def delete(
         self,
         kind: KindLike,
@@ -579,6 +433,7 @@ class Client:
         path, value = edit
         return self._job(self.backend.set_field(view, path, value, verb))
 
+    @checked
     def pause(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
         """Pause the job (``spec.runMode.pause.enabled: true``): its replicas are stopped and not
         started again until :meth:`resume`. On a cluster, a patch of the job; locally, an edit of
@@ -588,11 +443,13 @@ class Client:
         local run that watches no manifest)."""
         return self._edit(kind, name, namespace, "pause")
 
+    @checked
     def resume(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
         """Resume a paused job (``spec.runMode.pause.enabled: false``); a job not paused is left
         as it is. As :meth:`pause` otherwise."""
         return self._edit(kind, name, namespace, "resume")
 
+    @checked
     def scale(self, kind: KindLike, name: str, replicas: int, namespace: str | None = None) -> Job:
         """Set an elastic PyTorchTrainingJob's or DeepSpeedJob's ``spec.elastic.expectedReplicas``
         to ``replicas``. Raises :class:`UsageError` when the job is not elastic or ``replicas`` is
@@ -611,34 +468,17 @@ class Client:
 
 def _left_alone(view: JobView) -> bool:
     """Whether the operator marked the job's spec invalid (``SpecValid`` False) and leaves it alone."""
-    from .engine.conditions import SPEC_VALID
+    from ..engine.conditions import SPEC_VALID
 
     cond = view.status.condition(SPEC_VALID) if view.status is not None else None
     return cond is not None and cond.status == "False"
-
-
-for _verb in Client.CHECKED:  # every verb goes through the checks, whatever the backend
-    setattr(Client, _verb, checked(getattr(Client, _verb)))
-del _verb
-
-
-@dataclass
-class Edited:
-    """What :meth:`AsyncClient.pause`, :meth:`~AsyncClient.resume` and :meth:`~AsyncClient.scale`
-    did: ``lines`` (what the CLI prints) and the job's ``view`` afterwards."""
-
-    lines: list[str]
-    view: JobView
-
-    def __str__(self) -> str:
-        return "\n".join(self.lines)
 
 
 class AsyncClient:
     """The SDK for an event loop (the dashboard's): jobs on one target as coroutines, with the
     same rules and words as :class:`Client`, which any number of tasks may share.
 
-    It returns job views (:class:`t9k_jobs.view.JobView`, what ``get`` and ``describe`` read) and
+    It returns job views (:class:`t9k_jobs.sdk.view.JobView`, what ``get`` and ``describe`` read) and
     raises the errors of :mod:`t9k_jobs.errors`. Made with :meth:`local` or :meth:`cluster`; with
     ``watch=True`` it keeps the target's jobs in a cache kept true by watching (inotify for local
     runs, informers on a cluster), reads come from it, and :meth:`changes` waits for the next
@@ -671,6 +511,20 @@ class AsyncClient:
         """A cluster client's API server URL (None locally)."""
         return self.backend.server
 
+    @property
+    def run_dir(self) -> Path | None:
+        """The one local run this client acts on (``local(run_dir=...)``); None otherwise."""
+        return getattr(self.backend, "run_dir", None)
+
+    @property
+    def runs_dir(self) -> Path | None:
+        """The runs dir of a local client (``./t9k-runs`` by default); None on a cluster."""
+        if self.target != "local":
+            return None
+        from ..local.rundirs import runs_dir_default
+
+        return getattr(self.backend, "runs_dir", None) or runs_dir_default()
+
     @classmethod
     def local(
         cls, runs_dir: str | os.PathLike | None = None, run_dir: str | os.PathLike | None = None, watch: bool = False
@@ -681,7 +535,7 @@ class AsyncClient:
         from .arguments import check_arguments
 
         check_arguments("local", {"runs_dir": runs_dir, "run_dir": run_dir, "watch": watch})
-        from .local.aio import AsyncLocalBackend
+        from .local_aio import AsyncLocalBackend
 
         return cls(AsyncLocalBackend(Path(runs_dir) if runs_dir else None, Path(run_dir) if run_dir else None, watch))
 
@@ -706,8 +560,8 @@ class AsyncClient:
             {"kubeconfig": kubeconfig, "context": context, "namespace": namespace,
              "request_timeout": request_timeout, "watch": watch, "all_namespaces": all_namespaces},
         )
-        from .cluster.backend import AsyncClusterBackend
-        from .cluster.verbs import connect
+        from .cluster import AsyncClusterBackend
+        from .cluster_api import connect
 
         cl = await connect(kubeconfig, context, namespace, seconds(request_timeout) or None)
         return cls(AsyncClusterBackend(cl, watch=watch, all_namespaces=all_namespaces))
@@ -724,11 +578,13 @@ class AsyncClient:
 
     # -- reading
 
+    @checked
     async def views(self, kind: KindLike | None = None, all_namespaces: bool = False) -> list[JobView]:
         """Every job of ``kind`` (default: all kinds) in the client's namespace (or all of them);
         locally, the newest run of each name and every live one."""
         return await self.backend.list(resolve_kind(kind) if kind is not None else None, None, all_namespaces)
 
+    @checked
     async def view(self, kind: KindLike, name: str, namespace: str | None = None, detail: bool = False) -> JobView:
         """One job's view; ``detail``: with what ``describe`` shows (events; a cluster job's pods
         and PodGroup). Raises :class:`NotFound`."""
@@ -749,6 +605,7 @@ class AsyncClient:
         no inotify), one line, or None."""
         return self.backend.problem()
 
+    @checked
     async def open_logs(
         self,
         kind: KindLike,
@@ -766,6 +623,7 @@ class AsyncClient:
         options = LogOptions(replica_type, index, container, follow, tail)
         return await self.backend.open_logs(resolve_kind(kind), name, options, namespace)
 
+    @checked
     async def open_raw_log(
         self,
         kind: KindLike,
@@ -790,28 +648,27 @@ class AsyncClient:
         line = edited_line(view.kind, view.name, verb, replicas, view.namespace if self.target == "cluster" else None)
         return Edited([line], view)
 
+    @checked
     async def pause(self, kind: KindLike, name: str, namespace: str | None = None) -> Edited:
         """As :meth:`Client.pause`."""
         return await self._edit(kind, name, namespace, "pause")
 
+    @checked
     async def resume(self, kind: KindLike, name: str, namespace: str | None = None) -> Edited:
         """As :meth:`Client.resume`."""
         return await self._edit(kind, name, namespace, "resume")
 
+    @checked
     async def scale(self, kind: KindLike, name: str, replicas: int, namespace: str | None = None) -> Edited:
         """As :meth:`Client.scale`."""
         return await self._edit(kind, name, namespace, "scale", replicas)
 
+    @checked
     async def delete(
         self, kind: KindLike, name: str, namespace: str | None = None, purge: bool = False, timeout: Duration = None
     ) -> Deleted:
         """As :meth:`Client.delete`."""
         return Deleted(await self.backend.delete(resolve_kind(kind), name, namespace, purge, seconds(timeout)))
-
-
-for _verb in ("views", "view", "open_logs", "open_raw_log", "pause", "resume", "scale", "delete"):
-    setattr(AsyncClient, _verb, checked(getattr(AsyncClient, _verb)))
-del _verb
 
 
 def _summary(view: JobView, cells: dict[str, Any]) -> JobSummary:
@@ -829,8 +686,6 @@ def _summary(view: JobView, cells: dict[str, Any]) -> JobSummary:
         priority=cells["wide"].get("priority"),
         loader=view.load_object,
     )
-
-
 
 
 def _job_of(summary: JobSummary) -> Job | None:
@@ -869,7 +724,7 @@ def edit_of(view: JobView, verb: str, replicas: int | None = None) -> tuple[list
 def edited_line(kind: str, name: str, verb: str, replicas: int | None = None, namespace: str | None = None) -> str:
     """The line ``pause``, ``resume`` and ``scale`` print once done (the CLI's and the dashboard's);
     ``namespace``: a cluster job's, said after its name."""
-    from .show import ref
+    from ..words import ref
 
     where = f"{ref(kind, name)}" + (f" in namespace {namespace}" if namespace else "")
     if verb == "pause":
@@ -900,17 +755,10 @@ def _elastic_problem(job: Job, replicas: int) -> str | None:
 
 __all__ = [
     "AsyncClient",
-    "Backend",
     "Client",
-    "Deleted",
-    "Edited",
-    "JobSummary",
-    "LogStream",
     "default_target",
+    "edit_of",
+    "edited_line",
     "job_phase",
     "load_job",
-    "parse_duration",
-    "resolve_kind",
-    "seconds",
-    "wait_phase",
 ]

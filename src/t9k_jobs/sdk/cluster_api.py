@@ -32,9 +32,10 @@ from ..frameworks.base import (
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
 )
-from ..show import groups, parse_time, replicas_wanted, short
-from ..view import Event, JobView, LogOptions
-from .client import (
+from ..words import parse_time, short
+from .present import groups, replicas_wanted
+from .view import Event, JobView, LogOptions
+from ..cluster.client import (
     EVENTS,
     NATIVE_PODGROUPS,
     PODS,
@@ -164,8 +165,8 @@ async def connect(
     from kubernetes_asyncio import config as k8s_config
     from kubernetes_asyncio.config.config_exception import ConfigException
 
-    from . import credentials  # noqa: F401 - bounded credential plugins (installed on import)
-    from .client import api_client
+    from ..cluster import credentials  # noqa: F401 - bounded credential plugins (installed on import)
+    from ..cluster.client import api_client
 
     if kubeconfig is not None and not Path(kubeconfig).is_file():
         raise UsageError(f"--kubeconfig: {kubeconfig} is not a file")
@@ -236,7 +237,7 @@ def _one_shot(
     """The :func:`connect` of a plain kubeconfig for a synchronous caller (cluster/oneshot.py),
     or None when the kubeconfig is not one (in a pod, missing, with a problem, a plugin...): the
     full way then, which says what is wrong."""
-    from .oneshot import OneShotClient, plain_connection
+    from ..cluster.oneshot import OneShotClient, plain_connection
 
     if kubeconfig is None and not os.environ.get("KUBECONFIG") and os.environ.get("KUBERNETES_SERVICE_HOST"):
         return None
@@ -597,7 +598,7 @@ def pod_replica(pod: dict[str, Any]) -> ReplicaStatus:
     """A live pod as a replica's status (as the operator derives it: ``Creating`` while not
     scheduled, with the scheduler's reason; waiting reasons of init containers)."""
     from ..engine.replica_status import from_pod
-    from .controller import project_child
+    from ..cluster.controller import project_child
 
     observed = project_child({**pod, "kind": "Pod"}).pod
     assert observed is not None

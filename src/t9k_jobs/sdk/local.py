@@ -15,9 +15,10 @@ from typing import Any
 
 from ..api import Job
 from ..errors import NotSupported, UsageError
-from ..view import STOPPED, JobView, LogOptions, LogStream
-from .ownership import stop_reason
-from .rundirs import POLL, LocalRun, Observation
+from ..words import STOPPED
+from .view import JobView, LogOptions, LogStream
+from ..local.ownership import stop_reason
+from ..local.rundirs import POLL, LocalRun, Observation
 
 
 def run_view(run: LocalRun, detail: bool = False, seen: Observation | None = None) -> JobView:
@@ -54,7 +55,7 @@ def run_view(run: LocalRun, detail: bool = False, seen: Observation | None = Non
 
 def _tensorboard_url(run_dir: Path) -> str | None:
     """The URL of the run's TensorBoard while it is served (:data:`~t9k_jobs.local.tensorboard.URL_FILE`)."""
-    from .tensorboard import URL_FILE
+    from ..local.tensorboard import URL_FILE
 
     try:
         text = (run_dir / URL_FILE).read_text(encoding="utf-8").strip()
@@ -84,7 +85,7 @@ class LocalBackend:
             raise NotSupported("-A/--all-namespaces: local runs have no namespaces")
 
     def _find(self, kind: str | None, name: str | None) -> LocalRun:
-        from .rundirs import find_run
+        from ..local.rundirs import find_run
 
         return find_run(kind, name, self.runs_dir, self.run_dir)
 
@@ -104,7 +105,7 @@ class LocalBackend:
     ) -> list[JobView]:
         """The newest run of each name and every live one (of ``kind``, and ``name`` when given:
         NotFound when it has none); with ``run_dir``, that run."""
-        from .rundirs import list_runs
+        from ..local.rundirs import list_runs
 
         self._no_namespace(namespace, all_namespaces)
         if self.run_dir is not None:
@@ -137,7 +138,7 @@ class LocalBackend:
             time.sleep(POLL if end is None else max(0.0, min(POLL, end - time.monotonic())))
 
     def logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> LogStream:
-        from .rundirs import follow_logs, log_source
+        from ..local.rundirs import follow_logs, log_source
 
         self._no_namespace(namespace)
         o = options
@@ -172,11 +173,11 @@ class LocalBackend:
         background; the view once its runtime has started. ``volumes``: ``{CLAIM: DIR}``
         (``--volume``); ``python``: ``--python``."""
         from ..render import to_yaml
-        from .gpus import GpuInventory
-        from .processes import check_python
-        from .runtime import RunDirError, cannot_run_reason, make_run_dir, new_default_run_dir
-        from .rundirs import start_detached
-        from .volumes import VolumeError, parse_volume_flags
+        from ..local.gpus import GpuInventory
+        from ..local.processes import check_python
+        from ..local.runtime import RunDirError, cannot_run_reason, make_run_dir, new_default_run_dir
+        from ..local.rundirs import start_detached
+        from ..local.volumes import VolumeError, parse_volume_flags
 
         inventory = None
         if gpus is not None:
@@ -215,7 +216,7 @@ class LocalBackend:
     def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
         """Set ``path`` to ``value`` in the run's own copy of its manifest and wait for the run to
         apply it (:func:`t9k_jobs.local.rundirs.edit_spec`)."""
-        from .rundirs import edit_spec
+        from ..local.rundirs import edit_spec
 
         return run_view(edit_spec(view.source, path, value, verb))
 
@@ -224,9 +225,9 @@ class LocalBackend:
     ) -> list[str]:
         """Stop the run gracefully (only a runtime proven to be its own is signalled); keep its run
         dir unless ``purge``. The lines ``delete`` prints."""
-        from ..show import ref
-        from .rundirs import purge as purge_run
-        from .rundirs import stop_run
+        from ..words import ref
+        from ..local.rundirs import purge as purge_run
+        from ..local.rundirs import stop_run
 
         self._no_namespace(namespace)
         run = self._find(kind, name)

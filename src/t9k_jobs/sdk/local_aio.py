@@ -25,10 +25,10 @@ from typing import Any
 
 from ..changes import Changes
 from ..errors import NotSupported
-from ..view import JobView, LogOptions
-from .backend import LocalBackend, run_view
-from .ownership import GONE
-from .rundirs import (
+from .view import JobView, LogOptions
+from .local import LocalBackend, run_view
+from ..local.ownership import GONE
+from ..local.rundirs import (
     POLL,
     LocalRun,
     LogReader,
@@ -236,7 +236,7 @@ class RunsCache:
     def find(self, kind: str | None, name: str) -> Entry:
         """As :func:`~t9k_jobs.local.rundirs.find_run`: the live run of that name, else the newest.
         Raises NotFound, UsageError (several live)."""
-        from ..arguments import check_name
+        from ..words import check_name
 
         check_name(name)
         found = [e for e in self.runs() if e.run.name == name and (kind is None or e.run.kind == kind)]
