@@ -57,6 +57,7 @@ from . import metrics
 from .client import (
     CORE_CHILDREN,
     EVENTS,
+    JOB_RESOURCES,
     NATIVE_PODGROUPS,
     NODES,
     OPTIONAL_CHILDREN,
@@ -75,7 +76,6 @@ log = logging.getLogger("t9k_jobs.controller")
 
 GROUP = "batch.tensorstack.dev"
 VERSION = "v1beta1"
-JOB_RESOURCES = {kind: Resource(GROUP, VERSION, cls.PLURAL, kind) for kind, cls in KINDS.items()}
 CHILD_SELECTOR = f"{LABEL_OWNER_KIND} in ({','.join(sorted(KINDS))})"
 COMPONENT = "t9k-jobs-operator"
 

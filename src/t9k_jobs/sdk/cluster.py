@@ -155,7 +155,7 @@ class ClusterBackend:
         return (None if raw is None else raw_view(raw)), reached
 
     def logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> LogStream:
-        from .cluster_api import open_logs
+        from .cluster_logs import open_logs
 
         agen = self._loop.call(open_logs(self._cl, kind, name, options, namespace, require_pods=True))
         lines: queue.Queue[Any] = queue.Queue(maxsize=1000)
@@ -288,7 +288,7 @@ class ClusterWatch:
         from ..frameworks.base import LABEL_OWNER_KIND
         from ..cluster.client import EVENTS, NATIVE_PODGROUPS, PODS
         from ..cluster.informer import Informer
-        from .cluster_api import JOB_RESOURCES
+        from ..cluster.client import JOB_RESOURCES
 
         kube = cl.kube
         self.server = cl.server
@@ -480,7 +480,8 @@ class AsyncClusterBackend:
 
     async def get(self, kind: str, name: str, namespace: str | None = None, detail: bool = False) -> JobView:
         """The job's view; ``detail``: with its pods, PodGroup and Events. Raises NotFound."""
-        from .cluster_api import JOB_RESOURCES, raw_view, read_view
+        from ..cluster.client import JOB_RESOURCES
+        from .cluster_api import raw_view, read_view
 
         w = await self._watching()
         if w is None:
@@ -516,7 +517,7 @@ class AsyncClusterBackend:
     async def open_logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> Any:
         """The job's log lines as an async iterator (:func:`t9k_jobs.cluster.verbs.open_logs`); when
         watching, new pods and the job's end are learnt from the informers, not by polling."""
-        from .cluster_api import open_logs
+        from .cluster_logs import open_logs
 
         w = await self._watching()
         if w is None:
