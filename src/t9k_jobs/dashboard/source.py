@@ -1,5 +1,5 @@
 """What the dashboard shows, read through the SDK's async client (:class:`t9k_jobs.AsyncClient`)
-in watching mode, and its one job view (:class:`t9k_jobs.view.JobView`).
+in watching mode, and its one job view (:class:`t9k_jobs.sdk.view.JobView`).
 
 Every word about a job comes from :mod:`t9k_jobs.sdk.present`: the ``get`` row (:func:`~t9k_jobs.sdk.present.row`),
 why it is not Running (:func:`~t9k_jobs.sdk.present.why`), ``describe``'s lines, the spec summary, each
@@ -32,10 +32,10 @@ from typing import Any
 
 from .. import words
 from ..api.common import TERMINAL_PHASES
+from ..errors import JobsError, NotFound, UsageError
 from ..sdk import present
 from ..sdk.arguments import resolve_kind
 from ..sdk.client import ELASTIC_KINDS, AsyncClient
-from ..errors import JobsError, NotFound, UsageError
 from ..sdk.view import JobView
 from ..words import STOPPED
 from .metrics import Series, as_json

@@ -1,7 +1,7 @@
 """The cluster backends of the SDK: jobs on a Kubernetes cluster as job views.
 
 :class:`AsyncClusterBackend` (for :class:`t9k_jobs.AsyncClient`, the dashboard's) runs the async
-verbs of :mod:`t9k_jobs.cluster.verbs` on the caller's event loop over one connection, which any
+verbs of :mod:`t9k_jobs.sdk.cluster_api` on the caller's event loop over one connection, which any
 number of coroutines share. With ``watch=True`` it keeps the jobs, their pods, the Events of both
 and the native PodGroups in informers (:mod:`t9k_jobs.cluster.informer`: list, then watch) and
 answers from them: what twenty open pages cost the API server is one watch per resource, not a
@@ -12,7 +12,7 @@ change.
 event loop in a daemon thread of its own: each method hands a coroutine to that loop and waits for
 it; a followed log is read there and handed over through a bounded queue.
 :meth:`ClusterBackend.close` closes the connection and stops the thread (at interpreter exit too).
-What is printed about a job is written once, in :mod:`t9k_jobs.show`.
+What is printed about a job is written once, in :mod:`t9k_jobs.sdk.present`.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def _shutdown(loop: _Loop, holder: dict[str, Any]) -> None:
 class ClusterBackend:
     """The cluster of ``kubeconfig`` and ``context``; ``namespace``: every method's default
     (default: the context's, else ``default``); ``request_timeout``: seconds one request may
-    take (None: no limit). The kubeconfig is read at once (:func:`t9k_jobs.cluster.verbs.connect`)."""
+    take (None: no limit). The kubeconfig is read at once (:func:`t9k_jobs.sdk.cluster_api.connect`)."""
 
     target = "cluster"
 
@@ -385,7 +385,7 @@ class ClusterWatch:
         return out
 
     def pods_of(self, kind: str, namespace: str, name: str) -> list[dict[str, Any]]:
-        """The job's pods, sorted as :func:`t9k_jobs.cluster.verbs.job_pods` sorts them: those with
+        """The job's pods, sorted as :func:`t9k_jobs.sdk.cluster_api.job_pods` sorts them: those with
         its owner labels whose controller is the job (a bare pod that only carries the labels is
         none of its replicas, as the operator sees it)."""
         from .cluster_api import controlled_by, pod_sort_key
@@ -417,7 +417,7 @@ class ClusterWatch:
 
 class AsyncClusterBackend:
     """A cluster's jobs as coroutines over one connection (``cl``: a
-    :class:`~t9k_jobs.cluster.verbs.Cluster`), for :class:`t9k_jobs.AsyncClient`. ``watch``: answer
+    :class:`~t9k_jobs.sdk.cluster_api.Cluster`), for :class:`t9k_jobs.AsyncClient`. ``watch``: answer
     reads from informers over ``namespace`` (the connection's default) or every namespace
     (``all_namespaces``); a job of another namespace is then not found."""
 
@@ -515,7 +515,7 @@ class AsyncClusterBackend:
         return await w.changes.wait(after, timeout)
 
     async def open_logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> Any:
-        """The job's log lines as an async iterator (:func:`t9k_jobs.cluster.verbs.open_logs`); when
+        """The job's log lines as an async iterator (:func:`t9k_jobs.sdk.cluster_logs.open_logs`); when
         watching, new pods and the job's end are learnt from the informers, not by polling."""
         from .cluster_logs import open_logs
 

@@ -645,7 +645,7 @@ def raw_view(
     detail: bool = False,
 ) -> JobView:
     """The view of a job as the server has it (``raw``), with, for ``describe`` (``detail``), its
-    pods, its native PodGroup (what :mod:`~t9k_jobs.cluster.gang_why` reads from it and the pods)
+    pods, its native PodGroup (what :mod:`~t9k_jobs.sdk.gang_why` reads from it and the pods)
     and the Events of both as the server returns them."""
     job, status = parse(raw), status_of(raw)
     meta = raw.get("metadata") or {}

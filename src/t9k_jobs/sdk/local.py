@@ -1,8 +1,8 @@
 """The local backend of :class:`t9k_jobs.Client`: this machine's runs as job views.
 
 It reads and writes run directories through :mod:`t9k_jobs.local.rundirs` and returns
-:class:`t9k_jobs.view.JobView`; what is printed about a job is written once, in
-:mod:`t9k_jobs.show`. Local runs have no namespaces: a namespace is refused.
+:class:`t9k_jobs.sdk.view.JobView`; what is printed about a job is written once, in
+:mod:`t9k_jobs.sdk.present`. Local runs have no namespaces: a namespace is refused.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 
 from ..api import Job
 from ..errors import NotSupported, UsageError
-from ..words import STOPPED
-from .view import JobView, LogOptions, LogStream
 from ..local.ownership import stop_reason
 from ..local.rundirs import POLL, LocalRun, Observation
+from ..words import STOPPED
+from .view import JobView, LogOptions, LogStream
 
 
 def run_view(run: LocalRun, detail: bool = False, seen: Observation | None = None) -> JobView:

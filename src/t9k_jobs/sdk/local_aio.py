@@ -1,7 +1,7 @@
 """This machine's runs for an event loop: the async local backend of :class:`t9k_jobs.AsyncClient`
 (the dashboard's), and the runs cache that keeps them up to date by watching their run dirs.
 
-:class:`AsyncLocalBackend` answers what :class:`~t9k_jobs.local.backend.LocalBackend` answers, as
+:class:`AsyncLocalBackend` answers what :class:`~t9k_jobs.sdk.local.LocalBackend` answers, as
 coroutines: reads of run dirs run in worker threads, a followed log is an async generator that
 reads the file in a worker thread only when it grew, and waits on the loop between looks (no
 thread is held while a log is quiet). With ``watch=True`` it keeps every run in a
@@ -25,8 +25,6 @@ from typing import Any
 
 from ..changes import Changes
 from ..errors import NotSupported
-from .view import JobView, LogOptions
-from .local import LocalBackend, run_view
 from ..local.ownership import GONE
 from ..local.rundirs import (
     POLL,
@@ -39,6 +37,8 @@ from ..local.rundirs import (
     pick_run,
     runs_dir_default,
 )
+from .local import LocalBackend, run_view
+from .view import JobView, LogOptions
 
 log = logging.getLogger("t9k_jobs.local")
 
@@ -247,7 +247,7 @@ class RunsCache:
 
 class AsyncLocalBackend:
     """This machine's runs as coroutines, for :class:`t9k_jobs.AsyncClient`. ``runs_dir``,
-    ``run_dir`` as for :class:`~t9k_jobs.local.backend.LocalBackend`; ``watch``: keep every run in
+    ``run_dir`` as for :class:`~t9k_jobs.sdk.local.LocalBackend`; ``watch``: keep every run in
     a :class:`RunsCache` (reads come from it, and :meth:`changes` tells when it changed) instead of
     reading run dirs at each call."""
 

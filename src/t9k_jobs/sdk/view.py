@@ -1,9 +1,10 @@
-"""The one job view both backends return, and the other shapes they share (issue 23).
+"""The one job view both backends return, the other shapes they share (issue 23), and what the
+Client returns besides views: :class:`JobSummary` (a ``get`` row), :class:`Deleted`, :class:`Edited`.
 
-A backend (:mod:`t9k_jobs.local.backend` for this machine's runs, :mod:`t9k_jobs.cluster.backend`
+A backend (:mod:`t9k_jobs.sdk.local` for this machine's runs, :mod:`t9k_jobs.sdk.cluster`
 for a cluster) reads a job and returns a :class:`JobView`: what every verb shows about it, with
 nothing said yet. The presenting (the ``get`` row, ``why``, ``describe``, the wait messages) is
-written once over this view, in :mod:`t9k_jobs.show`. Facts only one target has are fields the
+written once over this view, in :mod:`t9k_jobs.sdk.present`. Facts only one target has are fields the
 other leaves empty: a local run's directory and runtime, a cluster job's pods, PodGroup and Events.
 
 No I/O here beyond what a backend hands in as a loader (a local run's manifest is parsed only
@@ -55,7 +56,7 @@ class JobView:
     ``live_replicas`` (the pods not being deleted, as replica statuses), what its native gang's
     ``scheduling.k8s.io/v1beta1`` PodGroup and pods say (``pod_group``: the PodGroup's line,
     ``gang``: why the gang waits, ``preempted``: ``preempted by higher priority at <time>``; each
-    None when there is nothing to say: :mod:`t9k_jobs.cluster.gang_why`) and ``events`` (of the
+    None when there is nothing to say: :mod:`t9k_jobs.sdk.gang_why`) and ``events`` (of the
     job and its pods, oldest first). These are read only for ``describe`` (``detailed``); the
     preemption also without.
 
