@@ -500,7 +500,8 @@ class _Target:
     async def async_client(self, watch: bool = True):  # noqa: ANN201 - a t9k_jobs.AsyncClient
         """The async client (:class:`t9k_jobs.AsyncClient`) of the same target as :meth:`client`,
         watching (the dashboard's)."""
-        from .sdk.client import DEFAULT_REQUEST_TIMEOUT, AsyncClient
+        from .sdk.async_client import AsyncClient
+        from .sdk.client import DEFAULT_REQUEST_TIMEOUT
 
         if self.is_cluster():
             limit = self.request_timeout if self.request_timeout is not None else DEFAULT_REQUEST_TIMEOUT
@@ -837,7 +838,7 @@ def _spec_verb(
     target: _Target,
     replicas: Optional[int] = None,
 ) -> None:
-    from .sdk.client import edited_line
+    from .sdk.edits import edited_line
 
     with _verb():
         with target.client() as client:

@@ -35,7 +35,8 @@ from ..api.common import TERMINAL_PHASES
 from ..errors import JobsError, NotFound, UsageError
 from ..sdk import present
 from ..sdk.arguments import resolve_kind
-from ..sdk.client import ELASTIC_KINDS, AsyncClient
+from ..sdk.async_client import AsyncClient
+from ..sdk.edits import ELASTIC_KINDS
 from ..sdk.view import JobView
 from ..words import STOPPED
 from .metrics import Series, as_json

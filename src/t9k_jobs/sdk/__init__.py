@@ -1,7 +1,8 @@
 """The SDK (issue 34): one package above both runtimes, as the CLI and the dashboard use it.
 
-* :mod:`.client`: :class:`~t9k_jobs.sdk.client.Client` (``from t9k_jobs import Client``) and
-  :class:`~t9k_jobs.sdk.client.AsyncClient`, the verbs' rules written once;
+* :mod:`.client`: :class:`~t9k_jobs.sdk.client.Client` (``from t9k_jobs import Client``), the
+  verbs' rules written once; :mod:`.async_client`: :class:`~t9k_jobs.sdk.async_client.AsyncClient`
+  (the dashboard's); :mod:`.edits`: the one edit behind pause, resume and scale, for both;
 * :mod:`.backend`: the :class:`~t9k_jobs.sdk.backend.Backend` protocol (and ``Runner``) a target implements;
 * :mod:`.view`: the one job view both backends return, and ``JobSummary``, ``Deleted``, ``Edited``;
 * :mod:`.present`: the words of ``get``, ``why``, ``describe`` and ``wait`` over that view;

@@ -34,7 +34,6 @@ The cluster client is synchronous for its callers; underneath, it runs the async
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Union
 
@@ -45,7 +44,8 @@ from ..frameworks import parse_job
 from ..words import STOPPED, UNKNOWN
 from .arguments import Duration, KindLike, checked, resolve_kind, seconds, wait_phase
 from .backend import Backend, Runner
-from .view import Deleted, Edited, JobSummary, JobView, LogOptions, LogStream
+from .edits import edit_of
+from .view import Deleted, JobSummary, JobView, LogOptions, LogStream
 
 #: A manifest: a path (``-`` for standard input), a mapping, or a job model.
 JobLike = Union[str, os.PathLike, dict, JobBase]
@@ -56,11 +56,6 @@ DEFAULT_REQUEST_TIMEOUT = 10.0
 LOCAL_RUN_DIR = "t9k-jobs.local/run-dir"
 LOCAL_PID = "t9k-jobs.local/runtime-pid"
 LOCAL_PHASE = "t9k-jobs.local/phase"
-ELASTIC_KINDS = ("PyTorchTrainingJob", "DeepSpeedJob")
-#: The field ``pause`` and ``resume`` set.
-PAUSE_FIELD = ["spec", "runMode", "pause", "enabled"]
-#: The field ``scale`` sets.
-SCALE_FIELD = ["spec", "elastic", "expectedReplicas"]
 
 
 # ----------------------------------------------------------------------------- arguments
@@ -474,203 +469,6 @@ def _left_alone(view: JobView) -> bool:
     return cond is not None and cond.status == "False"
 
 
-class AsyncClient:
-    """The SDK for an event loop (the dashboard's): jobs on one target as coroutines, with the
-    same rules and words as :class:`Client`, which any number of tasks may share.
-
-    It returns job views (:class:`t9k_jobs.sdk.view.JobView`, what ``get`` and ``describe`` read) and
-    raises the errors of :mod:`t9k_jobs.errors`. Made with :meth:`local` or :meth:`cluster`; with
-    ``watch=True`` it keeps the target's jobs in a cache kept true by watching (inotify for local
-    runs, informers on a cluster), reads come from it, and :meth:`changes` waits for the next
-    change: what many readers cost is what one costs. Close it with :meth:`close` (or ``async
-    with``)::
-
-        client = AsyncClient.local(watch=True)
-        seen = await client.version()
-        while True:
-            for view in await client.views():
-                print(view.kind, view.name, view.phase)
-            seen = await client.changes(seen, timeout=30)
-    """
-
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-
-    @property
-    def target(self) -> str:
-        """``"local"`` or ``"cluster"``."""
-        return self.backend.target
-
-    @property
-    def namespace(self) -> str | None:
-        """A cluster client's default namespace (None locally)."""
-        return self.backend.namespace
-
-    @property
-    def server(self) -> str | None:
-        """A cluster client's API server URL (None locally)."""
-        return self.backend.server
-
-    @property
-    def run_dir(self) -> Path | None:
-        """The one local run this client acts on (``local(run_dir=...)``); None otherwise."""
-        return getattr(self.backend, "run_dir", None)
-
-    @property
-    def runs_dir(self) -> Path | None:
-        """The runs dir of a local client (``./t9k-runs`` by default); None on a cluster."""
-        if self.target != "local":
-            return None
-        from ..local.rundirs import runs_dir_default
-
-        return getattr(self.backend, "runs_dir", None) or runs_dir_default()
-
-    @classmethod
-    def local(
-        cls, runs_dir: str | os.PathLike | None = None, run_dir: str | os.PathLike | None = None, watch: bool = False
-    ) -> AsyncClient:
-        """This machine's runs under ``runs_dir`` (default ``./t9k-runs``), or the one in
-        ``run_dir``; ``watch``: keep them in a cache that inotify keeps true (the ``watchfiles``
-        library; without it, or without inotify, the cache looks again every 2 s)."""
-        from .arguments import check_arguments
-
-        check_arguments("local", {"runs_dir": runs_dir, "run_dir": run_dir, "watch": watch})
-        from .local_aio import AsyncLocalBackend
-
-        return cls(AsyncLocalBackend(Path(runs_dir) if runs_dir else None, Path(run_dir) if run_dir else None, watch))
-
-    @classmethod
-    async def cluster(
-        cls,
-        kubeconfig: str | os.PathLike | None = None,
-        context: str | None = None,
-        namespace: str | None = None,
-        request_timeout: Duration = DEFAULT_REQUEST_TIMEOUT,
-        watch: bool = False,
-        all_namespaces: bool = False,
-    ) -> AsyncClient:
-        """The cluster of ``kubeconfig`` and ``context``, as :meth:`Client.cluster` (the same
-        arguments and errors), over one connection. ``watch``: keep the jobs of ``namespace``
-        (every namespace with ``all_namespaces``), their pods, the Events of both and the native
-        PodGroups in informers; a job outside them is then not found."""
-        from .arguments import check_arguments
-
-        check_arguments(
-            "cluster",
-            {"kubeconfig": kubeconfig, "context": context, "namespace": namespace,
-             "request_timeout": request_timeout, "watch": watch, "all_namespaces": all_namespaces},
-        )
-        from .cluster import AsyncClusterBackend
-        from .cluster_api import connect
-
-        cl = await connect(kubeconfig, context, namespace, seconds(request_timeout) or None)
-        return cls(AsyncClusterBackend(cl, watch=watch, all_namespaces=all_namespaces))
-
-    async def __aenter__(self) -> AsyncClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Stop watching and release the connection."""
-        await self.backend.close()
-
-    # -- reading
-
-    @checked
-    async def views(self, kind: KindLike | None = None, all_namespaces: bool = False) -> list[JobView]:
-        """Every job of ``kind`` (default: all kinds) in the client's namespace (or all of them);
-        locally, the newest run of each name and every live one."""
-        return await self.backend.list(resolve_kind(kind) if kind is not None else None, None, all_namespaces)
-
-    @checked
-    async def view(self, kind: KindLike, name: str, namespace: str | None = None, detail: bool = False) -> JobView:
-        """One job's view; ``detail``: with what ``describe`` shows (events; a cluster job's pods
-        and PodGroup). Raises :class:`NotFound`."""
-        return await self.backend.get(resolve_kind(kind), name, namespace, detail)
-
-    async def version(self) -> int:
-        """The version of what the client watches (0 without ``watch``)."""
-        return await self.backend.version()
-
-    async def changes(self, after: int, timeout: float | None = None) -> int:
-        """Wait until what the client watches changed since version ``after`` (or ``timeout``
-        seconds passed); the version then. Without ``watch``, it waits ``timeout`` and says
-        ``after + 1``: look again."""
-        return await self.backend.changes(after, timeout)
-
-    def problem(self) -> str | None:
-        """Why what the client watches may be incomplete now (an informer the API server refuses,
-        no inotify), one line, or None."""
-        return self.backend.problem()
-
-    @checked
-    async def open_logs(
-        self,
-        kind: KindLike,
-        name: str,
-        replica_type: str | None = None,
-        index: int | None = None,
-        container: str | None = None,
-        follow: bool = False,
-        tail: int | None = None,
-        namespace: str | None = None,
-    ) -> AsyncIterator[str]:
-        """The job's log lines as :meth:`Client.logs` gives them, as an async iterator (close it
-        with ``aclose()`` to stop following early). Raises :class:`NotFound`,
-        :class:`UsageError` before the first line."""
-        options = LogOptions(replica_type, index, container, follow, tail)
-        return await self.backend.open_logs(resolve_kind(kind), name, options, namespace)
-
-    @checked
-    async def open_raw_log(
-        self,
-        kind: KindLike,
-        name: str,
-        replica_type: str | None = None,
-        index: int | None = None,
-        container: str | None = None,
-        namespace: str | None = None,
-    ) -> AsyncIterator[bytes]:
-        """The log as written, as bytes (a download): a local run's file as it is, a cluster's
-        lines newline-ended; about a MiB a chunk. Raises as :meth:`open_logs`."""
-        options = LogOptions(replica_type, index, container)
-        return await self.backend.open_raw_log(resolve_kind(kind), name, options, namespace)
-
-    # -- acting
-
-    async def _edit(self, kind: KindLike, name: str, namespace: str | None, verb: str, replicas: int | None = None) -> Edited:
-        view = await self.backend.get(resolve_kind(kind), name, namespace)
-        edit = edit_of(view, verb, replicas)
-        if edit is not None:
-            view = await self.backend.set_field(view, edit[0], edit[1], verb)
-        line = edited_line(view.kind, view.name, verb, replicas, view.namespace if self.target == "cluster" else None)
-        return Edited([line], view)
-
-    @checked
-    async def pause(self, kind: KindLike, name: str, namespace: str | None = None) -> Edited:
-        """As :meth:`Client.pause`."""
-        return await self._edit(kind, name, namespace, "pause")
-
-    @checked
-    async def resume(self, kind: KindLike, name: str, namespace: str | None = None) -> Edited:
-        """As :meth:`Client.resume`."""
-        return await self._edit(kind, name, namespace, "resume")
-
-    @checked
-    async def scale(self, kind: KindLike, name: str, replicas: int, namespace: str | None = None) -> Edited:
-        """As :meth:`Client.scale`."""
-        return await self._edit(kind, name, namespace, "scale", replicas)
-
-    @checked
-    async def delete(
-        self, kind: KindLike, name: str, namespace: str | None = None, purge: bool = False, timeout: Duration = None
-    ) -> Deleted:
-        """As :meth:`Client.delete`."""
-        return Deleted(await self.backend.delete(resolve_kind(kind), name, namespace, purge, seconds(timeout)))
-
-
 def _summary(view: JobView, cells: dict[str, Any]) -> JobSummary:
     return JobSummary(
         kind=view.kind,
@@ -695,70 +493,4 @@ def _job_of(summary: JobSummary) -> Job | None:
         return None
 
 
-def edit_of(view: JobView, verb: str, replicas: int | None = None) -> tuple[list[str], Any] | None:
-    """What ``verb`` (``pause``, ``resume``, ``scale`` to ``replicas``) changes in the job of
-    ``view``: ``(field path, value)``, or None when the job already is so. The rules of both
-    clients. Raises :class:`JobsError` (a finished job; a spec that does not validate),
-    :class:`UsageError` (scale: not elastic, out of range; another verb)."""
-    if view.phase in TERMINAL_PHASES:
-        raise JobsError(f"{view.kind} {view.name} has finished ({view.phase}): there is nothing to {verb}")
-    job = view.job
-    if job is None:
-        raise JobsError(f"{view.kind} {view.name}: its spec does not validate; cannot {verb} it")
-    if verb == "pause":
-        return None if job.run_mode.pause_enabled else (PAUSE_FIELD, True)
-    if verb == "resume":
-        return (PAUSE_FIELD, False) if job.run_mode.pause_enabled else None
-    if verb == "scale":
-        if replicas is None:
-            raise UsageError("scale needs a number of replicas")
-        problem = _elastic_problem(job, replicas)
-        if problem:
-            raise UsageError(problem)
-        if job.spec.elastic.expected_replicas == replicas:  # type: ignore[union-attr]
-            return None
-        return (SCALE_FIELD, replicas)
-    raise UsageError(f"unknown edit {verb!r}: use pause, resume or scale")
-
-
-def edited_line(kind: str, name: str, verb: str, replicas: int | None = None, namespace: str | None = None) -> str:
-    """The line ``pause``, ``resume`` and ``scale`` print once done (the CLI's and the dashboard's);
-    ``namespace``: a cluster job's, said after its name."""
-    from ..words import ref
-
-    where = f"{ref(kind, name)}" + (f" in namespace {namespace}" if namespace else "")
-    if verb == "pause":
-        return f"{where} paused: spec.runMode.pause.enabled is true"
-    if verb == "resume":
-        return f"{where} resumed: spec.runMode.pause.enabled is false"
-    return f"{where} scaled: spec.elastic.expectedReplicas is {replicas}"
-
-
-def _elastic_problem(job: Job, replicas: int) -> str | None:
-    """Why ``job`` cannot be scaled to ``replicas``, or None."""
-    if job.kind not in ELASTIC_KINDS:
-        return (
-            f"scale: {job.kind} has no elastic mode; only PyTorchTrainingJob and DeepSpeedJob scale "
-            "(spec.elastic)"
-        )
-    elastic = getattr(job.spec, "elastic", None)
-    if elastic is None or not elastic.is_enabled:
-        return f"scale: {job.kind} {job.name} is not elastic (spec.elastic.enabled is not true)"
-    low, high = elastic.min_replicas, elastic.max_replicas
-    if replicas < (low or 0) or (high is not None and replicas > high):
-        return (
-            f"--replicas: {replicas} is outside {job.kind} {job.name}'s elastic range [{low}, {high}] "
-            "(spec.elastic.minReplicas, maxReplicas)"
-        )
-    return None
-
-
-__all__ = [
-    "AsyncClient",
-    "Client",
-    "default_target",
-    "edit_of",
-    "edited_line",
-    "job_phase",
-    "load_job",
-]
+__all__ = ["Client", "default_target", "job_phase", "load_job"]
