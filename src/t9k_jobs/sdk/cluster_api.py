@@ -785,3 +785,26 @@ async def _wait_job(
                 await patience.failed(_api_error(cl, exc, res, ns, name))
         except _network_errors() as exc:  # the server restarts, a connection broke: look again
             await patience.failed(cl.unreachable(exc))
+
+
+__all__ = [
+    "UNREACHABLE_LIMIT",
+    "Cluster",
+    "connect",
+    "create_job",
+    "delete_job",
+    "detail_view",
+    "get_job",
+    "job_events",
+    "job_pods",
+    "kubeconfig_problem",
+    "kubeconfig_server",
+    "list_jobs",
+    "parse",
+    "patch_job",
+    "phase_of",
+    "raw_view",
+    "read_view",
+    "status_of",
+    "wait_job",
+]

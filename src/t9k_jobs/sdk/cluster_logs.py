@@ -381,24 +381,4 @@ async def _follow(logs: _Logs, queue: asyncio.Queue[str | BaseException | None])
         await asyncio.gather(watcher, *tasks, return_exceptions=True)
 
 
-__all__ = [
-    "JOB_RESOURCES",
-    "Cluster",
-    "LogOptions",
-    "connect",
-    "create_job",
-    "delete_job",
-    "detail_view",
-    "get_job",
-    "job_events",
-    "job_pods",
-    "list_jobs",
-    "open_logs",
-    "parse",
-    "patch_job",
-    "phase_of",
-    "raw_view",
-    "read_view",
-    "status_of",
-    "wait_job",
-]
+__all__ = ["DRAIN", "POLL", "Look", "open_logs"]

@@ -155,9 +155,6 @@ class LogStream(Iterator[str]):
         self.close()
 
 
-__all__ = ["STOPPED", "UNKNOWN", "Event", "JobView", "LogOptions", "LogStream"]
-
-
 # ----------------------------------------------------------------------------- what the Client returns besides views
 
 
@@ -228,3 +225,6 @@ class Edited:
 
     def __str__(self) -> str:
         return "\n".join(self.lines)
+
+
+__all__ = ["Deleted", "Edited", "Event", "JobSummary", "JobView", "LogOptions", "LogStream"]
