@@ -8,8 +8,8 @@
 * :mod:`.present`: the words of ``get``, ``why``, ``describe`` and ``wait`` over that view;
 * :mod:`.arguments`: the one check of what the verbs are given (kinds, names, durations, phases);
 * :mod:`.local`, :mod:`.local_aio`: this machine's runs (over the runtime in :mod:`t9k_jobs.local`);
-* :mod:`.cluster`, :mod:`.cluster_api`, :mod:`.cluster_logs`, :mod:`.gang_why`: a cluster's jobs
-  (over the operator's REST client in :mod:`t9k_jobs.cluster`).
+* :mod:`.cluster`, :mod:`.cluster_api`, :mod:`.cluster_logs`, :mod:`.gang_why`,
+  :mod:`.kubeconfig`: a cluster's jobs (over the operator's REST client in :mod:`t9k_jobs.cluster`).
 
 Imports here are lazy (nothing at package level): ``t9k-jobs get --local`` loads no cluster code.
 """
