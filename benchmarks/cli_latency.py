@@ -157,7 +157,7 @@ async def cluster_jobs(kubeconfig: Path, n: int, delete: bool = False) -> None:
     ``default``, or, with ``delete``, delete them (no operator has run: nothing holds them)."""
     import yaml
 
-    from t9k_jobs.cluster.verbs import JOB_RESOURCES
+    from t9k_jobs.cluster.client import JOB_RESOURCES
 
     res = JOB_RESOURCES["PyTorchTrainingJob"]
     doc = yaml.safe_load(JOB.read_text())

@@ -1,7 +1,7 @@
 """t9k-jobs: the T9k batch job API (``batch.tensorstack.dev/v1beta1``) on Kubernetes or on one machine.
 
 The Python SDK is :class:`t9k_jobs.Client` (``from t9k_jobs import Client``; see
-:mod:`t9k_jobs.client`), and :class:`t9k_jobs.AsyncClient` for an event loop; its errors are in
+:mod:`t9k_jobs.sdk.client`), and :class:`t9k_jobs.AsyncClient` for an event loop; its errors are in
 :mod:`t9k_jobs.errors`.
 """
 
@@ -12,15 +12,20 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .client import AsyncClient, Client
+    from .sdk.async_client import AsyncClient
+    from .sdk.client import Client
 
 __all__ = ["AsyncClient", "Client", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
     # Imported on first use, so that `import t9k_jobs` (the operator, the CLI) stays light.
-    if name in ("Client", "AsyncClient"):
-        from . import client
+    if name == "Client":
+        from .sdk.client import Client
 
-        return getattr(client, name)
+        return Client
+    if name == "AsyncClient":
+        from .sdk.async_client import AsyncClient
+
+        return AsyncClient
     raise AttributeError(f"module 't9k_jobs' has no attribute {name!r}")

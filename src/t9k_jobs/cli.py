@@ -199,7 +199,7 @@ def run(
         except ValueError as exc:
             _fail([f"--python: {exc}"])
     if detach:
-        from .client import Client
+        from .sdk.client import Client
 
         with _verb():
             started = Client.local().run(
@@ -457,7 +457,7 @@ class _Target:
 
     def client(self):  # noqa: ANN201 - a t9k_jobs.Client
         """The client the options choose (:meth:`is_cluster`)."""
-        from .client import DEFAULT_REQUEST_TIMEOUT, Client
+        from .sdk.client import DEFAULT_REQUEST_TIMEOUT, Client
 
         if self.is_cluster():
             limit = self.request_timeout if self.request_timeout is not None else DEFAULT_REQUEST_TIMEOUT
@@ -468,7 +468,7 @@ class _Target:
         """Whether the options choose a cluster (docs/decisions.md, "Day-two verbs: which target"):
         a cluster option given, or --cluster, or $KUBECONFIG set and no local option; else this
         machine's runs. Options of both kinds together are a usage error."""
-        from .client import default_target
+        from .sdk.client import default_target
         from .errors import UsageError
 
         cluster_opts = [
@@ -500,7 +500,8 @@ class _Target:
     async def async_client(self, watch: bool = True):  # noqa: ANN201 - a t9k_jobs.AsyncClient
         """The async client (:class:`t9k_jobs.AsyncClient`) of the same target as :meth:`client`,
         watching (the dashboard's)."""
-        from .client import DEFAULT_REQUEST_TIMEOUT, AsyncClient
+        from .sdk.async_client import AsyncClient
+        from .sdk.client import DEFAULT_REQUEST_TIMEOUT
 
         if self.is_cluster():
             limit = self.request_timeout if self.request_timeout is not None else DEFAULT_REQUEST_TIMEOUT
@@ -587,7 +588,7 @@ def _print_detached(job) -> None:  # noqa: ANN001 - a job model returned by Clie
     from .local.rundir import LOCAL_PID, LOCAL_RUN_DIR
 
     notes = job.metadata.annotations or {}
-    from .show import short_name
+    from .words import short_name
 
     short = short_name(job.kind)
     typer.echo(
@@ -611,7 +612,7 @@ def create(
     target: _Target,
 ) -> None:
     """Create the job in FILE on the cluster (validated here first). `t9k-jobs run` runs one on this machine."""
-    from .show import ref
+    from .words import ref
 
     with _verb():
         job = _load_for_create(file)
@@ -627,7 +628,7 @@ def create(
 
 def _load_for_create(file: Path) -> dict:
     """The manifest of ``create -f``, validated (InvalidJob: the lines validate prints)."""
-    from .client import load_job
+    from .sdk.client import load_job
 
     _job, manifest, _path = load_job(file)
     return manifest
@@ -649,8 +650,8 @@ def get(
 
     Target: a cluster when --kubeconfig, --context, -n or -A is given or $KUBECONFIG is set, else this
     machine's runs; --cluster and --local choose."""
-    from .client import resolve_kind
-    from .show import format_table
+    from .sdk.arguments import resolve_kind
+    from .words import format_table
 
     with _verb():
         with target.client() as client:
@@ -788,7 +789,7 @@ def wait(
     target: _Target,
 ) -> None:
     """Wait until a job is in a phase: exit 0 when it is, 1 when it ends otherwise (with why) or time runs out."""
-    from .client import seconds, wait_phase
+    from .sdk.arguments import seconds, wait_phase
 
     phase = for_.split("=", 1)[1] if for_.lower().startswith("condition=") else for_
     with _verb():
@@ -820,7 +821,7 @@ def delete(
     """Delete a job. On a cluster its pods, Services, ConfigMaps and Secrets go with it. Locally, stop
     the run (SIGTERM to its runtime, which stops every replica gracefully) and keep its run dir;
     a run that is not running is left as it is (exit 0); --purge removes its run dir either way."""
-    from .client import seconds
+    from .sdk.arguments import seconds
 
     with _verb():
         seconds(timeout)  # a bad duration is refused before anything is stopped
@@ -837,7 +838,7 @@ def _spec_verb(
     target: _Target,
     replicas: Optional[int] = None,
 ) -> None:
-    from .client import edited_line
+    from .sdk.edits import edited_line
 
     with _verb():
         with target.client() as client:

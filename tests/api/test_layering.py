@@ -33,13 +33,15 @@ LEVELS: list[set[str]] = [
     {"errors", "addressing", "loglines", "changes"},  # vocabulary that needs nothing of ours
     {"startup"},  # what the command line loads first (typer's help and values without the heavy parts)
     {"api"},  # typed models, defaults, validation, manifest reading
+    {"words"},  # ages, tables, -o name, a name in a URL: said by the runtimes and the SDK (the kinds' table)
     {"frameworks", "sshkeys"},  # one plug-in per kind (and the key pairs their Secrets hold)
     {"engine"},  # pure reconcile over the plug-ins
-    {"view"},  # the one job view every backend returns
-    {"render", "show", "arguments"},  # what both runtimes and the SDK use: render, present, check
-    {"local", "cluster"},  # the two runtimes: the process supervisor, the operator; each its backend
+    {"render"},  # a job's objects as the operator would make them (t9k-jobs render)
+    {"local", "cluster"},  # the two runtimes: the process supervisor, the operator (neither imports sdk)
     {"deploy"},  # CRDs, RBAC, Deployment, Helm chart, `t9k-jobs install` (from cluster's tables)
-    {"client"},  # the SDK
+    # The SDK above both runtimes (issue 34): Client, its Backend protocol, the view and its words,
+    # the argument checks, and both backends (over local's runtime and cluster's REST client).
+    {"sdk"},
     {"dashboard"},  # the web dashboard, over the SDK (t9k-jobs dashboard)
     {"cli"},
 ]

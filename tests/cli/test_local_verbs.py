@@ -307,7 +307,8 @@ def test_get_without_runs_says_so(tmp_path: Path) -> None:
 
 
 def test_durations_and_kinds() -> None:
-    from t9k_jobs.client import UsageError, parse_duration, resolve_kind
+    from t9k_jobs.errors import UsageError
+    from t9k_jobs.sdk.arguments import parse_duration, resolve_kind
 
     assert parse_duration("30s") == 30 and parse_duration("5m") == 300 and parse_duration("1h30m") == 5400
     assert parse_duration("90") == 90 and parse_duration("500ms") == 0.5 and parse_duration("1.5s") == 1.5

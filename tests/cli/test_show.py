@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 
-from t9k_jobs import show
+from t9k_jobs import words
+from t9k_jobs.sdk import present
 from t9k_jobs.api import JobStatus
 from t9k_jobs.frameworks import parse_job
-from t9k_jobs.view import STOPPED, UNKNOWN, JobView
+from t9k_jobs.sdk.view import JobView
+from t9k_jobs.words import STOPPED, UNKNOWN
 from tests.helpers import job, replica, template
 
 CREATED = 1795599764.0  # 2026-11-25T09:42:44Z
@@ -66,7 +68,7 @@ WHY = [
 
 @pytest.mark.parametrize(("target", "phase", "status", "extra", "expected"), WHY)
 def test_why(target: str, phase: str, status: dict | None, extra: dict, expected: str | None) -> None:
-    assert show.why(view(target, phase, status, **extra)) == expected
+    assert present.why(view(target, phase, status, **extra)) == expected
 
 
 def test_a_replica_that_does_not_run_well_is_named_on_both_targets() -> None:
@@ -76,7 +78,7 @@ def test_a_replica_that_does_not_run_well_is_named_on_both_targets() -> None:
             {"name": "g-worker-0", "phase": "Pending", "reason": "PodInitializing", "message": "init prep"}]}],
     }  # fmt: skip
     for target in ("local", "cluster"):
-        assert show.why(view(target, "Pending", status)) == "g-worker-0: Pending (PodInitializing: init prep)"
+        assert present.why(view(target, "Pending", status)) == "g-worker-0: Pending (PodInitializing: init prep)"
 
 
 ROWS = [
@@ -91,13 +93,13 @@ def test_the_get_row(target: str, extra: dict, wide: dict) -> None:
 
     if "run_dir" in extra:
         extra = {**extra, "run_dir": Path(extra["run_dir"])}
-    row = show.row(view(target, "Running", {"phase": "Running", "backoffCount": 1}, **extra), CREATED + 200)
+    row = present.row(view(target, "Running", {"phase": "Running", "backoffCount": 1}, **extra), CREATED + 200)
     assert row == {"phase": "Running", "ready": "1/2", "restarts": 0, "age": "3m20s", "backoff": 1, "wide": wide}
 
 
 @pytest.mark.parametrize("target", ["local", "cluster"])
 def test_describe_prints_created_in_rfc3339_utc_on_both_targets(target: str) -> None:
-    lines = show.describe(view(target, "Running", {"phase": "Running"}), CREATED + 5)
+    lines = present.describe(view(target, "Running", {"phase": "Running"}), CREATED + 5)
     assert "Created:     2026-11-25T09:42:44Z (5s ago)" in lines
     assert ("Namespace:   ns" in lines) == (target == "cluster")
     assert any(line.startswith("Runtime:") for line in lines) == (target == "local")
@@ -108,8 +110,8 @@ def test_describe_prints_created_in_rfc3339_utc_on_both_targets(target: str) -> 
 def test_describe_lists_replicas_with_a_node_only_on_a_cluster() -> None:
     status = {"phase": "Running", "tasks": [{"type": "worker", "replicas": [{"name": "g-worker-0", "phase": "Running"}]}]}
     pods = [{"metadata": {"name": "g-worker-0"}, "spec": {"nodeName": "n1"}, "status": {}}]
-    cluster = show.describe(view("cluster", "Running", status, pods=pods), CREATED)
-    local = show.describe(view("local", "Running", status), CREATED)
+    cluster = present.describe(view("cluster", "Running", status, pods=pods), CREATED)
+    local = present.describe(view("local", "Running", status), CREATED)
     assert cluster[cluster.index("Replicas:") + 1].split() == ["NAME", "PHASE", "RESTARTS", "EXIT", "CODE", "NODE", "REASON"]
     assert cluster[cluster.index("Replicas:") + 2].split() == ["g-worker-0", "Running", "0", "-", "n1", "-"]
     assert local[local.index("Replicas:") + 2].split() == ["g-worker-0", "Running", "0", "-", "-"]
@@ -117,22 +119,22 @@ def test_describe_lists_replicas_with_a_node_only_on_a_cluster() -> None:
 
 def test_wait_messages() -> None:
     failed = view("cluster", "Failed", FAILED)
-    assert show.wait_ended(failed, "Succeeded") == "GenericJob g ended Failed, not Succeeded: g-worker-1 failed with exit code 1"
-    assert show.wait_deleted("GenericJob", "g", "Running") == "GenericJob g was deleted while waiting for it to be Running"
+    assert present.wait_ended(failed, "Succeeded") == "GenericJob g ended Failed, not Succeeded: g-worker-1 failed with exit code 1"
+    assert present.wait_deleted("GenericJob", "g", "Running") == "GenericJob g was deleted while waiting for it to be Running"
     running = view("local", "Running", {"phase": "Running"})
-    assert show.wait_timed_out("GenericJob", "g", "Succeeded", 2.5, running, None) == (
+    assert present.wait_timed_out("GenericJob", "g", "Succeeded", 2.5, running, None) == (
         "timed out after 2.5s waiting for GenericJob g to be Succeeded; it is Running"
     )
-    assert show.wait_timed_out("GenericJob", "g", "Succeeded", 3, None, "https://h:6443").endswith(
+    assert present.wait_timed_out("GenericJob", "g", "Succeeded", 3, None, "https://h:6443").endswith(
         "; the API server at https://h:6443 has not answered"
     )
     unknown = view("local", UNKNOWN, None, unknown_reason="no runtime.pid")
-    assert show.wait_unknown(unknown, "Succeeded") == (
+    assert present.wait_unknown(unknown, "Succeeded") == (
         "cannot wait for GenericJob g to be Succeeded: its state cannot be told: no runtime.pid"
     )
 
 
 def test_short_names_come_from_the_kinds() -> None:
-    assert [show.short_name(k) for k in ("GenericJob", "PyTorchTrainingJob", "DeepSpeedJob", "ColossalAIJob")] == [
+    assert [words.short_name(k) for k in ("GenericJob", "PyTorchTrainingJob", "DeepSpeedJob", "ColossalAIJob")] == [
         "gj", "pj", "dj", "caij"
     ]  # fmt: skip

@@ -25,8 +25,10 @@ JOB = ROOT / "examples" / "pytorch-ddp" / "job.yaml"
 
 #: Never loaded by a verb of the command line.
 NEVER = {"torch", "markdown_it", "pygments"}
-#: What only a cluster needs.
-CLUSTER = {"aiohttp", "kubernetes_asyncio", "t9k_jobs.cluster"}
+#: What only a cluster needs: the operator's package and the SDK's cluster backend (issue 34 moved
+#: it from t9k_jobs.cluster to t9k_jobs.sdk; it stays loaded only by a cluster verb).
+CLUSTER = {"aiohttp", "kubernetes_asyncio", "t9k_jobs.cluster", "t9k_jobs.sdk.cluster", "t9k_jobs.sdk.cluster_api",
+           "t9k_jobs.sdk.cluster_logs", "t9k_jobs.sdk.gang_why", "t9k_jobs.sdk.kubeconfig"}  # fmt: skip
 
 _PROBE = """
 import atexit, json, sys

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_jobs import show
-from t9k_jobs.cluster.verbs import raw_view
+from t9k_jobs.sdk import present
+from t9k_jobs.sdk.cluster_api import raw_view
 from tests import helpers
 from tests.helpers import replica, template
 
 
 def why(raw: dict[str, Any], pods: list[dict[str, Any]], pod_group: dict[str, Any] | None = None) -> str | None:
-    return show.why(raw_view(raw, pods, pod_group, detail=True))
+    return present.why(raw_view(raw, pods, pod_group, detail=True))
 
 CONTAINER = {"name": "c", "image": "x"}
 NOT_ENFORCED = "spec.scheduler.t9kScheduler (queue gpu, priority 40) is not enforced: ..."

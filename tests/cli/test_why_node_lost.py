@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_jobs import show
-from t9k_jobs.cluster.verbs import raw_view
+from t9k_jobs.sdk import present
+from t9k_jobs.sdk.cluster_api import raw_view
 from tests import helpers
 from tests.helpers import replica, template
 
@@ -28,7 +28,7 @@ def test_a_replica_lost_with_its_node_says_which_node_since_when_and_what_follow
         {"name": "g-worker-1", "phase": "Creating", "restartCount": 1, "reason": "NodeLost", "message": LOST,
          "containers": [{"name": "c", "state": "Terminated", "reason": "NodeLost", "message": LOST}]},
     ]  # fmt: skip
-    why = show.why(raw_view(job("Running", replicas), [], None, detail=True))
+    why = present.why(raw_view(job("Running", replicas), [], None, detail=True))
     assert why is not None and why.startswith(f"g-worker-1 lost with its node ({LOST})"), why
     assert "force-deleted once its grace period has passed" in why and "restart 1" in why
 
@@ -36,5 +36,5 @@ def test_a_replica_lost_with_its_node_says_which_node_since_when_and_what_follow
 def test_a_job_failed_by_a_lost_node_names_it():
     replicas = [{"name": "g-worker-1", "phase": "Failed", "restartCount": 0, "reason": "NodeLost", "message": LOST}]
     failed = {"type": "Failed", "status": "True", "reason": "Failed", "message": "replica g-worker-1 failed (NodeLost)"}
-    why = show.why(raw_view(job("Failed", replicas, [failed]), [], None, detail=True))
+    why = present.why(raw_view(job("Failed", replicas, [failed]), [], None, detail=True))
     assert why is not None and f"g-worker-1: Failed (NodeLost: {LOST})" in why, why

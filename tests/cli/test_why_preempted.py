@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 
 from t9k_jobs.cluster.client import ApiError
-from t9k_jobs.cluster.gang_why import gang_waiting, node_reasons, preempted_since
-from t9k_jobs import show
-from t9k_jobs.cluster.verbs import Cluster, pod_replica, raw_view, read_view, status_of
+from t9k_jobs.sdk.gang_why import gang_waiting, node_reasons, preempted_since
+from t9k_jobs.sdk import present
+from t9k_jobs.sdk.cluster_api import Cluster, pod_replica, raw_view, read_view, status_of
 from tests import helpers
 from tests.helpers import replica, template
 
 
 def why(raw: dict[str, Any], pods: list[dict[str, Any]], pod_group: dict[str, Any] | None = None) -> str | None:
-    return show.why(raw_view(raw, pods, pod_group, detail=True))
+    return present.why(raw_view(raw, pods, pod_group, detail=True))
 
 CONTAINER = {"name": "c", "image": "x"}
 FIT_ERROR = (
@@ -216,7 +216,7 @@ def describe(pg: dict[str, Any] | None) -> tuple[list[str], FakeKube]:
     kube = FakeKube(job(), stuck_gang(), pg)
     cl = Cluster(kube, "ns", "https://example")  # type: ignore[arg-type]
     view = asyncio.run(read_view(cl, "GenericJob", "g", "ns", detail=True))
-    return show.describe(view, 0.0), kube
+    return present.describe(view, 0.0), kube
 
 
 def test_describe_reads_the_pod_group_and_says_why() -> None:

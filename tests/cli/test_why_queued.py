@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_jobs import show
-from t9k_jobs.cluster.verbs import raw_view
+from t9k_jobs.sdk import present
+from t9k_jobs.sdk.cluster_api import raw_view
 from tests import helpers
 from tests.helpers import replica, template
 
@@ -29,16 +29,16 @@ def queued(status: str, reason: str, message: str) -> dict[str, Any]:
 
 def test_a_job_kueue_has_not_admitted_says_kueues_words():
     raw = job([queued("True", "Inadmissible", MISSING)], {"queue": "team-a", "priority": 40})
-    assert show.why(raw_view(raw, [], None, detail=True)) == MISSING
+    assert present.why(raw_view(raw, [], None, detail=True)) == MISSING
 
 
 def test_an_admitted_job_says_why_as_any_other():
     raw = job([queued("False", "Admitted", "admitted by ClusterQueue cq from LocalQueue team-a")], {"queue": "team-a"})
-    assert show.why(raw_view(raw, [], None, detail=True)) == "Pending: no pods yet"
+    assert present.why(raw_view(raw, [], None, detail=True)) == "Pending: no pods yet"
 
 
 def test_the_row_has_the_queue_and_priority():
-    cells = show.row(raw_view(job([], {"queue": None, "priority": 7}), [], None), now=0.0)
+    cells = present.row(raw_view(job([], {"queue": None, "priority": 7}), [], None), now=0.0)
     assert (cells["wide"]["queue"], cells["wide"]["priority"]) == ("default", 7)
-    cells = show.row(raw_view(job([]), [], None), now=0.0)
+    cells = present.row(raw_view(job([]), [], None), now=0.0)
     assert (cells["wide"]["queue"], cells["wide"]["priority"]) == (None, None)

@@ -363,10 +363,10 @@ def test_a_cluster_jobs_pods_give_nodes_events_and_timeline() -> None:
     import asyncio
 
     from t9k_jobs import AsyncClient
-    from t9k_jobs.cluster.verbs import raw_view
+    from t9k_jobs.sdk.cluster_api import raw_view
     from t9k_jobs.dashboard.source import JobSource
     from t9k_jobs.errors import NotFound
-    from t9k_jobs.show import why
+    from t9k_jobs.sdk.present import why
     from tests.helpers import job, replica, template
 
     raw = job(

@@ -432,8 +432,8 @@ def test_enter_in_the_name_filter_keeps_the_filter(runs, dashboard, browser) -> 
 
 
 def test_the_page_counts_ages_in_describes_words(runs, dashboard, browser) -> None:
-    """The server sends times; the page counts the ages on with show.human_age's words."""
-    from t9k_jobs.show import human_age
+    """The server sends times; the page counts the ages on with words.human_age's words."""
+    from t9k_jobs.words import human_age
 
     board = dashboard()
     board.open_in(browser)

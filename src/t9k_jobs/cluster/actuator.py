@@ -19,22 +19,17 @@ import logging
 import time
 from typing import Any
 
-from ..api import GROUP, VERSION, Job, JobStatus
-from ..api.kinds import KINDS
+from ..api import Job, JobStatus
 from ..engine import Plan, invalid_spec_status
 from ..sshkeys import materialize
 from . import metrics
-from .client import OPTIONAL_CHILDREN, ApiError, KubeClient, Resource
+from .client import JOB_RESOURCES, OPTIONAL_CHILDREN, ApiError, KubeClient, Resource
 from .expectations import Expectations
 from .projection import ChildRef, JobKey
 from .state import JobState, Written
 from .workqueue import WorkQueue
 
 log = logging.getLogger("t9k_jobs.controller")
-
-#: The four job kinds' API resources, by kind: the controller's informers, the status writes.
-JOB_RESOURCES = {kind: Resource(GROUP, VERSION, cls.PLURAL, kind) for kind, cls in KINDS.items()}
-
 
 class Actuator:
     """Carries out plans; the :class:`~t9k_jobs.cluster.controller.Controller` is one and

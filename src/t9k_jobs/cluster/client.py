@@ -31,6 +31,7 @@ from urllib.parse import quote, urlencode
 import orjson
 from kubernetes_asyncio import client as k8s_client  # the lazy package (cluster/lazy_client.py)
 
+from ..api import GROUP, KINDS, VERSION
 from ..loglines import READ_SIZE, split_lines
 
 # aiohttp, kubernetes_asyncio's kubeconfig loader and the metrics (prometheus_client) are imported
@@ -223,6 +224,8 @@ PRIORITYCLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "Priori
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
 #: Kueue's ResourceFlavors (cluster-scoped): the node labels of the flavor a Workload is admitted to.
 RESOURCEFLAVORS = Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False)
+#: The REST resource of each job kind (``batch.tensorstack.dev/v1beta1``): the operator's and the SDK's.
+JOB_RESOURCES = {kind: Resource(GROUP, VERSION, cls.PLURAL, kind) for kind, cls in KINDS.items()}
 CORE_CHILDREN = {r.kind: r for r in (PODS, SERVICES, CONFIGMAPS, SECRETS)}
 OPTIONAL_CHILDREN = {r.kind: r for r in (PODGROUPS, TENSORBOARDS, WORKLOADS)}
 

@@ -39,10 +39,11 @@ from ..engine.node_loss import NODE_LOST_AFTER
 from ..frameworks import parse_job
 from ..frameworks.base import LABEL_OWNER_KIND, PRIORITY_CLASS_PREFIX
 from . import kueue, metrics
-from .actuator import JOB_RESOURCES, Actuator
+from .actuator import Actuator
 from .client import (
     CORE_CHILDREN,
     EVENTS,
+    JOB_RESOURCES,
     NATIVE_PODGROUPS,
     NODES,
     OPTIONAL_CHILDREN,

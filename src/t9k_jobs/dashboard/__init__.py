@@ -1,7 +1,7 @@
 """The web dashboard: ``t9k-jobs dashboard`` (docs/dashboard.md).
 
 A page per job and a live job list, over the SDK's client (:class:`t9k_jobs.Client`), the same one
-the CLI's verbs use, with every word about a job from :mod:`t9k_jobs.show`:
+the CLI's verbs use, with every word about a job from :mod:`t9k_jobs.sdk.present`:
 
 - :mod:`.source`: the jobs of one target as JSON-ready mappings, their logs, the actions;
 - :mod:`.metrics`: the loss and accuracy lines the examples print, as points to plot;

@@ -1,8 +1,8 @@
 """What the dashboard shows, read through the SDK's async client (:class:`t9k_jobs.AsyncClient`)
-in watching mode, and its one job view (:class:`t9k_jobs.view.JobView`).
+in watching mode, and its one job view (:class:`t9k_jobs.sdk.view.JobView`).
 
-Every word about a job comes from :mod:`t9k_jobs.show`: the ``get`` row (:func:`~t9k_jobs.show.row`),
-why it is not Running (:func:`~t9k_jobs.show.why`), ``describe``'s lines, the spec summary, each
+Every word about a job comes from :mod:`t9k_jobs.sdk.present`: the ``get`` row (:func:`~t9k_jobs.sdk.present.row`),
+why it is not Running (:func:`~t9k_jobs.sdk.present.why`), ``describe``'s lines, the spec summary, each
 replica's exit codes and reason. This module turns them into JSON-ready mappings, and adds what a
 page needs besides: the log sources to pick from, a timeline, the metric points, the actions.
 
@@ -30,11 +30,15 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import show
+from .. import words
 from ..api.common import TERMINAL_PHASES
-from ..client import ELASTIC_KINDS, AsyncClient, resolve_kind
 from ..errors import JobsError, NotFound, UsageError
-from ..view import STOPPED, JobView
+from ..sdk import present
+from ..sdk.arguments import resolve_kind
+from ..sdk.async_client import AsyncClient
+from ..sdk.edits import ELASTIC_KINDS
+from ..sdk.view import JobView
+from ..words import STOPPED
 from .metrics import Series, as_json
 from .sse import batched
 
@@ -143,12 +147,9 @@ class JobSource:
     def describe_target(self) -> str:
         """``this machine's runs under DIR`` or ``the cluster at URL, namespace N`` (all namespaces)."""
         if self.client.target == "local":
-            from ..local.rundir import runs_dir_default
-
-            backend = self.client.backend
-            if getattr(backend, "run_dir", None) is not None:
-                return f"the local run in {backend.run_dir}"
-            return f"this machine's runs under {getattr(backend, 'runs_dir', None) or runs_dir_default()}"
+            if self.client.run_dir is not None:
+                return f"the local run in {self.client.run_dir}"
+            return f"this machine's runs under {self.client.runs_dir}"
         where = "all namespaces" if self.all_namespaces else f"namespace {self.client.namespace}"
         return f"the cluster at {self.client.server}, {where}"
 
@@ -208,7 +209,7 @@ class JobSource:
                 old = self._rows.get(ident)
                 row = old[1] if old is not None and old[0] is view else self._row(view, now)
                 kept[ident] = (view, row)
-                rows.append({**row, "age": show.human_age(now - view.created) if view.created is not None else "-"})
+                rows.append({**row, "age": words.human_age(now - view.created) if view.created is not None else "-"})
             self._rows = kept
             rows.sort(key=lambda r: (-(r["created"] or 0), r["kind"], r["name"]))
             payload = {"jobs": rows, "problem": problem}
@@ -217,10 +218,10 @@ class JobSource:
 
     @staticmethod
     def _row(view: JobView, now: float) -> dict[str, Any]:
-        cells = show.row(view, now)
+        cells = present.row(view, now)
         return {
             "kind": view.kind,
-            "short": show.short_name(view.kind),
+            "short": words.short_name(view.kind),
             "name": view.name,
             "namespace": view.namespace,
             "phase": cells["phase"],
@@ -262,7 +263,7 @@ class JobSource:
     def _job_data(self, key: JobKey, view: JobView) -> dict[str, Any]:
         now = time.time()
         status = view.status
-        cells = show.row(view, now)
+        cells = present.row(view, now)
         nodes = {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName") for p in view.pods}
         replicas = []
         named = set()
@@ -287,7 +288,7 @@ class JobSource:
             events = [
                 {
                     "when": ev.when,
-                    "at": show.rfc3339(ev.when) if ev.when else "-",
+                    "at": words.rfc3339(ev.when) if ev.when else "-",
                     "type": ev.type,
                     "reason": ev.reason,
                     "object": ev.object,
@@ -301,7 +302,7 @@ class JobSource:
         terminal = view.phase in TERMINAL_PHASES or view.phase == STOPPED
         return {
             "kind": view.kind,
-            "short": show.short_name(view.kind),
+            "short": words.short_name(view.kind),
             "name": view.name,
             "namespace": view.namespace,
             "target": view.target,
@@ -312,18 +313,18 @@ class JobSource:
             "restarts": cells["restarts"],
             "backoff": cells["backoff"],
             "age": cells["age"],
-            "created": show.rfc3339(view.created),
+            "created": words.rfc3339(view.created),
             "created_at": view.created,
-            "run_mode": show.run_mode(job),
+            "run_mode": present.run_mode(job),
             "queue": cells["wide"].get("queue"),
             "priority": cells["wide"].get("priority"),
             "run_dir": str(view.run_dir) if view.run_dir is not None else None,
             "pod_group": view.pod_group,
-            "spec": [line.strip() for line in show.spec_lines(job, view.spec)],
+            "spec": [line.strip() for line in present.spec_lines(job, view.spec)],
             "conditions": conditions,
             "replicas": replicas,
             "events": events,
-            "describe": show.describe(view, now),
+            "describe": present.describe(view, now),
             "timeline": self._timeline(key, view, nodes, now),
             "logs": _log_sources(view),
             "tensorboard": _tensorboard(view, self.tensorboard_url),
@@ -341,31 +342,31 @@ class JobSource:
         status = view.status
         if status is not None:
             for label, value in (("started", status.start_time), ("completed", status.completion_time)):
-                when = show.parse_time(value)
+                when = words.parse_time(value)
                 if when is not None:
                     out.append({"when": when, "what": "job", "event": label})
             for c in status.conditions:
-                when = show.parse_time(c.last_transition_time)
+                when = words.parse_time(c.last_transition_time)
                 if when is not None:
                     out.append({"when": when, "what": "job", "event": f"condition {c.type}={c.status} ({c.reason})"})
         for pod in view.pods:
             name = (pod.get("metadata") or {}).get("name", "?")
-            when = show.parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+            when = words.parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
             if when is not None:
                 out.append({"when": when, "what": name, "event": "pod created"})
             for cond in (pod.get("status") or {}).get("conditions") or []:
                 if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
-                    when = show.parse_time(cond.get("lastTransitionTime"))
+                    when = words.parse_time(cond.get("lastTransitionTime"))
                     if when is not None:
                         node = nodes.get(name) or "-"
                         out.append({"when": when, "what": name, "event": f"scheduled on {node}"})
             for cs in (pod.get("status") or {}).get("containerStatuses") or []:
                 state = cs.get("state") or {}
-                running = show.parse_time((state.get("running") or {}).get("startedAt"))
+                running = words.parse_time((state.get("running") or {}).get("startedAt"))
                 if running is not None:
                     out.append({"when": running, "what": name, "event": f"container {cs.get('name')} running"})
                 ended = state.get("terminated") or {}
-                when = show.parse_time(ended.get("finishedAt"))
+                when = words.parse_time(ended.get("finishedAt"))
                 if when is not None:
                     out.append(
                         {
@@ -379,7 +380,7 @@ class JobSource:
         # By the second (status times have no fraction), then as listed: created before started.
         out.sort(key=lambda e: int(e["when"]))
         for entry in out:
-            entry["at"] = show.rfc3339(entry["when"])
+            entry["at"] = words.rfc3339(entry["when"])
         return out[-TIMELINE_LIMIT:]
 
     def _actions(self, view: JobView) -> dict[str, Any]:
@@ -616,8 +617,8 @@ class MetricsHub:
 
 
 def _why_shown(view: JobView) -> str | None:
-    """:func:`t9k_jobs.show.why`, where ``describe`` prints it (not for a Succeeded job)."""
-    return show.why(view) if view.phase != "Succeeded" else None
+    """:func:`t9k_jobs.sdk.present.why`, where ``describe`` prints it (not for a Succeeded job)."""
+    return present.why(view) if view.phase != "Succeeded" else None
 
 
 def _replica(rs: Any, replica_type: str | None, nodes: dict[str, Any]) -> dict[str, Any]:
@@ -626,8 +627,8 @@ def _replica(rs: Any, replica_type: str | None, nodes: dict[str, Any]) -> dict[s
         "type": replica_type,
         "phase": rs.phase,
         "restarts": rs.restart_count,
-        "exit_code": show.exit_codes(rs),
-        "reason": show.replica_reason(rs),
+        "exit_code": present.exit_codes(rs),
+        "reason": present.replica_reason(rs),
         "node": nodes.get(rs.name),
         "containers": [
             {"name": c.name, "state": c.state, "exit_code": c.exit_code, "reason": c.reason} for c in rs.containers
@@ -648,7 +649,7 @@ def _log_sources(view: JobView) -> list[dict[str, Any]]:
     """What the log box can show: every replica merged, each replica type, each replica (each of
     its containers when it has several), from the job's replica groups."""
     out: list[dict[str, Any]] = [{"label": "all replicas", "type": None, "index": None, "container": None}]
-    for group in show.groups(view.job):
+    for group in present.groups(view.job):
         out.append({"label": f"{group.type} (all)", "type": group.type, "index": None, "container": None})
         containers = [c.get("name") for c in (group.template.get("spec") or {}).get("containers") or []]
         for index in range(min(group.replicas, 256)):

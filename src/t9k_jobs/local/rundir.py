@@ -47,7 +47,7 @@ import yaml
 from ..api import Job, JobStatus
 from ..api.common import TERMINAL_PHASES
 from ..frameworks import framework_for, parse_job
-from ..view import STOPPED, UNKNOWN
+from ..words import STOPPED, UNKNOWN
 from . import ownership
 from .ownership import GONE, NO_WORKING_DIR, STOP_NOTE_SIZE, RuntimeState, working_dir, write_atomic
 
@@ -530,7 +530,7 @@ def already_running(runs_dir: Path, kind: str, name: str) -> str | None:
     if not live:
         return None
     other = live[-1]
-    from ..show import short_name
+    from ..words import short_name
 
     short = short_name(kind)
     return (

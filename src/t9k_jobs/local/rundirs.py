@@ -74,7 +74,7 @@ def find_run(
                 f"{run_dir} holds {run.kind} {run.name}, not {kind or run.kind} {name or run.name}"
             )
         return run
-    from ..arguments import check_name
+    from ..words import check_name
 
     check_name(name)
     base = runs_dir if runs_dir is not None else runs_dir_default()

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..api import JobStatus
 from ..engine.types import PREEMPTION_BY_SCHEDULER
-from ..show import parse_time
+from ..words import parse_time
 
 #: The fit error's head (v1.37.2 ``pkg/scheduler/framework/types.go`` ``NoNodeAvailableMsg``).
 _FIT_ERROR = re.compile(r"^0/(\d+) nodes are available:\s*")

@@ -1,9 +1,9 @@
 """The local backend of :class:`t9k_jobs.Client`: this machine's runs as job views.
 
 It reads and writes run directories through :mod:`t9k_jobs.local.rundir` (and the verbs of
-:mod:`t9k_jobs.local.rundirs`) and returns
-:class:`t9k_jobs.view.JobView`; what is printed about a job is written once, in
-:mod:`t9k_jobs.show`. Local runs have no namespaces: a namespace is refused.
+:mod:`t9k_jobs.local.rundirs`) and returns :class:`t9k_jobs.sdk.view.JobView`; what is printed
+about a job is written once, in :mod:`t9k_jobs.sdk.present`. Local runs have no namespaces: a
+namespace is refused.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from typing import Any
 
 from ..api import Job
 from ..errors import NotSupported, UsageError
-from ..view import STOPPED, JobView, LogOptions, LogStream
-from .rundir import LocalRun, Observation, stop_reason
-from .rundirs import POLL
+from ..local.rundir import LocalRun, Observation, stop_reason
+from ..local.rundirs import POLL
+from ..words import STOPPED
+from .view import JobView, LogOptions, LogStream
 
 
 def run_view(run: LocalRun, detail: bool = False, seen: Observation | None = None) -> JobView:
@@ -56,7 +57,7 @@ def run_view(run: LocalRun, detail: bool = False, seen: Observation | None = Non
 def _tensorboard_url(run_dir: Path) -> str | None:
     """The URL of the run's TensorBoard while it is served (``tensorboard.url``, written by
     :class:`~t9k_jobs.local.tensorboard.LocalTensorBoard`)."""
-    from .rundir import RunDir
+    from ..local.rundir import RunDir
 
     try:
         text = RunDir(run_dir).tensorboard_url.read_text(encoding="utf-8").strip()
@@ -86,7 +87,7 @@ class LocalBackend:
             raise NotSupported("-A/--all-namespaces: local runs have no namespaces")
 
     def _find(self, kind: str | None, name: str | None) -> LocalRun:
-        from .rundirs import find_run
+        from ..local.rundirs import find_run
 
         return find_run(kind, name, self.runs_dir, self.run_dir)
 
@@ -106,7 +107,7 @@ class LocalBackend:
     ) -> list[JobView]:
         """The newest run of each name and every live one (of ``kind``, and ``name`` when given:
         NotFound when it has none); with ``run_dir``, that run."""
-        from .rundir import list_runs
+        from ..local.rundir import list_runs
 
         self._no_namespace(namespace, all_namespaces)
         if self.run_dir is not None:
@@ -139,7 +140,7 @@ class LocalBackend:
             time.sleep(POLL if end is None else max(0.0, min(POLL, end - time.monotonic())))
 
     def logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> LogStream:
-        from .rundirs import follow_logs, log_source
+        from ..local.rundirs import follow_logs, log_source
 
         self._no_namespace(namespace)
         o = options
@@ -173,12 +174,12 @@ class LocalBackend:
         """Start ``job`` (from the file ``path``, watched for edits, or from its dump) in the
         background; the view once its runtime has started. ``volumes``: ``{CLAIM: DIR}``
         (``--volume``); ``python``: ``--python``."""
-        from .checks import cannot_run_reason
-        from .gpus import GpuInventory
-        from .processes import check_python
-        from .rundir import RunDirError, RunOptions, make_run_dir, new_default_run_dir
-        from .rundirs import start_detached
-        from .volumes import VolumeError, parse_volume_flags
+        from ..local.checks import cannot_run_reason
+        from ..local.gpus import GpuInventory
+        from ..local.processes import check_python
+        from ..local.rundir import RunDirError, RunOptions, make_run_dir, new_default_run_dir
+        from ..local.rundirs import start_detached
+        from ..local.volumes import VolumeError, parse_volume_flags
 
         inventory = None
         if gpus is not None:
@@ -209,7 +210,7 @@ class LocalBackend:
     def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
         """Set ``path`` to ``value`` in the run's own copy of its manifest and wait for the run to
         apply it (:func:`t9k_jobs.local.rundirs.edit_spec`)."""
-        from .rundirs import edit_spec
+        from ..local.rundirs import edit_spec
 
         return run_view(edit_spec(view.source, path, value, verb))
 
@@ -218,9 +219,9 @@ class LocalBackend:
     ) -> list[str]:
         """Stop the run gracefully (only a runtime proven to be its own is signalled); keep its run
         dir unless ``purge``. The lines ``delete`` prints."""
-        from ..show import ref
-        from .rundirs import purge as purge_run
-        from .rundirs import stop_run
+        from ..words import ref
+        from ..local.rundirs import purge as purge_run
+        from ..local.rundirs import stop_run
 
         self._no_namespace(namespace)
         run = self._find(kind, name)

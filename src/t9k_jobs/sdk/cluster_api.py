@@ -1,14 +1,14 @@
-"""Day-two verbs against a cluster: create, get, list, describe, logs, wait, delete, patch.
+"""Day-two verbs against a cluster: connect, create, get, list, describe, wait, delete, patch
+(``logs`` is :mod:`t9k_jobs.sdk.cluster_logs`).
 
 Async functions over :class:`~t9k_jobs.cluster.client.KubeClient`; :class:`t9k_jobs.Client`
-runs them on a private event loop for synchronous callers, and the CLI prints what they return.
-Every failure is one of :mod:`t9k_jobs.errors` with the one line the CLI prints.
+runs them on a private event loop for synchronous callers (:mod:`t9k_jobs.sdk.cluster`), and
+the CLI prints what they return. Every failure is one of :mod:`t9k_jobs.errors` with the one
+line the CLI prints.
 
 A job's pods are found by the labels the operator puts on every child
 (``tensorstack.dev/owner-kind``, ``tensorstack.dev/owner-name``), their replica by
-``batch.tensorstack.dev/replica-type`` and ``replica-index``. Logs come from the pods' ``log``
-subresource, always with timestamps (so that several replicas merge in time order and a
-broken stream resumes where it stopped), which are cut off unless asked for.
+``batch.tensorstack.dev/replica-type`` and ``replica-index``.
 """
 
 from __future__ import annotations
@@ -16,26 +16,16 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..api import GROUP, KINDS, VERSION, Job, JobStatus, ManifestError
-from ..frameworks import parse_job
-from ..loglines import last_state
-from ..api.common import TERMINAL_PHASES, ReplicaStatus
-from ..errors import AlreadyExists, ClusterError, InvalidJob, JobsError, NotFound, UsageError
-from ..frameworks.base import (
-    LABEL_OWNER_KIND,
-    LABEL_OWNER_NAME,
-    LABEL_REPLICA_INDEX,
-    LABEL_REPLICA_TYPE,
-)
-from ..show import groups, parse_time, replicas_wanted, short
-from ..view import Event, JobView, LogOptions
-from .client import (
+from ..api import GROUP, Job, JobStatus, ManifestError
+from ..api.common import ReplicaStatus
+from ..cluster.client import (
     EVENTS,
+    JOB_RESOURCES,
     NATIVE_PODGROUPS,
     PODS,
     ApiError,
@@ -45,14 +35,22 @@ from .client import (
     checked_items,
     checked_object,
 )
+from ..errors import AlreadyExists, ClusterError, InvalidJob, JobsError, NotFound, UsageError
+from ..frameworks import parse_job
+from ..frameworks.base import (
+    LABEL_OWNER_KIND,
+    LABEL_OWNER_NAME,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+)
+from ..words import parse_time, short
 from .gang_why import gang_waiting, pod_group_line, preempted_since
+from .kubeconfig import kubeconfig_problem, kubeconfig_server
+from .present import replicas_wanted
+from .view import Event, JobView
 
-#: The REST resource of each kind.
-JOB_RESOURCES = {kind: Resource(GROUP, VERSION, cls.PLURAL, kind) for kind, cls in KINDS.items()}
-#: Seconds between two looks at a job and its pods while following logs.
-POLL = 1.0
-#: Seconds the log streams of pods still running get once their job has finished.
-DRAIN = 5.0
+#: Seconds ``logs -f`` and ``wait`` go on while the API server cannot be reached (no timeout given).
+UNREACHABLE_LIMIT = 60.0
 #: Where a pod's ServiceAccount namespace is, in a pod.
 SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -164,8 +162,8 @@ async def connect(
     from kubernetes_asyncio import config as k8s_config
     from kubernetes_asyncio.config.config_exception import ConfigException
 
-    from . import credentials  # noqa: F401 - bounded credential plugins (installed on import)
-    from .client import api_client
+    from ..cluster import credentials  # noqa: F401 - bounded credential plugins (installed on import)
+    from ..cluster.client import api_client
 
     if kubeconfig is not None and not Path(kubeconfig).is_file():
         raise UsageError(f"--kubeconfig: {kubeconfig} is not a file")
@@ -236,7 +234,7 @@ def _one_shot(
     """The :func:`connect` of a plain kubeconfig for a synchronous caller (cluster/oneshot.py),
     or None when the kubeconfig is not one (in a pod, missing, with a problem, a plugin...): the
     full way then, which says what is wrong."""
-    from .oneshot import OneShotClient, plain_connection
+    from ..cluster.oneshot import OneShotClient, plain_connection
 
     if kubeconfig is None and not os.environ.get("KUBECONFIG") and os.environ.get("KUBERNETES_SERVICE_HOST"):
         return None
@@ -254,99 +252,6 @@ def _one_shot(
     kube = OneShotClient(plain, full)
     kube.request_timeout = request_timeout
     return Cluster(kube, namespace or plain.namespace or "default", kube.host)
-
-
-def kubeconfig_problem(files: list[str], context: str | None = None) -> str | None:
-    """What makes ``files`` unusable, in one line, or None (:func:`_inspect`)."""
-    return _inspect(files, context)[0]
-
-
-def kubeconfig_server(files: list[str], context: str | None = None) -> str | None:
-    """The API server's URL of ``context`` (else the current one) in ``files`` (merged as kubectl
-    does), without the trailing ``/``; None when the files do not say (:func:`kubeconfig_problem`)."""
-    server = _inspect(files, context)[1]
-    return server.rstrip("/") if server else None
-
-
-def _inspect(files: list[str], context: str | None = None) -> tuple[str | None, str | None]:
-    """``(problem, server)``: what makes ``files`` (one kubeconfig, or ``$KUBECONFIG``'s list, merged as kubectl does:
-    the first file to set a name wins) unusable, in one line naming the file and the field, or
-    None when it looks usable. Checked: each existing file is YAML and a mapping (an empty file
-    is allowed in a list, as kubectl allows it, but not alone); ``clusters``, ``contexts`` and
-    ``users`` are lists of named entries; there is at least one cluster; the context used
-    (``context``, else ``current-context``) exists and names a cluster (and a user, when it
-    names one) that the files have."""
-    import yaml
-
-    clusters: dict[str, Any] = {}
-    contexts: dict[str, Any] = {}
-    users: dict[str, Any] = {}
-    current: str | None = None
-    read = []
-    for name in files:
-        path = Path(name)
-        if not path.is_file():
-            continue
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            return f"kubeconfig {name}: cannot be read: {getattr(exc, 'strerror', None) or exc}", None
-        try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" (line {mark.line + 1})" if mark is not None else ""
-            return f"kubeconfig {name}: is not valid YAML{where}", None
-        if doc is None:
-            read.append((name, True))
-            continue
-        if not isinstance(doc, dict):
-            return (
-                f"kubeconfig {name}: is not a kubeconfig: it holds a {type(doc).__name__}, not a mapping "
-                "with clusters, contexts, users and current-context"
-            ), None
-        read.append((name, False))
-        for field, into in (("clusters", clusters), ("contexts", contexts), ("users", users)):
-            entries = doc.get(field)
-            if entries is None:
-                continue
-            if not isinstance(entries, list):
-                return f"kubeconfig {name}: {field} must be a list of named entries, not a {type(entries).__name__}", None
-            for i, entry in enumerate(entries):
-                if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-                    return f"kubeconfig {name}: {field}[{i}] must be a mapping with a name", None
-                into.setdefault(entry["name"], entry)
-        cur = doc.get("current-context")
-        if current is None and isinstance(cur, str) and cur:
-            current = cur
-    if read and all(empty for _, empty in read):
-        return f"kubeconfig {read[0][0]}: is empty; it needs clusters, contexts, users and current-context", None
-    if not read:
-        return None, None
-    where = read[0][0] if len(read) == 1 else ", ".join(n for n, _ in read)
-    if not clusters:
-        return f"kubeconfig {where}: has no clusters (clusters: a list of name and cluster.server)", None
-    used = context or current
-    if used is None:
-        names = ", ".join(contexts) or "none"
-        return f"kubeconfig {where}: has no current-context; give --context (it has: {names})", None
-    if used not in contexts:
-        if context is not None:
-            return None, None  # --context names one it lacks: said below, as before
-        return f"kubeconfig {where}: current-context {used!r} is not among its contexts ({', '.join(contexts) or 'none'})", None
-    ctx = contexts[used].get("context")
-    if not isinstance(ctx, dict):
-        return f"kubeconfig {where}: context {used!r} has no context mapping (cluster, user, namespace)", None
-    cluster = ctx.get("cluster")
-    if cluster not in clusters:
-        return f"kubeconfig {where}: context {used!r} names cluster {cluster!r}, which is not among its clusters ({', '.join(clusters)})", None
-    server = (clusters[cluster].get("cluster") or {}).get("server") if isinstance(clusters[cluster].get("cluster"), dict) else None
-    if not isinstance(server, str) or not server:
-        return f"kubeconfig {where}: cluster {cluster!r} has no server (cluster.server: https://HOST:PORT)", None
-    user = ctx.get("user")
-    if user is not None and user not in users:
-        return f"kubeconfig {where}: context {used!r} names user {user!r}, which is not among its users ({', '.join(users) or 'none'})", None
-    return None, server
 
 
 # ----------------------------------------------------------------------------- errors
@@ -597,7 +502,7 @@ def pod_replica(pod: dict[str, Any]) -> ReplicaStatus:
     """A live pod as a replica's status (as the operator derives it: ``Creating`` while not
     scheduled, with the scheduler's reason; waiting reasons of init containers)."""
     from ..engine.replica_status import from_pod
-    from .projection import project_child
+    from ..cluster.projection import project_child
 
     observed = project_child({**pod, "kind": "Pod"}).pod
     assert observed is not None
@@ -648,7 +553,7 @@ def raw_view(
     detail: bool = False,
 ) -> JobView:
     """The view of a job as the server has it (``raw``), with, for ``describe`` (``detail``), its
-    pods, its native PodGroup (what :mod:`~t9k_jobs.cluster.gang_why` reads from it and the pods)
+    pods, its native PodGroup (what :mod:`~t9k_jobs.sdk.gang_why` reads from it and the pods)
     and the Events of both as the server returns them."""
     job, status = parse(raw), status_of(raw)
     meta = raw.get("metadata") or {}
@@ -711,7 +616,7 @@ async def detail_view(cl: Cluster, raw: dict[str, Any]) -> JobView:
     return raw_view(raw, pods, pod_group, events, detail=True)
 
 
-# ----------------------------------------------------------------------------- wait# ----------------------------------------------------------------------------- wait
+# ----------------------------------------------------------------------------- wait
 
 
 async def wait_job(
@@ -790,356 +695,9 @@ async def _wait_job(
             await patience.failed(cl.unreachable(exc))
 
 
-# ----------------------------------------------------------------------------- logs
-
-
-def _ts_key(stamp: str) -> tuple[str, int]:
-    """A sortable key of an RFC 3339 timestamp with up to nanoseconds (``...:05.12Z``)."""
-    base, _, frac = stamp.rstrip("Z").partition(".")
-    digits = "".join(ch for ch in frac if ch.isdigit())[:9]
-    return base, int(digits.ljust(9, "0") or 0)
-
-
-def _split(line: str) -> tuple[str, str]:
-    """``(timestamp, text)`` of a log line read with ``timestamps=true``; of a line that rewrites
-    itself with carriage returns (a progress bar), the text is its last state, as ``job.log``
-    shows a local one (:func:`t9k_jobs.loglines.last_state`)."""
-    stamp, _, text = line.partition(" ")
-    return stamp, last_state(text)
-
-
-def _prefix(job_name: str, pod: dict[str, Any], container: str) -> str:
-    """``worker-1`` (``worker-1/sidecar`` when the pod has several containers), as the local job.log."""
-    name = pod["metadata"]["name"]
-    tag = name[len(job_name) + 1 :] if name.startswith(job_name + "-") else name
-    if len((pod.get("spec") or {}).get("containers") or []) > 1:
-        tag = f"{tag}/{container}"
-    return tag
-
-
-def _started(pod: dict[str, Any], container: str) -> bool:
-    """Whether ``container`` of ``pod`` has run (running or terminated): its log can be read."""
-    status = pod.get("status") or {}
-    if status.get("phase") in ("Succeeded", "Failed") and any(
-        cs.get("name") == container for cs in status.get("containerStatuses") or []
-    ):
-        return True
-    for cs in status.get("containerStatuses") or []:
-        if cs.get("name") == container:
-            state = cs.get("state") or {}
-            return "running" in state or "terminated" in state or bool((cs.get("lastState") or {}).get("terminated"))
-    return False
-
-
-#: What a followed log looks at once a second: ``(the job as the server has it, None when it is
-#: gone; the job's pods)``. By default two requests; a watching backend answers from its caches.
-Look = Callable[[], Awaitable[tuple[dict[str, Any] | None, list[dict[str, Any]]]]]
-
-
-async def open_logs(
-    cl: Cluster,
-    kind: str,
-    name: str,
-    options: LogOptions,
-    namespace: str | None = None,
-    look: Look | None = None,
-    pause: Callable[[float], Awaitable[Any]] | None = None,
-    require_pods: bool = False,
-) -> AsyncIterator[str]:
-    """Check what is asked for and return an async iterator of the job's log lines (no newline):
-    every replica merged, each line prefixed ``[worker-1] `` like the local ``job.log``, or one
-    type's replicas, or one replica's container (no prefix).
-
-    ``look`` (default: a GET of the job and a list of its pods) is how a followed log learns of
-    new pods and the job's end; ``pause(seconds)`` how it waits between two looks (default a
-    sleep; a watching backend wakes it at the next change instead). ``require_pods``: a log that is
-    not followed raises :class:`NotFound` when the job has no pod (of the type asked for), as
-    ``kubectl logs`` fails for a workload without pods, instead of printing nothing.
-
-    Raises :class:`NotFound` (no such job, replica type or container), :class:`UsageError`
-    (``index`` without ``replica_type``, ``previous`` with ``follow``); the iterator raises
-    :class:`NotFound` (one replica whose pod is not there), :class:`ClusterError`."""
-    ns = namespace or cl.namespace
-    o = options
-    if o.index is not None and o.replica_type is None:
-        raise UsageError("--index needs --type")
-    if o.container is not None and o.index is None:
-        raise UsageError("--container needs --type and --index")
-    if o.previous and o.follow:
-        raise UsageError("--previous cannot be combined with -f: a previous container's log is complete")
-    if look is not None:
-        raw, _ = await look()
-        if raw is None:
-            raise NotFound(f"{JOB_RESOURCES[kind].kind} {name!r} not found in namespace {ns!r}")
-    else:
-        raw = await get_job(cl, kind, name, ns)
-    job = parse(raw)
-    if o.replica_type is not None and job is not None:
-        types = [g.type for g in groups(job)]
-        if o.replica_type not in types:
-            raise NotFound(f"{kind} {name} has no replica type {o.replica_type!r}; it has {', '.join(types)}")
-    pod_name = None
-    if o.index is not None:
-        from ..addressing import replica_name
-
-        pod_name = replica_name(name, o.replica_type or "", o.index)
-        if job is not None:
-            group = next(g for g in groups(job) if g.type == o.replica_type)
-            names = [c.get("name") for c in (group.template.get("spec") or {}).get("containers") or []]
-            if o.container is not None and o.container not in names:
-                raise NotFound(f"{pod_name} has no container {o.container!r}; it has {', '.join(map(str, names))}")
-    logs = _Logs(cl, kind, name, ns, o, pod_name, look, pause, require_pods)
-    if o.follow:
-        queue: asyncio.Queue[str | BaseException | None] = asyncio.Queue(maxsize=10000)
-        return _follow(logs, queue)
-    return _read(logs)
-
-
-@dataclass
-class _Logs:
-    """What ``logs`` reads, checked: the job, its namespace, the options and, with an index, the
-    one replica's pod (``pod_name``); :func:`_read` and :func:`_follow` read it."""
-
-    cl: Cluster
-    kind: str
-    name: str
-    ns: str
-    o: LogOptions
-    pod_name: str | None
-    look_hook: Look | None = None
-    pause_hook: Callable[[float], Awaitable[Any]] | None = None
-    require_pods: bool = False
-
-    async def look(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-        """``(the job, None when gone; its wanted pods)``, through ``look_hook`` when given."""
-        if self.look_hook is not None:
-            raw, pods = await self.look_hook()
-            return raw, [p for p in pods if self.wanted(p)]
-        try:
-            raw = await get_job(self.cl, self.kind, self.name, self.ns)
-        except NotFound:
-            return None, []
-        return raw, await self.pods()
-
-    async def pause(self, seconds: float) -> None:
-        if self.pause_hook is not None:
-            await self.pause_hook(seconds)
-        else:
-            await asyncio.sleep(seconds)
-
-    @property
-    def single(self) -> bool:
-        """One replica's log: its lines carry no ``[replica]`` prefix."""
-        return self.pod_name is not None
-
-    async def pods(self) -> list[dict[str, Any]]:
-        """The job's pods whose logs are wanted."""
-        return [p for p in await job_pods(self.cl, self.kind, self.name, self.ns) if self.wanted(p)]
-
-    def wanted(self, pod: dict[str, Any]) -> bool:
-        if not controlled_by(pod, self.kind, self.name):  # a bare pod with the job's labels
-            return False
-        labels = pod["metadata"].get("labels") or {}
-        if self.o.replica_type is not None and labels.get(LABEL_REPLICA_TYPE) != self.o.replica_type:
-            return False
-        return self.pod_name is None or pod["metadata"]["name"] == self.pod_name
-
-    def containers(self, pod: dict[str, Any]) -> list[str]:
-        names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
-        if self.single:
-            return [self.o.container] if self.o.container is not None else names[:1]
-        return names
-
-    def show(self, pod: dict[str, Any], container: str, stamp: str, text: str) -> str:
-        body = f"{stamp} {text}" if self.o.timestamps else text
-        return body if self.single else f"[{_prefix(self.name, pod, container)}] {body}"
-
-    def path(self, pod: dict[str, Any]) -> str:
-        return PODS.path(self.ns, pod["metadata"]["name"], "log")
-
-
-async def _read(logs: _Logs) -> AsyncIterator[str]:
-    """The logs as they are now, merged in time order (the last ``o.tail`` lines of that)."""
-    cl, o, show, single = logs.cl, logs.o, logs.show, logs.single
-    pods = (await logs.look())[1] if logs.look_hook is not None else await logs.pods()
-    if single and not pods:
-        raise NotFound(f"{logs.kind} {logs.name} has no pod {logs.pod_name} (not created yet, or deleted)")
-    if not pods and logs.require_pods:
-        of = f" of type {o.replica_type}" if o.replica_type is not None else ""
-        raise NotFound(
-            f"{logs.kind} {logs.name} has no pods{of}, so no log to show: they are not created yet, or "
-            "were deleted (a finished job's clean-up, a pause)"
-        )
-    entries: list[tuple[tuple[str, int], int, str]] = []
-    seq = 0
-    for pod in pods:
-        for container in logs.containers(pod):
-            params: dict[str, Any] = {"container": container, "timestamps": True}
-            if o.tail is not None:
-                params["tailLines"] = o.tail
-            if o.previous:
-                params["previous"] = True
-            try:
-                async for line in cl.kube.stream_lines(logs.path(pod), params, idle_timeout=60):
-                    stamp, text = _split(line)
-                    entries.append((_ts_key(stamp), seq, show(pod, container, stamp, text)))
-                    seq += 1
-            except ApiError as exc:
-                if single:
-                    raise ClusterError(f"{pod['metadata']['name']}: {short(exc.message, 300)}") from None
-                continue  # a replica that has not started yet: nothing to show
-            except _network_errors() as exc:
-                raise cl.unreachable(exc) from None
-    entries.sort(key=lambda e: (e[0], e[1]))
-    lines = [e[2] for e in entries]
-    if o.tail is not None:
-        lines = lines[-o.tail :] if o.tail > 0 else []
-    for line in lines:
-        yield line
-
-
-@dataclass
-class _Stream:
-    """One container's followed log: its task, the timestamp of the last line read (a restarted
-    request skips what it already gave), how often it was started, and whether it is done."""
-
-    pod: dict[str, Any]
-    container: str
-    task: asyncio.Task[str] | None = None
-    last: tuple[str, int] | None = None
-    starts: int = 0
-    done: bool = False
-
-
-#: How often one container's log request is started again after it broke or ended early.
-MAX_STARTS = 30
-#: Seconds ``logs -f`` goes on while the API server cannot be reached.
-UNREACHABLE_LIMIT = 60.0
-
-
-def _terminated(pod: dict[str, Any], container: str) -> bool:
-    """Whether ``pod``'s status shows ``container`` ended (its log is complete)."""
-    status = pod.get("status") or {}
-    if status.get("phase") in ("Succeeded", "Failed"):
-        return True
-    return any(
-        cs.get("name") == container and "terminated" in (cs.get("state") or {})
-        for cs in status.get("containerStatuses") or []
-    )
-
-
-async def _follow(logs: _Logs, queue: asyncio.Queue[str | BaseException | None]) -> AsyncIterator[str]:
-    """Follow every wanted pod's containers as they start, until the job has finished (or is
-    deleted) and the streams are drained (those of pods still running get :data:`DRAIN` s).
-
-    A request that breaks, or ends while the pod's status still shows its container running, is
-    started again from the second of its last line (lines already given are skipped)."""
-    cl, o = logs.cl, logs.o
-    streams: dict[tuple[str, str], _Stream] = {}
-    loop = asyncio.get_running_loop()
-
-    async def read(st: _Stream, tail: int | None) -> str:
-        """One log request; ``"ended"`` (the server closed it), ``"gone"`` (no such pod any more)
-        or ``"broken"`` (an error: worth another try)."""
-        params: dict[str, Any] = {"container": st.container, "timestamps": True, "follow": True}
-        given = st.last  # lines up to this one were given by an earlier request
-        if given is not None:
-            params["sinceTime"] = f"{given[0]}Z"  # whole seconds: the lines of that second come again
-        elif tail is not None:
-            params["tailLines"] = tail
-        try:
-            async for line in cl.kube.stream_lines(logs.path(st.pod), params):
-                stamp, text = _split(line)
-                key = _ts_key(stamp)
-                if given is not None and key <= given:
-                    continue
-                st.last = key
-                await queue.put(logs.show(st.pod, st.container, stamp, text))
-            return "ended"
-        except ApiError as exc:
-            return "gone" if exc.status == 404 else "broken"
-        except _network_errors():
-            return "broken"
-
-    def start(st: _Stream, tail: int | None) -> None:
-        st.starts += 1
-        st.task = loop.create_task(read(st, tail))
-
-    async def watch() -> None:
-        first = True
-        ended_at: float | None = None
-        patience = Patience(UNREACHABLE_LIMIT)
-        try:
-            while True:
-                try:
-                    raw, pods = await logs.look()
-                    gone = raw is None
-                    patience.ok()
-                except JobsError as exc:
-                    # The server restarts (refused, 503), is overloaded (429) or fails for a while
-                    # (5xx): the streams wait, so do we, for a minute without an answer.
-                    await patience.failed(exc)
-                    continue
-                live = {p["metadata"].get("uid", ""): p for p in pods}
-                for pod in pods:
-                    for container in logs.containers(pod):
-                        key = (pod["metadata"].get("uid", ""), container)
-                        if key not in streams and _started(pod, container):
-                            streams[key] = _Stream(pod, container)
-                            start(streams[key], o.tail if first else None)
-                first = False
-                for (uid, container), st in streams.items():
-                    if st.done or st.task is None or not st.task.done():
-                        continue
-                    result = st.task.result()
-                    pod = live.get(uid)
-                    if result == "gone" or pod is None or st.starts >= MAX_STARTS:
-                        st.done = True
-                    elif result == "ended" and _terminated(pod, container):
-                        st.done = True
-                    else:  # broken, or ended while its container runs: read on (once per look)
-                        st.pod = pod
-                        start(st, None)
-                active = [st for st in streams.values() if not st.done]
-                finished = gone or (raw is not None and phase_of(raw) in TERMINAL_PHASES)
-                if finished:
-                    ended_at = ended_at if ended_at is not None else loop.time()
-                    if not active:
-                        break
-                    if loop.time() - ended_at >= DRAIN:
-                        break
-                await logs.pause(POLL if not finished else 0.2)
-            for st in streams.values():
-                if st.task is not None and not st.task.done():
-                    st.task.cancel()
-            await asyncio.gather(*(st.task for st in streams.values() if st.task), return_exceptions=True)
-            await queue.put(None)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # noqa: BLE001 - handed to the reader
-            await queue.put(exc)
-
-    watcher = loop.create_task(watch())
-    try:
-        while True:
-            item = await queue.get()
-            if item is None:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        watcher.cancel()
-        tasks = [st.task for st in streams.values() if st.task is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(watcher, *tasks, return_exceptions=True)
-
-
 __all__ = [
-    "JOB_RESOURCES",
+    "UNREACHABLE_LIMIT",
     "Cluster",
-    "LogOptions",
     "connect",
     "create_job",
     "delete_job",
@@ -1148,7 +706,6 @@ __all__ = [
     "job_events",
     "job_pods",
     "list_jobs",
-    "open_logs",
     "parse",
     "patch_job",
     "phase_of",

@@ -1,9 +1,10 @@
-"""The one job view both backends return, and the other shapes they share (issue 23).
+"""The one job view both backends return, the other shapes they share (issue 23), and what the
+Client returns besides views: :class:`JobSummary` (a ``get`` row), :class:`Deleted`, :class:`Edited`.
 
-A backend (:mod:`t9k_jobs.local.backend` for this machine's runs, :mod:`t9k_jobs.cluster.backend`
+A backend (:mod:`t9k_jobs.sdk.local` for this machine's runs, :mod:`t9k_jobs.sdk.cluster`
 for a cluster) reads a job and returns a :class:`JobView`: what every verb shows about it, with
 nothing said yet. The presenting (the ``get`` row, ``why``, ``describe``, the wait messages) is
-written once over this view, in :mod:`t9k_jobs.show`. Facts only one target has are fields the
+written once over this view, in :mod:`t9k_jobs.sdk.present`. Facts only one target has are fields the
 other leaves empty: a local run's directory and runtime, a cluster job's pods, PodGroup and Events.
 
 No I/O here beyond what a backend hands in as a loader (a local run's manifest is parsed only
@@ -18,13 +19,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .api import Job, JobStatus
-from .api.common import ReplicaStatus
-
-#: The phase shown for a local run whose runtime is gone while its status was not terminal.
-STOPPED = "Stopped"
-#: The phase shown when a local run's state cannot be told; ``unknown_reason`` says why.
-UNKNOWN = "Unknown"
+from ..api import Job, JobStatus
+from ..api.common import ReplicaStatus
 
 
 @dataclass
@@ -44,8 +40,8 @@ class JobView:
     """A job as one backend sees it now.
 
     Both targets: ``target`` (``"local"`` or ``"cluster"``), ``kind``, ``name``, ``namespace``
-    (None for a local run), ``phase`` (the phase shown: a local run adds :data:`STOPPED` and
-    :data:`UNKNOWN`; ``Pending`` before the first status), ``status`` (None before the first, or
+    (None for a local run), ``phase`` (the phase shown: a local run adds :data:`~t9k_jobs.words.STOPPED` and
+    :data:`~t9k_jobs.words.UNKNOWN`; ``Pending`` before the first status), ``status`` (None before the first, or
     unreadable), ``created`` (epoch seconds, None when unknown), ``replicas`` (how many the job
     has), ``running`` (how many run now), the typed ``job`` and its raw ``spec`` (read through
     ``load_job`` and ``load_spec`` when first asked for; ``job`` is None when the spec does not
@@ -53,14 +49,14 @@ class JobView:
 
     A local run: ``run_dir``, ``pid`` (its runtime's while it provably runs), ``runtime_reason``
     (why its runtime's state cannot be told), ``unknown_reason`` (why its phase is
-    :data:`UNKNOWN`), ``event_lines`` (the last lines of ``events.log``), ``tensorboard_url``
+    :data:`~t9k_jobs.words.UNKNOWN`), ``event_lines`` (the last lines of ``events.log``), ``tensorboard_url``
     (where its TensorBoard is served while the run runs: :mod:`t9k_jobs.local.tensorboard`).
 
     A cluster job: ``pods`` (its pods as the API server returns them, being deleted included),
     ``live_replicas`` (the pods not being deleted, as replica statuses), what its native gang's
     ``scheduling.k8s.io/v1beta1`` PodGroup and pods say (``pod_group``: the PodGroup's line,
     ``gang``: why the gang waits, ``preempted``: ``preempted by higher priority at <time>``; each
-    None when there is nothing to say: :mod:`t9k_jobs.cluster.gang_why`) and ``events`` (of the
+    None when there is nothing to say: :mod:`t9k_jobs.sdk.gang_why`) and ``events`` (of the
     job and its pods, oldest first). These are read only for ``describe`` (``detailed``); the
     preemption also without.
 
@@ -159,4 +155,76 @@ class LogStream(Iterator[str]):
         self.close()
 
 
-__all__ = ["STOPPED", "UNKNOWN", "Event", "JobView", "LogOptions", "LogStream"]
+# ----------------------------------------------------------------------------- what the Client returns besides views
+
+
+@dataclass
+class JobSummary:
+    """One row of ``t9k-jobs get``: ``kind``, ``name``, ``namespace`` (None for a local run),
+    ``phase`` (``Stopped`` for a local run whose runtime is gone before it finished), ``ready``
+    (``"running/replicas"``), ``restarts``, ``age`` (``3m20s``), ``backoff``; ``wide``: the
+    columns of ``-o wide`` (local: ``pid``, ``run_dir``; cluster: ``mode``, ``queue``,
+    ``priority``); ``queue``/``priority``: the job's ``spec.scheduler.t9kScheduler`` on a cluster
+    (the LocalQueue it waits in where Kueue is installed; ``None`` without one, and for a local run);
+    ``object``: the job as a dict, as ``-o yaml`` prints it; ``ref``: ``kind.group/name`` (``-o name``)."""
+
+    kind: str
+    name: str
+    namespace: str | None
+    phase: str
+    ready: str
+    restarts: int
+    age: str
+    backoff: int
+    wide: dict[str, Any] = field(default_factory=dict)
+    object: dict[str, Any] = field(default_factory=dict, repr=False)
+    queue: str | None = None
+    priority: int | None = None
+    #: Makes ``object`` when it is first read (a local run's manifest is parsed only then: ``get``
+    #: prints the rows of many runs without parsing any).
+    loader: Callable[[], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def ref(self) -> str:
+        from ..words import ref
+
+        return ref(self.kind, self.name)
+
+
+def _summary_object(self: JobSummary) -> dict[str, Any]:
+    value = self.__dict__.get("_object")
+    if not value and self.__dict__.get("loader") is not None:
+        value = self.__dict__["_object"] = self.loader()  # type: ignore[misc]
+    return value if value is not None else {}
+
+
+def _set_summary_object(self: JobSummary, value: dict[str, Any]) -> None:
+    self.__dict__["_object"] = value
+
+
+JobSummary.object = property(_summary_object, _set_summary_object)  # type: ignore[assignment,method-assign]
+
+
+@dataclass
+class Deleted:
+    """What :meth:`Client.delete` did, as the lines ``t9k-jobs delete`` prints."""
+
+    lines: list[str]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+
+@dataclass
+class Edited:
+    """What :meth:`AsyncClient.pause`, :meth:`~AsyncClient.resume` and :meth:`~AsyncClient.scale`
+    did: ``lines`` (what the CLI prints) and the job's ``view`` afterwards."""
+
+    lines: list[str]
+    view: JobView
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+
+__all__ = ["Deleted", "Edited", "Event", "JobSummary", "JobView", "LogOptions", "LogStream"]

@@ -1,7 +1,8 @@
 """What the day-two verbs print about a job, written once for local runs and cluster jobs alike:
 the ``get`` row, ``why`` (the waiting explanation), ``describe`` and the wait messages, over the
-one job view both backends return (:class:`t9k_jobs.view.JobView`); and the pieces they are made
-of (ages, tables, the spec summary, conditions, why replicas wait).
+one job view both backends return (:class:`t9k_jobs.sdk.view.JobView`); and the pieces they are made
+of (the spec summary, conditions, why replicas wait; ages, tables and names are
+:mod:`t9k_jobs.words`').
 
 Pure functions of the view, the API models (:mod:`t9k_jobs.api`) and plain values; no I/O.
 Times are printed as RFC 3339 in UTC (``2024-05-01T10:00:00Z``), as the API server writes
@@ -10,62 +11,14 @@ Times are printed as RFC 3339 in UTC (``2024-05-01T10:00:00Z``), as the API serv
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 import yaml
 
-from .api import GROUP, KINDS, Job, JobStatus
-from .api.common import TERMINAL_PHASES, ReplicaStatus
-from .view import STOPPED, UNKNOWN, JobView
-
-
-def human_age(seconds: float) -> str:
-    """A short age like kubectl's AGE column: ``42s``, ``3m20s``, ``25m``, ``5h``, ``3d``."""
-    s = max(0, int(seconds))
-    if s < 120:
-        return f"{s}s"
-    if s < 600:
-        return f"{s // 60}m{s % 60}s"
-    if s < 3 * 3600:
-        return f"{s // 60}m"
-    if s < 48 * 3600:
-        return f"{s // 3600}h"
-    return f"{s // 86400}d"
-
-
-def parse_time(value: str | None) -> float | None:
-    """Epoch seconds of an RFC 3339 timestamp (``2024-05-01T10:00:00Z``), None when absent or unreadable."""
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def age_of(value: str | None, now: float) -> str:
-    """:func:`human_age` since an RFC 3339 timestamp, ``-`` when there is none."""
-    when = parse_time(value)
-    return human_age(now - when) if when is not None else "-"
-
-
-def format_table(headers: list[str], rows: list[list[Any]]) -> list[str]:
-    """Rows under upper-case headers in columns three spaces apart, as kubectl prints them."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    return ["   ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
-
-
-def short(text: str | None, limit: int = 100) -> str:
-    """``text`` on one line, cut to ``limit`` characters with ``...``."""
-    text = " ".join((text or "").split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def ref(kind: str, name: str) -> str:
-    """``genericjob.batch.tensorstack.dev/NAME``, as ``-o name`` prints a job."""
-    return f"{kind.lower()}.{GROUP}/{name}"
+from ..api import Job, JobStatus
+from ..api.common import TERMINAL_PHASES, ReplicaStatus
+from ..words import STOPPED, UNKNOWN, format_table, human_age, rfc3339, short, short_name
+from .view import JobView
 
 
 def groups(job: Job | None) -> list[Any]:
@@ -73,7 +26,7 @@ def groups(job: Job | None) -> list[Any]:
     applied), ``[]`` for None."""
     if job is None:
         return []
-    from .frameworks import framework_for
+    from ..frameworks import framework_for
 
     return list(framework_for(job).groups(job))
 
@@ -192,7 +145,7 @@ def waiting_summary(replicas: list[ReplicaStatus]) -> str:
     """``<pod>[, <pod>...] is/are waiting: <reason>: <message>`` for every replica that waits for a
     reason (unschedulable, an image that cannot be pulled, a missing ConfigMap...), replicas with
     the same reason sharing one entry; ``""`` when none waits (:func:`t9k_jobs.engine.waiting.waiting`)."""
-    from .engine.waiting import waiting
+    from ..engine.waiting import waiting
 
     by_text: dict[str, list[str]] = {}
     for rs in replicas:
@@ -206,19 +159,6 @@ def waiting_summary(replicas: list[ReplicaStatus]) -> str:
 
 
 # ----------------------------------------------------------------------------- names and times
-
-
-def short_name(kind: str) -> str:
-    """The kind's short name (``gj``), from :mod:`t9k_jobs.api.kinds`; the kind itself when unknown."""
-    cls = KINDS.get(kind)
-    return cls.SHORT_NAME if cls is not None and cls.SHORT_NAME else kind
-
-
-def rfc3339(when: float | None) -> str:
-    """Epoch seconds as RFC 3339 in UTC (``2024-05-01T10:00:00Z``), ``-`` for None."""
-    if when is None:
-        return "-"
-    return dt.datetime.fromtimestamp(when, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # ----------------------------------------------------------------------------- the get row
@@ -276,10 +216,10 @@ def why(view: JobView) -> str | None:
 
 
 def _why(view: JobView) -> str | None:
-    from .engine.conditions import SPEC_VALID
-    from .engine.node_loss import NODE_LOST
-    from .engine.replica_status import being_replaced
-    from .engine.types import PREEMPTION_BY_SCHEDULER
+    from ..engine.conditions import SPEC_VALID
+    from ..engine.node_loss import NODE_LOST
+    from ..engine.replica_status import being_replaced
+    from ..engine.types import PREEMPTION_BY_SCHEDULER
 
     status, phase = view.status, view.phase
     if phase == UNKNOWN and view.unknown_reason is not None:
@@ -360,7 +300,7 @@ def _why(view: JobView) -> str | None:
 
 def _unseen(view: JobView, live: list[dict[str, Any]]) -> str | None:
     """Why pods that no scheduler has looked at yet wait (a cluster job's; None locally)."""
-    from .frameworks.base import T9K_SCHEDULER_NAME
+    from ..frameworks.base import T9K_SCHEDULER_NAME
 
     unseen = [
         p["metadata"]["name"]
@@ -509,11 +449,8 @@ def wait_timed_out(kind: str, name: str, wanted: str, timeout: float | None, las
 
 
 __all__ = [
-    "age_of",
     "describe",
     "row",
-    "rfc3339",
-    "short_name",
     "wait_deleted",
     "wait_ended",
     "wait_timed_out",
@@ -522,17 +459,12 @@ __all__ = [
     "condition_lines",
     "ended_why",
     "exit_codes",
-    "format_table",
     "groups",
-    "human_age",
-    "parse_time",
-    "ref",
     "replica_problems",
     "replica_reason",
     "replicas_wanted",
     "restarts",
     "run_mode",
-    "short",
     "spec_lines",
     "waiting_summary",
 ]

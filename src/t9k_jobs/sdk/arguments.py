@@ -28,13 +28,14 @@ import math
 import os
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Union
 
-from .errors import UsageError
+from ..api import GROUP, KINDS, JobBase
+from ..errors import UsageError
+from ..words import check_name, check_segment, type_name
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 #: The verbs that act on one job: their ``name`` is required.
@@ -43,51 +44,13 @@ ONE_JOB_VERBS = frozenset(
 )
 
 
-def _type_name(value: Any) -> str:
-    return "None" if value is None else type(value).__name__
-
-
-def check_name(value: Any, what: str = "NAME") -> str:
-    """``value`` as a job name: a non-empty string that can be one URL path segment. Returns it.
-
-    Raises :class:`UsageError` naming ``what`` (``NAME``, ``--namespace``) for ``None``, a
-    non-string, an empty or blank string, ``.``/``..``, or one holding ``/`` or ``%``."""
-    if value is None:
-        raise UsageError(f"{what}: a job name is required (got None)")
-    if not isinstance(value, str):
-        raise UsageError(f"{what}: expected a job name (a string), got {_type_name(value)} {value!r}")
-    if not value.strip():
-        raise UsageError(f"{what}: a job name is required; {value!r} is empty (kubectl: resource name may not be empty)")
-    check_segment(value, what)
-    if len(value) > 253 or not _SUBDOMAIN.fullmatch(value):
-        raise UsageError(
-            f"{what}: {value!r} is not a job name: lower-case letters, digits, '-' and '.', starting and "
-            "ending with a letter or digit, at most 253 characters (RFC 1123)"
-        )
-    return value
-
-
-def check_segment(value: str, what: str) -> str:
-    """``value`` when it can be one path segment of an API URL; else :class:`UsageError`."""
-    if value in (".", ".."):
-        raise UsageError(f"{what}: {value!r} is not a name (it may not be '.' or '..')")
-    for bad in ("/", "%"):
-        if bad in value:
-            raise UsageError(f"{what}: {value!r} is not a name (it may not contain {bad!r})")
-    if value != value.strip():
-        raise UsageError(f"{what}: {value!r} is not a name (leading or trailing whitespace)")
-    return value
-
-
 def _kind(value: Any, what: str) -> None:
-    from .api import JobBase
-
     if isinstance(value, type) and issubclass(value, JobBase):
         return
     if not isinstance(value, str):
         raise UsageError(
             f"{what}: expected a kind (a string such as 'gj' or 'PyTorchTrainingJob', or a job class), "
-            f"got {_type_name(value)} {value!r}"
+            f"got {type_name(value)} {value!r}"
         )
     if not value.strip():
         raise UsageError(f"{what}: a kind is required (gj, pj, dj, caij or their full names); got {value!r}")
@@ -95,12 +58,12 @@ def _kind(value: Any, what: str) -> None:
 
 def _optional_str(value: Any, what: str) -> None:
     if value is not None and not isinstance(value, str):
-        raise UsageError(f"{what}: expected a string or None, got {_type_name(value)} {value!r}")
+        raise UsageError(f"{what}: expected a string or None, got {type_name(value)} {value!r}")
 
 
 def _bool(value: Any, what: str) -> None:
     if not isinstance(value, bool):
-        raise UsageError(f"{what}: expected True or False, got {_type_name(value)} {value!r}")
+        raise UsageError(f"{what}: expected True or False, got {type_name(value)} {value!r}")
 
 
 def _count(value: Any, what: str, optional: bool) -> None:
@@ -108,7 +71,7 @@ def _count(value: Any, what: str, optional: bool) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int):
         accepted = "an integer of 0 or more" + (" or None" if optional else "")
-        raise UsageError(f"{what}: expected {accepted}, got {_type_name(value)} {value!r}")
+        raise UsageError(f"{what}: expected {accepted}, got {type_name(value)} {value!r}")
     if value < 0:
         raise UsageError(f"{what}: expected an integer of 0 or more, got {value}")
 
@@ -121,7 +84,7 @@ def _duration(value: Any, what: str) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UsageError(
-            f"{what}: expected seconds (a number) or a duration such as '30s', '5m', got {_type_name(value)} {value!r}"
+            f"{what}: expected seconds (a number) or a duration such as '30s', '5m', got {type_name(value)} {value!r}"
         )
     if not math.isfinite(value) or value < 0:
         raise UsageError(f"{what}: expected a finite number of seconds, zero or more, got {value!r}")
@@ -157,30 +120,28 @@ def parse_duration(text: str) -> float:
 
 def _path(value: Any, what: str) -> None:
     if value is not None and not isinstance(value, (str, os.PathLike)):
-        raise UsageError(f"{what}: expected a path (str or os.PathLike) or None, got {_type_name(value)} {value!r}")
+        raise UsageError(f"{what}: expected a path (str or os.PathLike) or None, got {type_name(value)} {value!r}")
 
 
 def _job(value: Any, what: str) -> None:
-    from .api import JobBase
-
     if isinstance(value, (str, os.PathLike, dict, JobBase)):
         return
     raise UsageError(
         f"{what}: expected a manifest path ('-' for standard input), a mapping or a job model, "
-        f"got {_type_name(value)} {value!r}"
+        f"got {type_name(value)} {value!r}"
     )
 
 
 def _phase(value: Any, what: str) -> None:
     if not isinstance(value, str):
-        raise UsageError(f"{what}: expected Succeeded, Failed or Running, got {_type_name(value)} {value!r}")
+        raise UsageError(f"{what}: expected Succeeded, Failed or Running, got {type_name(value)} {value!r}")
 
 
 def _namespace(value: Any, what: str) -> None:
     if value is None:
         return
     if not isinstance(value, str):
-        raise UsageError(f"{what}: expected a namespace (a string) or None, got {_type_name(value)} {value!r}")
+        raise UsageError(f"{what}: expected a namespace (a string) or None, got {type_name(value)} {value!r}")
     if not value.strip():
         raise UsageError(f"{what}: {value!r} is empty; give a namespace or leave it out")
     check_segment(value, what)
@@ -252,4 +213,65 @@ def checked(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-__all__ = ["ONE_JOB_VERBS", "check_arguments", "check_name", "check_segment", "checked", "parse_duration"]
+# ----------------------------------------------------------------------------- kinds, durations, phases
+
+#: What names a kind: ``"pj"``, ``"PyTorchTrainingJob"``, ``"pytorchtrainingjobs"``, or the class.
+KindLike = Union[str, type[JobBase]]
+#: Seconds, or a duration string (``30s``, ``5m``, ``1h30m``).
+Duration = Union[float, int, str, None]
+#: The phases ``wait`` waits for.
+WAIT_PHASES = ("Succeeded", "Failed", "Running")
+
+
+def resolve_kind(kind: KindLike) -> str:
+    """The kind ``kind`` names: a model class, a kind (``GenericJob``), its plural, in any case, a
+    ``kind.group`` form (``genericjobs.batch.tensorstack.dev``) or a short name (``gj pj dj caij``,
+    from :mod:`t9k_jobs.api.kinds`). Raises :class:`UsageError` naming the accepted forms."""
+    if isinstance(kind, type) and issubclass(kind, JobBase):
+        return kind.KIND
+    text = str(kind)
+    word = text.strip().lower()
+    if word.endswith("." + GROUP):
+        word = word[: -len(GROUP) - 1]
+    for name, cls in KINDS.items():
+        if word in (name.lower(), name.lower() + "s", cls.PLURAL.lower(), cls.SHORT_NAME):
+            return name
+    accepted = ", ".join(f"{name} ({cls.SHORT_NAME})" for name, cls in KINDS.items())
+    raise UsageError(f"unknown kind {text!r}: use one of {accepted}, or their plurals")
+
+
+def seconds(value: Duration) -> float | None:
+    """``value`` in seconds (None stays None); raises :class:`UsageError` for a bad duration (a
+    string that is not one, a negative number, NaN or infinity)."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):  # NaN compares false with everything: a wait would never end
+            raise UsageError(f"bad duration {value!r}: it must be a finite number of seconds")
+        if value < 0:
+            raise UsageError(f"bad duration {value!r}: it must be zero or more")
+        return float(value)
+    return parse_duration(str(value))
+
+
+def wait_phase(target: str) -> str:
+    """The phase ``target`` names (any case), one of :data:`WAIT_PHASES`; raises
+    :class:`UsageError` for anything else."""
+    wanted = next((p for p in WAIT_PHASES if p.lower() == target.strip().lower()), None)
+    if wanted is None:
+        raise UsageError(f"--for={target!r} is not accepted: use Succeeded, Failed or Running")
+    return wanted
+
+
+__all__ = [
+    "ONE_JOB_VERBS",
+    "WAIT_PHASES",
+    "Duration",
+    "KindLike",
+    "check_arguments",
+    "checked",
+    "parse_duration",
+    "resolve_kind",
+    "seconds",
+    "wait_phase",
+]

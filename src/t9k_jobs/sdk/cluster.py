@@ -1,7 +1,7 @@
 """The cluster backends of the SDK: jobs on a Kubernetes cluster as job views.
 
 :class:`AsyncClusterBackend` (for :class:`t9k_jobs.AsyncClient`, the dashboard's) runs the async
-verbs of :mod:`t9k_jobs.cluster.verbs` on the caller's event loop over one connection, which any
+verbs of :mod:`t9k_jobs.sdk.cluster_api` on the caller's event loop over one connection, which any
 number of coroutines share. With ``watch=True`` it keeps the jobs, their pods, the Events of both
 and the native PodGroups in informers (:mod:`t9k_jobs.cluster.informer`: list, then watch) and
 answers from them: what twenty open pages cost the API server is one watch per resource, not a
@@ -12,7 +12,7 @@ change.
 event loop in a daemon thread of its own: each method hands a coroutine to that loop and waits for
 it; a followed log is read there and handed over through a bounded queue.
 :meth:`ClusterBackend.close` closes the connection and stops the thread (at interpreter exit too).
-What is printed about a job is written once, in :mod:`t9k_jobs.show`.
+What is printed about a job is written once, in :mod:`t9k_jobs.sdk.present`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from ..api import GROUP, VERSION, Job
 from ..errors import ClusterError, JobsError, NotFound, NotSupported
-from ..view import JobView, LogOptions, LogStream
+from .view import JobView, LogOptions, LogStream
 
 T = TypeVar("T")
 GROUP_VERSION = f"{GROUP}/{VERSION}"
@@ -74,14 +74,14 @@ def _shutdown(loop: _Loop, holder: dict[str, Any]) -> None:
 class ClusterBackend:
     """The cluster of ``kubeconfig`` and ``context``; ``namespace``: every method's default
     (default: the context's, else ``default``); ``request_timeout``: seconds one request may
-    take (None: no limit). The kubeconfig is read at once (:func:`t9k_jobs.cluster.verbs.connect`)."""
+    take (None: no limit). The kubeconfig is read at once (:func:`t9k_jobs.sdk.cluster_api.connect`)."""
 
     target = "cluster"
 
     def __init__(
         self, kubeconfig: Any, context: str | None, namespace: str | None, request_timeout: float | None
     ) -> None:
-        from .verbs import connect
+        from .cluster_api import connect
 
         self._loop = _Loop()
         self._holder: dict[str, Any] = {}
@@ -109,7 +109,7 @@ class ClusterBackend:
     # -- reading
 
     def get(self, kind: str, name: str, namespace: str | None = None, detail: bool = False) -> JobView:
-        from .verbs import read_view
+        from .cluster_api import read_view
 
         return self._loop.call(read_view(self._cl, kind, name, namespace, detail))
 
@@ -124,7 +124,7 @@ class ClusterBackend:
         """Every job of ``kind`` (all kinds when None) in ``namespace`` or all namespaces; with
         ``name``, that one job (NotFound when there is none)."""
         from ..api import KINDS
-        from .verbs import detail_view, list_jobs, raw_view
+        from .cluster_api import detail_view, list_jobs, raw_view
 
         if name is not None and kind is not None:
             return [self.get(kind, name, namespace, detail)]
@@ -146,7 +146,7 @@ class ClusterBackend:
     ) -> tuple[JobView | None, bool]:
         """Watch the job (no polling) until ``done(view)`` (``view`` None: deleted) or ``timeout``
         seconds pass, every request included: ``(the last view, whether done said yes)``."""
-        from .verbs import raw_view, wait_job
+        from .cluster_api import raw_view, wait_job
 
         def done_raw(raw: dict[str, Any] | None) -> bool:
             return done(None if raw is None else raw_view(raw))
@@ -155,7 +155,7 @@ class ClusterBackend:
         return (None if raw is None else raw_view(raw)), reached
 
     def logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> LogStream:
-        from .verbs import open_logs
+        from .cluster_logs import open_logs
 
         agen = self._loop.call(open_logs(self._cl, kind, name, options, namespace, require_pods=True))
         lines: queue.Queue[Any] = queue.Queue(maxsize=1000)
@@ -207,14 +207,14 @@ class ClusterBackend:
     # -- writing
 
     def create(self, job: Job, manifest: dict[str, Any], path: Path | None, namespace: str | None = None) -> JobView:
-        from .verbs import create_job, raw_view
+        from .cluster_api import create_job, raw_view
 
         body = {k: v for k, v in manifest.items() if k != "status"}
         return raw_view(self._loop.call(create_job(self._cl, body, namespace)))
 
     def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
         """A JSON merge patch setting ``path`` to ``value``."""
-        from .verbs import patch_job, raw_view
+        from .cluster_api import patch_job, raw_view
 
         body: Any = value
         for key in reversed(path):
@@ -226,8 +226,8 @@ class ClusterBackend:
     ) -> list[str]:
         """Delete the object; its children follow (the garbage collector). The lines ``delete``
         prints."""
-        from ..show import ref
-        from .verbs import delete_job
+        from ..words import ref
+        from .cluster_api import delete_job
 
         if purge:
             raise NotSupported("--purge is for local runs; a cluster job's logs go with its pods")
@@ -286,9 +286,9 @@ class ClusterWatch:
         from ..api import KINDS
         from ..changes import Changes
         from ..frameworks.base import LABEL_OWNER_KIND
-        from .client import EVENTS, NATIVE_PODGROUPS, PODS
-        from .informer import Informer
-        from .verbs import JOB_RESOURCES
+        from ..cluster.client import EVENTS, NATIVE_PODGROUPS, PODS
+        from ..cluster.informer import Informer
+        from ..cluster.client import JOB_RESOURCES
 
         kube = cl.kube
         self.server = cl.server
@@ -385,10 +385,10 @@ class ClusterWatch:
         return out
 
     def pods_of(self, kind: str, namespace: str, name: str) -> list[dict[str, Any]]:
-        """The job's pods, sorted as :func:`t9k_jobs.cluster.verbs.job_pods` sorts them: those with
+        """The job's pods, sorted as :func:`t9k_jobs.sdk.cluster_api.job_pods` sorts them: those with
         its owner labels whose controller is the job (a bare pod that only carries the labels is
         none of its replicas, as the operator sees it)."""
-        from .verbs import controlled_by, pod_sort_key
+        from .cluster_api import controlled_by, pod_sort_key
 
         raw = self.raw(kind, namespace, name)
         uid = (raw or {}).get("metadata", {}).get("uid")
@@ -397,7 +397,7 @@ class ClusterWatch:
         return sorted(pods, key=pod_sort_key)
 
     def events_of(self, kind: str, namespace: str, name: str, pod_names: set[str], last: int = 20) -> list[dict[str, Any]]:
-        from .verbs import _event_time
+        from .cluster_api import _event_time
 
         found = []
         for about in [(namespace, kind, name), *((namespace, "Pod", p) for p in pod_names)]:
@@ -409,7 +409,7 @@ class ClusterWatch:
         return found[-last:]
 
     def pod_group(self, raw: dict[str, Any], pods: list[dict[str, Any]], namespace: str) -> dict[str, Any] | None:
-        from .verbs import pod_group_name
+        from .cluster_api import pod_group_name
 
         name = pod_group_name(raw, pods)
         return self.pod_groups.get(namespace, name) if name is not None else None
@@ -417,7 +417,7 @@ class ClusterWatch:
 
 class AsyncClusterBackend:
     """A cluster's jobs as coroutines over one connection (``cl``: a
-    :class:`~t9k_jobs.cluster.verbs.Cluster`), for :class:`t9k_jobs.AsyncClient`. ``watch``: answer
+    :class:`~t9k_jobs.sdk.cluster_api.Cluster`), for :class:`t9k_jobs.AsyncClient`. ``watch``: answer
     reads from informers over ``namespace`` (the connection's default) or every namespace
     (``all_namespaces``); a job of another namespace is then not found."""
 
@@ -456,7 +456,7 @@ class AsyncClusterBackend:
     ) -> list[JobView]:
         """Every job of ``kind`` (all kinds when None) in ``namespace`` or all namespaces."""
         from ..api import KINDS
-        from .verbs import list_jobs, raw_view
+        from .cluster_api import list_jobs, raw_view
 
         w = await self._watching()
         if w is None:
@@ -480,7 +480,8 @@ class AsyncClusterBackend:
 
     async def get(self, kind: str, name: str, namespace: str | None = None, detail: bool = False) -> JobView:
         """The job's view; ``detail``: with its pods, PodGroup and Events. Raises NotFound."""
-        from .verbs import JOB_RESOURCES, raw_view, read_view
+        from ..cluster.client import JOB_RESOURCES
+        from .cluster_api import raw_view, read_view
 
         w = await self._watching()
         if w is None:
@@ -491,7 +492,7 @@ class AsyncClusterBackend:
             raise NotFound(f"{JOB_RESOURCES[kind].kind} {name!r} not found in namespace {ns!r}")
         if not detail:
             return raw_view(raw)
-        from .verbs import status_of
+        from .cluster_api import status_of
 
         pods = w.pods_of(kind, ns, name)
         status = status_of(raw)
@@ -514,9 +515,9 @@ class AsyncClusterBackend:
         return await w.changes.wait(after, timeout)
 
     async def open_logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> Any:
-        """The job's log lines as an async iterator (:func:`t9k_jobs.cluster.verbs.open_logs`); when
+        """The job's log lines as an async iterator (:func:`t9k_jobs.sdk.cluster_logs.open_logs`); when
         watching, new pods and the job's end are learnt from the informers, not by polling."""
-        from .verbs import open_logs
+        from .cluster_logs import open_logs
 
         w = await self._watching()
         if w is None:
@@ -556,7 +557,7 @@ class AsyncClusterBackend:
 
     async def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
         """A JSON merge patch setting ``path`` to ``value``."""
-        from .verbs import patch_job, raw_view
+        from .cluster_api import patch_job, raw_view
 
         body: Any = value
         for key in reversed(path):
@@ -567,8 +568,8 @@ class AsyncClusterBackend:
         self, kind: str, name: str, namespace: str | None = None, purge: bool = False, timeout: float | None = None
     ) -> list[str]:
         """Delete the object; its children follow (the garbage collector). The lines ``delete`` prints."""
-        from ..show import ref
-        from .verbs import delete_job
+        from ..words import ref
+        from .cluster_api import delete_job
 
         if purge:
             raise NotSupported("--purge is for local runs; a cluster job's logs go with its pods")

@@ -1,7 +1,7 @@
 """This machine's runs for an event loop: the async local backend of :class:`t9k_jobs.AsyncClient`
 (the dashboard's), and the runs cache that keeps them up to date by watching their run dirs.
 
-:class:`AsyncLocalBackend` answers what :class:`~t9k_jobs.local.backend.LocalBackend` answers, as
+:class:`AsyncLocalBackend` answers what :class:`~t9k_jobs.sdk.local.LocalBackend` answers, as
 coroutines: reads of run dirs run in worker threads, a followed log is an async generator that
 reads the file in a worker thread only when it grew, and waits on the loop between looks (no
 thread is held while a log is quiet). With ``watch=True`` it keeps every run in a
@@ -25,11 +25,11 @@ from typing import Any
 
 from ..changes import Changes
 from ..errors import NotSupported
-from ..view import JobView, LogOptions
-from .backend import LocalBackend, run_view
-from .ownership import GONE
-from .rundir import LocalRun, Observation, RunDir, newest_and_live, runs_dir_default
-from .rundirs import POLL, LogReader, LogSourceGone, log_source, pick_run
+from ..local.ownership import GONE
+from ..local.rundir import LocalRun, Observation, RunDir, newest_and_live, runs_dir_default
+from ..local.rundirs import POLL, LogReader, LogSourceGone, log_source, pick_run
+from .local import LocalBackend, run_view
+from .view import JobView, LogOptions
 
 log = logging.getLogger("t9k_jobs.local")
 
@@ -225,7 +225,7 @@ class RunsCache:
     def find(self, kind: str | None, name: str) -> Entry:
         """As :func:`~t9k_jobs.local.rundirs.find_run`: the live run of that name, else the newest.
         Raises NotFound, UsageError (several live)."""
-        from ..arguments import check_name
+        from ..words import check_name
 
         check_name(name)
         found = [e for e in self.runs() if e.run.name == name and (kind is None or e.run.kind == kind)]
@@ -236,7 +236,7 @@ class RunsCache:
 
 class AsyncLocalBackend:
     """This machine's runs as coroutines, for :class:`t9k_jobs.AsyncClient`. ``runs_dir``,
-    ``run_dir`` as for :class:`~t9k_jobs.local.backend.LocalBackend`; ``watch``: keep every run in
+    ``run_dir`` as for :class:`~t9k_jobs.sdk.local.LocalBackend`; ``watch``: keep every run in
     a :class:`RunsCache` (reads come from it, and :meth:`changes` tells when it changed) instead of
     reading run dirs at each call."""
 

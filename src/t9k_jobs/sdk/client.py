@@ -27,86 +27,35 @@ or a model class (``PyTorchTrainingJob``). Durations are seconds or strings like
 ``5m``, ``1h30m``.
 
 The cluster client is synchronous for its callers; underneath, it runs the async REST client
-(:mod:`t9k_jobs.cluster.verbs`) on an event loop in a thread of its own, which :meth:`close`
+(:mod:`t9k_jobs.sdk.cluster_api`) on an event loop in a thread of its own, which :meth:`close`
 (or leaving a ``with`` block) stops. It is not meant to be shared by several threads at once.
 """
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, Union
+from typing import Any, Union
 
-from .api import GROUP, KINDS, Job, JobBase, ManifestError
-from .api.common import TERMINAL_PHASES
-from .errors import InvalidJob, JobEndedOtherwise, JobsError, NotSupported, UsageError, WaitTimeout
-from .frameworks import parse_job
-from .arguments import checked, parse_duration
-from .view import STOPPED, UNKNOWN, JobView, LogOptions, LogStream
+from ..api import Job, JobBase, ManifestError
+from ..api.common import TERMINAL_PHASES
+from ..errors import InvalidJob, JobEndedOtherwise, JobsError, NotSupported, UsageError, WaitTimeout
+from ..frameworks import parse_job
+from ..words import STOPPED, UNKNOWN
+from .arguments import Duration, KindLike, checked, resolve_kind, seconds, wait_phase
+from .backend import Backend, Runner
+from .edits import edit_of
+from .view import Deleted, JobSummary, JobView, LogOptions, LogStream
 
-#: What names a kind: ``"pj"``, ``"PyTorchTrainingJob"``, ``"pytorchtrainingjobs"``, or the class.
-KindLike = Union[str, type[JobBase]]
 #: A manifest: a path (``-`` for standard input), a mapping, or a job model.
 JobLike = Union[str, os.PathLike, dict, JobBase]
-#: Seconds, or a duration string (``30s``, ``5m``, ``1h30m``).
-Duration = Union[float, int, str, None]
 
 #: Seconds one request to the API server may take by default (a silent server costs this long):
 #: kubectl's TLS handshake limit, since kubectl itself sets no request timeout by default.
 DEFAULT_REQUEST_TIMEOUT = 10.0
-ELASTIC_KINDS = ("PyTorchTrainingJob", "DeepSpeedJob")
-#: The phases ``wait`` waits for.
-WAIT_PHASES = ("Succeeded", "Failed", "Running")
-#: The field ``pause`` and ``resume`` set.
-PAUSE_FIELD = ["spec", "runMode", "pause", "enabled"]
-#: The field ``scale`` sets.
-SCALE_FIELD = ["spec", "elastic", "expectedReplicas"]
 
 
 # ----------------------------------------------------------------------------- arguments
-
-
-def resolve_kind(kind: KindLike) -> str:
-    """The kind ``kind`` names: a model class, a kind (``GenericJob``), its plural, in any case, a
-    ``kind.group`` form (``genericjobs.batch.tensorstack.dev``) or a short name (``gj pj dj caij``,
-    from :mod:`t9k_jobs.api.kinds`). Raises :class:`UsageError` naming the accepted forms."""
-    if isinstance(kind, type) and issubclass(kind, JobBase):
-        return kind.KIND
-    text = str(kind)
-    word = text.strip().lower()
-    if word.endswith("." + GROUP):
-        word = word[: -len(GROUP) - 1]
-    for name, cls in KINDS.items():
-        if word in (name.lower(), name.lower() + "s", cls.PLURAL.lower(), cls.SHORT_NAME):
-            return name
-    accepted = ", ".join(f"{name} ({cls.SHORT_NAME})" for name, cls in KINDS.items())
-    raise UsageError(f"unknown kind {text!r}: use one of {accepted}, or their plurals")
-
-
-def seconds(value: Duration) -> float | None:
-    """``value`` in seconds (None stays None); raises :class:`UsageError` for a bad duration (a
-    string that is not one, a negative number, NaN or infinity)."""
-    if value is None:
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value):  # NaN compares false with everything: a wait would never end
-            raise UsageError(f"bad duration {value!r}: it must be a finite number of seconds")
-        if value < 0:
-            raise UsageError(f"bad duration {value!r}: it must be zero or more")
-        return float(value)
-    return parse_duration(str(value))
-
-
-def wait_phase(target: str) -> str:
-    """The phase ``target`` names (any case), one of :data:`WAIT_PHASES`; raises
-    :class:`UsageError` for anything else."""
-    wanted = next((p for p in WAIT_PHASES if p.lower() == target.strip().lower()), None)
-    if wanted is None:
-        raise UsageError(f"--for={target!r} is not accepted: use Succeeded, Failed or Running")
-    return wanted
 
 
 def default_target(environ: Any = None) -> str:
@@ -121,7 +70,7 @@ def job_phase(job: JobBase) -> str:
     """The phase of a job returned by a client: ``Stopped`` for a local run whose runtime is gone
     before it finished (annotation ``t9k-jobs.local/phase``), else ``status.phase`` (``Pending``
     before the first status)."""
-    from .local.rundir import LOCAL_PHASE
+    from ..local.rundir import LOCAL_PHASE
 
     notes = job.metadata.annotations or {}
     if LOCAL_PHASE in notes:
@@ -142,125 +91,15 @@ def load_job(source: JobLike) -> tuple[Job, dict[str, Any], Path | None]:
             return parse_job(source, "<dict>"), dict(source), None
         except ManifestError as exc:
             raise InvalidJob(exc.lines()) from None
-    from .api.reading import ReadError, decode, parse_documents, read_source
+    from ..api import read_manifest
 
     path = str(source)
-    name = "<stdin>" if path == "-" else path
     try:
-        docs = parse_documents(decode(read_source(path)))
-        if len(docs) != 1:
-            raise ManifestError([f"expected exactly one YAML document with a job, found {len(docs)}"], name)
-        job = parse_job(docs[0], name)
-    except ReadError as exc:
-        raise InvalidJob([f"{name}: {exc}"]) from None
+        manifest, name = read_manifest(path)
+        job = parse_job(manifest, name)
     except ManifestError as exc:
         raise InvalidJob(exc.lines()) from None
-    return job, docs[0], None if path == "-" else Path(path)
-
-
-@dataclass
-class JobSummary:
-    """One row of ``t9k-jobs get``: ``kind``, ``name``, ``namespace`` (None for a local run),
-    ``phase`` (``Stopped`` for a local run whose runtime is gone before it finished), ``ready``
-    (``"running/replicas"``), ``restarts``, ``age`` (``3m20s``), ``backoff``; ``wide``: the
-    columns of ``-o wide`` (local: ``pid``, ``run_dir``; cluster: ``mode``, ``queue``,
-    ``priority``); ``queue``/``priority``: the job's ``spec.scheduler.t9kScheduler`` on a cluster
-    (the LocalQueue it waits in where Kueue is installed; ``None`` without one, and for a local run);
-    ``object``: the job as a dict, as ``-o yaml`` prints it; ``ref``: ``kind.group/name`` (``-o name``)."""
-
-    kind: str
-    name: str
-    namespace: str | None
-    phase: str
-    ready: str
-    restarts: int
-    age: str
-    backoff: int
-    wide: dict[str, Any] = field(default_factory=dict)
-    object: dict[str, Any] = field(default_factory=dict, repr=False)
-    queue: str | None = None
-    priority: int | None = None
-    #: Makes ``object`` when it is first read (a local run's manifest is parsed only then: ``get``
-    #: prints the rows of many runs without parsing any).
-    loader: Callable[[], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def ref(self) -> str:
-        from .show import ref
-
-        return ref(self.kind, self.name)
-
-
-def _summary_object(self: JobSummary) -> dict[str, Any]:
-    value = self.__dict__.get("_object")
-    if not value and self.__dict__.get("loader") is not None:
-        value = self.__dict__["_object"] = self.loader()  # type: ignore[misc]
-    return value if value is not None else {}
-
-
-def _set_summary_object(self: JobSummary, value: dict[str, Any]) -> None:
-    self.__dict__["_object"] = value
-
-
-JobSummary.object = property(_summary_object, _set_summary_object)  # type: ignore[assignment,method-assign]
-
-
-@dataclass
-class Deleted:
-    """What :meth:`Client.delete` did, as the lines ``t9k-jobs delete`` prints."""
-
-    lines: list[str]
-
-    def __str__(self) -> str:
-        return "\n".join(self.lines)
-
-
-class Backend(Protocol):
-    """What a client needs of a target (issue 23): :class:`t9k_jobs.local.backend.LocalBackend`
-    and :class:`t9k_jobs.cluster.backend.ClusterBackend` implement it. Kinds come resolved
-    (``"GenericJob"``), durations in seconds; every method returns job views
-    (:class:`t9k_jobs.view.JobView`) or raises :mod:`t9k_jobs.errors`. ``target``: ``"local"`` or
-    ``"cluster"``; ``namespace``: the default namespace (None locally); ``server``: the API
-    server's URL (None locally)."""
-
-    target: str
-    namespace: str | None
-    server: str | None
-
-    def get(self, kind: str, name: str, namespace: str | None = None, detail: bool = False) -> JobView:
-        """One job; ``detail``: with what ``describe`` shows (events; a cluster job's pods and PodGroup)."""
-
-    def list(
-        self,
-        kind: str | None = None,
-        name: str | None = None,
-        namespace: str | None = None,
-        all_namespaces: bool = False,
-        detail: bool = False,
-    ) -> list[JobView]:
-        """Every job of ``kind`` (all when None); with ``name``, that job's (NotFound when none)."""
-
-    def create(self, job: Job, manifest: dict[str, Any], path: Path | None, namespace: str | None = None) -> JobView:
-        """Submit a validated job (its model, its manifest as written, the file it came from)."""
-
-    def delete(
-        self, kind: str, name: str, namespace: str | None = None, purge: bool = False, timeout: float | None = None
-    ) -> list[str]:
-        """Delete the job; the lines ``delete`` prints."""
-
-    def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
-        """The one edit (pause, resume, scale): set the field at ``path`` to ``value``."""
-
-    def logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> LogStream:
-        """The job's log lines."""
-
-    def watch(
-        self, kind: str, name: str, namespace: str | None, done: Callable[[JobView | None], bool], timeout: float | None
-    ) -> tuple[JobView | None, bool]:
-        """Follow the job until ``done(view)`` (None: deleted) or ``timeout`` s: ``(last view, done)``."""
-
-    def close(self) -> None:
-        """Release what the backend holds."""
+    return job, manifest, None if path == "-" else Path(path)
 
 
 class Client:
@@ -272,17 +111,20 @@ class Client:
 
     ``Client()`` chooses its target as the CLI does with no target option
     (:func:`default_target`): the cluster of ``$KUBECONFIG`` when it is set, this machine's runs
-    otherwise. ``Client(backend)`` uses any :class:`Backend`.
-    """
+    otherwise. ``Client(backend)`` uses any :class:`~t9k_jobs.sdk.backend.Backend`
+    (:class:`TypeError` for anything else).
 
-    #: The methods whose arguments are checked (:func:`t9k_jobs.arguments.check_arguments`) before
-    #: the backend acts: a one-job verb without a name, or an argument of the wrong type, is a
-    #: :class:`UsageError` here, whatever the target.
-    CHECKED = ("create", "run", "get", "summaries", "describe", "wait", "logs", "delete", "pause", "resume", "scale")
+    Every verb is ``@checked``: its arguments are checked
+    (:func:`t9k_jobs.sdk.arguments.check_arguments`) before the backend acts, so a one-job verb
+    without a name, or an argument of the wrong type, is a :class:`UsageError` here, whatever the
+    target.
+    """
 
     def __init__(self, backend: Backend | None = None) -> None:
         if backend is None:
             backend = (Client.cluster() if default_target() == "cluster" else Client.local()).backend
+        if not isinstance(backend, Backend):
+            raise TypeError(f"Client(backend): {type(backend).__name__} is not a t9k_jobs.sdk.backend.Backend")
         self.backend = backend
 
     @property
@@ -313,7 +155,7 @@ class Client:
         from .arguments import check_arguments
 
         check_arguments("local", {"runs_dir": runs_dir, "run_dir": run_dir})
-        from .local.backend import LocalBackend
+        from .local import LocalBackend
 
         return cls(LocalBackend(Path(runs_dir) if runs_dir else None, Path(run_dir) if run_dir else None))
 
@@ -353,7 +195,7 @@ class Client:
             {"kubeconfig": kubeconfig, "context": context, "namespace": namespace, "request_timeout": request_timeout},
         )
         limit = seconds(request_timeout)
-        from .cluster.backend import ClusterBackend
+        from .cluster import ClusterBackend
 
         return cls(ClusterBackend(kubeconfig, context, namespace, limit or None))
 
@@ -369,6 +211,7 @@ class Client:
 
     # -- the verbs --------------------------------------------------------------------------------
 
+    @checked
     def create(self, job: JobLike, namespace: str | None = None) -> Job:
         """Submit ``job`` (a path, ``-``, a mapping or a model), validated first: on a cluster,
         create it in ``namespace`` (default: its own ``metadata.namespace``, else the client's);
@@ -384,6 +227,7 @@ class Client:
         model, manifest, path = load_job(job)
         return self._job(self.backend.create(model, manifest, path, namespace))
 
+    @checked
     def run(
         self,
         job: JobLike,
@@ -413,12 +257,12 @@ class Client:
         >>> Client.local().run("examples/generic-exchange/job.yaml").name   # doctest: +SKIP
         'exchange'
         """
-        run = getattr(self.backend, "run", None)
-        if run is None:
+        if not isinstance(self.backend, Runner):
             raise NotSupported("run starts a job on this machine; on a cluster use create")
         model, _manifest, path = load_job(job)
-        return self._job(run(model, path, run_dir, gpus, watch, allow_duplicate, volumes, python))
+        return self._job(self.backend.run(model, path, run_dir, gpus, watch, allow_duplicate, volumes, python))
 
+    @checked
     def get(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
         """The job with its status. Raises :class:`NotFound`, :class:`InvalidJob` (a stored job
         whose spec does not validate), :class:`ClusterError`.
@@ -436,6 +280,7 @@ class Client:
         does not validate are left out (:meth:`summaries` shows them)."""
         return [s_job for s in self.summaries(kind, None, namespace, all_namespaces) if (s_job := _job_of(s))]
 
+    @checked
     def summaries(
         self,
         kind: KindLike | None = None,
@@ -447,7 +292,7 @@ class Client:
         (raises :class:`NotFound`), else every job of ``kind`` (default: all kinds)."""
         import time
 
-        from .show import row
+        from .present import row
 
         kind_name = resolve_kind(kind) if kind is not None else None
         if name is not None:
@@ -459,6 +304,7 @@ class Client:
         now = time.time()
         return [_summary(v, row(v, now)) for v in views]
 
+    @checked
     def describe(self, kind: KindLike, name: str | None = None, namespace: str | None = None) -> str:
         """What ``t9k-jobs describe`` prints (lines joined by newlines): identity, created (RFC
         3339, UTC), phase, why it is not Running, spec summary, conditions, replicas, recent
@@ -467,7 +313,7 @@ class Client:
         KIND`` does; ``""`` when there is none. Raises :class:`NotFound`."""
         import time
 
-        from .show import describe
+        from .present import describe
 
         kind_name = resolve_kind(kind)
         if name is None:
@@ -477,6 +323,7 @@ class Client:
         now = time.time()
         return "\n\n".join("\n".join(describe(v, now)) for v in views)
 
+    @checked
     def wait(
         self,
         kind: KindLike,
@@ -499,7 +346,7 @@ class Client:
         >>> Client.local().wait("gj", "exchange", timeout="5m").status.phase   # doctest: +SKIP
         'Succeeded'
         """
-        from . import show
+        from . import present as show
 
         kind_name, wanted, limit = resolve_kind(kind), wait_phase(phase), seconds(timeout)
 
@@ -520,6 +367,7 @@ class Client:
             raise JobsError(show.wait_unknown(view, wanted))
         raise JobEndedOtherwise(show.wait_ended(view, wanted), view.phase)
 
+    @checked
     def logs(
         self,
         kind: KindLike,
@@ -552,6 +400,7 @@ class Client:
         options = LogOptions(replica_type, index, container, follow, tail, timestamps, previous)
         return self.backend.logs(resolve_kind(kind), name, options, namespace)
 
+    @checked
     def delete(
         self,
         kind: KindLike,
@@ -578,6 +427,7 @@ class Client:
         path, value = edit
         return self._job(self.backend.set_field(view, path, value, verb))
 
+    @checked
     def pause(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
         """Pause the job (``spec.runMode.pause.enabled: true``): its replicas are stopped and not
         started again until :meth:`resume`. On a cluster, a patch of the job; locally, an edit of
@@ -587,11 +437,13 @@ class Client:
         local run that watches no manifest)."""
         return self._edit(kind, name, namespace, "pause")
 
+    @checked
     def resume(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
         """Resume a paused job (``spec.runMode.pause.enabled: false``); a job not paused is left
         as it is. As :meth:`pause` otherwise."""
         return self._edit(kind, name, namespace, "resume")
 
+    @checked
     def scale(self, kind: KindLike, name: str, replicas: int, namespace: str | None = None) -> Job:
         """Set an elastic PyTorchTrainingJob's or DeepSpeedJob's ``spec.elastic.expectedReplicas``
         to ``replicas``. Raises :class:`UsageError` when the job is not elastic or ``replicas`` is
@@ -603,7 +455,7 @@ class Client:
         """The typed job of a view (its status included). Raises :class:`InvalidJob`."""
         where = f"{view.kind}/{view.name}"
         if view.run_dir is not None:  # a local run's job.yaml
-            from .local.rundir import RunDir
+            from ..local.rundir import RunDir
 
             where = str(RunDir(view.run_dir).job)
         try:
@@ -614,207 +466,10 @@ class Client:
 
 def _left_alone(view: JobView) -> bool:
     """Whether the operator marked the job's spec invalid (``SpecValid`` False) and leaves it alone."""
-    from .engine.conditions import SPEC_VALID
+    from ..engine.conditions import SPEC_VALID
 
     cond = view.status.condition(SPEC_VALID) if view.status is not None else None
     return cond is not None and cond.status == "False"
-
-
-for _verb in Client.CHECKED:  # every verb goes through the checks, whatever the backend
-    setattr(Client, _verb, checked(getattr(Client, _verb)))
-del _verb
-
-
-@dataclass
-class Edited:
-    """What :meth:`AsyncClient.pause`, :meth:`~AsyncClient.resume` and :meth:`~AsyncClient.scale`
-    did: ``lines`` (what the CLI prints) and the job's ``view`` afterwards."""
-
-    lines: list[str]
-    view: JobView
-
-    def __str__(self) -> str:
-        return "\n".join(self.lines)
-
-
-class AsyncClient:
-    """The SDK for an event loop (the dashboard's): jobs on one target as coroutines, with the
-    same rules and words as :class:`Client`, which any number of tasks may share.
-
-    It returns job views (:class:`t9k_jobs.view.JobView`, what ``get`` and ``describe`` read) and
-    raises the errors of :mod:`t9k_jobs.errors`. Made with :meth:`local` or :meth:`cluster`; with
-    ``watch=True`` it keeps the target's jobs in a cache kept true by watching (inotify for local
-    runs, informers on a cluster), reads come from it, and :meth:`changes` waits for the next
-    change: what many readers cost is what one costs. Close it with :meth:`close` (or ``async
-    with``)::
-
-        client = AsyncClient.local(watch=True)
-        seen = await client.version()
-        while True:
-            for view in await client.views():
-                print(view.kind, view.name, view.phase)
-            seen = await client.changes(seen, timeout=30)
-    """
-
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-
-    @property
-    def target(self) -> str:
-        """``"local"`` or ``"cluster"``."""
-        return self.backend.target
-
-    @property
-    def namespace(self) -> str | None:
-        """A cluster client's default namespace (None locally)."""
-        return self.backend.namespace
-
-    @property
-    def server(self) -> str | None:
-        """A cluster client's API server URL (None locally)."""
-        return self.backend.server
-
-    @classmethod
-    def local(
-        cls, runs_dir: str | os.PathLike | None = None, run_dir: str | os.PathLike | None = None, watch: bool = False
-    ) -> AsyncClient:
-        """This machine's runs under ``runs_dir`` (default ``./t9k-runs``), or the one in
-        ``run_dir``; ``watch``: keep them in a cache that inotify keeps true (the ``watchfiles``
-        library; without it, or without inotify, the cache looks again every 2 s)."""
-        from .arguments import check_arguments
-
-        check_arguments("local", {"runs_dir": runs_dir, "run_dir": run_dir, "watch": watch})
-        from .local.aio import AsyncLocalBackend
-
-        return cls(AsyncLocalBackend(Path(runs_dir) if runs_dir else None, Path(run_dir) if run_dir else None, watch))
-
-    @classmethod
-    async def cluster(
-        cls,
-        kubeconfig: str | os.PathLike | None = None,
-        context: str | None = None,
-        namespace: str | None = None,
-        request_timeout: Duration = DEFAULT_REQUEST_TIMEOUT,
-        watch: bool = False,
-        all_namespaces: bool = False,
-    ) -> AsyncClient:
-        """The cluster of ``kubeconfig`` and ``context``, as :meth:`Client.cluster` (the same
-        arguments and errors), over one connection. ``watch``: keep the jobs of ``namespace``
-        (every namespace with ``all_namespaces``), their pods, the Events of both and the native
-        PodGroups in informers; a job outside them is then not found."""
-        from .arguments import check_arguments
-
-        check_arguments(
-            "cluster",
-            {"kubeconfig": kubeconfig, "context": context, "namespace": namespace,
-             "request_timeout": request_timeout, "watch": watch, "all_namespaces": all_namespaces},
-        )
-        from .cluster.backend import AsyncClusterBackend
-        from .cluster.verbs import connect
-
-        cl = await connect(kubeconfig, context, namespace, seconds(request_timeout) or None)
-        return cls(AsyncClusterBackend(cl, watch=watch, all_namespaces=all_namespaces))
-
-    async def __aenter__(self) -> AsyncClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Stop watching and release the connection."""
-        await self.backend.close()
-
-    # -- reading
-
-    async def views(self, kind: KindLike | None = None, all_namespaces: bool = False) -> list[JobView]:
-        """Every job of ``kind`` (default: all kinds) in the client's namespace (or all of them);
-        locally, the newest run of each name and every live one."""
-        return await self.backend.list(resolve_kind(kind) if kind is not None else None, None, all_namespaces)
-
-    async def view(self, kind: KindLike, name: str, namespace: str | None = None, detail: bool = False) -> JobView:
-        """One job's view; ``detail``: with what ``describe`` shows (events; a cluster job's pods
-        and PodGroup). Raises :class:`NotFound`."""
-        return await self.backend.get(resolve_kind(kind), name, namespace, detail)
-
-    async def version(self) -> int:
-        """The version of what the client watches (0 without ``watch``)."""
-        return await self.backend.version()
-
-    async def changes(self, after: int, timeout: float | None = None) -> int:
-        """Wait until what the client watches changed since version ``after`` (or ``timeout``
-        seconds passed); the version then. Without ``watch``, it waits ``timeout`` and says
-        ``after + 1``: look again."""
-        return await self.backend.changes(after, timeout)
-
-    def problem(self) -> str | None:
-        """Why what the client watches may be incomplete now (an informer the API server refuses,
-        no inotify), one line, or None."""
-        return self.backend.problem()
-
-    async def open_logs(
-        self,
-        kind: KindLike,
-        name: str,
-        replica_type: str | None = None,
-        index: int | None = None,
-        container: str | None = None,
-        follow: bool = False,
-        tail: int | None = None,
-        namespace: str | None = None,
-    ) -> AsyncIterator[str]:
-        """The job's log lines as :meth:`Client.logs` gives them, as an async iterator (close it
-        with ``aclose()`` to stop following early). Raises :class:`NotFound`,
-        :class:`UsageError` before the first line."""
-        options = LogOptions(replica_type, index, container, follow, tail)
-        return await self.backend.open_logs(resolve_kind(kind), name, options, namespace)
-
-    async def open_raw_log(
-        self,
-        kind: KindLike,
-        name: str,
-        replica_type: str | None = None,
-        index: int | None = None,
-        container: str | None = None,
-        namespace: str | None = None,
-    ) -> AsyncIterator[bytes]:
-        """The log as written, as bytes (a download): a local run's file as it is, a cluster's
-        lines newline-ended; about a MiB a chunk. Raises as :meth:`open_logs`."""
-        options = LogOptions(replica_type, index, container)
-        return await self.backend.open_raw_log(resolve_kind(kind), name, options, namespace)
-
-    # -- acting
-
-    async def _edit(self, kind: KindLike, name: str, namespace: str | None, verb: str, replicas: int | None = None) -> Edited:
-        view = await self.backend.get(resolve_kind(kind), name, namespace)
-        edit = edit_of(view, verb, replicas)
-        if edit is not None:
-            view = await self.backend.set_field(view, edit[0], edit[1], verb)
-        line = edited_line(view.kind, view.name, verb, replicas, view.namespace if self.target == "cluster" else None)
-        return Edited([line], view)
-
-    async def pause(self, kind: KindLike, name: str, namespace: str | None = None) -> Edited:
-        """As :meth:`Client.pause`."""
-        return await self._edit(kind, name, namespace, "pause")
-
-    async def resume(self, kind: KindLike, name: str, namespace: str | None = None) -> Edited:
-        """As :meth:`Client.resume`."""
-        return await self._edit(kind, name, namespace, "resume")
-
-    async def scale(self, kind: KindLike, name: str, replicas: int, namespace: str | None = None) -> Edited:
-        """As :meth:`Client.scale`."""
-        return await self._edit(kind, name, namespace, "scale", replicas)
-
-    async def delete(
-        self, kind: KindLike, name: str, namespace: str | None = None, purge: bool = False, timeout: Duration = None
-    ) -> Deleted:
-        """As :meth:`Client.delete`."""
-        return Deleted(await self.backend.delete(resolve_kind(kind), name, namespace, purge, seconds(timeout)))
-
-
-for _verb in ("views", "view", "open_logs", "open_raw_log", "pause", "resume", "scale", "delete"):
-    setattr(AsyncClient, _verb, checked(getattr(AsyncClient, _verb)))
-del _verb
 
 
 def _summary(view: JobView, cells: dict[str, Any]) -> JobSummary:
@@ -834,8 +489,6 @@ def _summary(view: JobView, cells: dict[str, Any]) -> JobSummary:
     )
 
 
-
-
 def _job_of(summary: JobSummary) -> Job | None:
     try:
         return parse_job(summary.object, f"{summary.kind}/{summary.name}")  # type: ignore[return-value]
@@ -843,77 +496,4 @@ def _job_of(summary: JobSummary) -> Job | None:
         return None
 
 
-def edit_of(view: JobView, verb: str, replicas: int | None = None) -> tuple[list[str], Any] | None:
-    """What ``verb`` (``pause``, ``resume``, ``scale`` to ``replicas``) changes in the job of
-    ``view``: ``(field path, value)``, or None when the job already is so. The rules of both
-    clients. Raises :class:`JobsError` (a finished job; a spec that does not validate),
-    :class:`UsageError` (scale: not elastic, out of range; another verb)."""
-    if view.phase in TERMINAL_PHASES:
-        raise JobsError(f"{view.kind} {view.name} has finished ({view.phase}): there is nothing to {verb}")
-    job = view.job
-    if job is None:
-        raise JobsError(f"{view.kind} {view.name}: its spec does not validate; cannot {verb} it")
-    if verb == "pause":
-        return None if job.run_mode.pause_enabled else (PAUSE_FIELD, True)
-    if verb == "resume":
-        return (PAUSE_FIELD, False) if job.run_mode.pause_enabled else None
-    if verb == "scale":
-        if replicas is None:
-            raise UsageError("scale needs a number of replicas")
-        problem = _elastic_problem(job, replicas)
-        if problem:
-            raise UsageError(problem)
-        if job.spec.elastic.expected_replicas == replicas:  # type: ignore[union-attr]
-            return None
-        return (SCALE_FIELD, replicas)
-    raise UsageError(f"unknown edit {verb!r}: use pause, resume or scale")
-
-
-def edited_line(kind: str, name: str, verb: str, replicas: int | None = None, namespace: str | None = None) -> str:
-    """The line ``pause``, ``resume`` and ``scale`` print once done (the CLI's and the dashboard's);
-    ``namespace``: a cluster job's, said after its name."""
-    from .show import ref
-
-    where = f"{ref(kind, name)}" + (f" in namespace {namespace}" if namespace else "")
-    if verb == "pause":
-        return f"{where} paused: spec.runMode.pause.enabled is true"
-    if verb == "resume":
-        return f"{where} resumed: spec.runMode.pause.enabled is false"
-    return f"{where} scaled: spec.elastic.expectedReplicas is {replicas}"
-
-
-def _elastic_problem(job: Job, replicas: int) -> str | None:
-    """Why ``job`` cannot be scaled to ``replicas``, or None."""
-    if job.kind not in ELASTIC_KINDS:
-        return (
-            f"scale: {job.kind} has no elastic mode; only PyTorchTrainingJob and DeepSpeedJob scale "
-            "(spec.elastic)"
-        )
-    elastic = getattr(job.spec, "elastic", None)
-    if elastic is None or not elastic.is_enabled:
-        return f"scale: {job.kind} {job.name} is not elastic (spec.elastic.enabled is not true)"
-    low, high = elastic.min_replicas, elastic.max_replicas
-    if replicas < (low or 0) or (high is not None and replicas > high):
-        return (
-            f"--replicas: {replicas} is outside {job.kind} {job.name}'s elastic range [{low}, {high}] "
-            "(spec.elastic.minReplicas, maxReplicas)"
-        )
-    return None
-
-
-__all__ = [
-    "AsyncClient",
-    "Backend",
-    "Client",
-    "Deleted",
-    "Edited",
-    "JobSummary",
-    "LogStream",
-    "default_target",
-    "job_phase",
-    "load_job",
-    "parse_duration",
-    "resolve_kind",
-    "seconds",
-    "wait_phase",
-]
+__all__ = ["Client", "default_target", "job_phase", "load_job"]

@@ -1,0 +1,89 @@
+"""What the :class:`~t9k_jobs.sdk.client.Client` needs of a target (issues 23, 34): the
+:class:`Backend` protocol both SDK backends implement (:mod:`t9k_jobs.sdk.local` for this
+machine's runs, :mod:`t9k_jobs.sdk.cluster` for a cluster), and :class:`Runner`, what only a
+target that starts jobs itself (this machine) has. ``Client.__init__`` checks a backend against
+:class:`Backend` (``runtime_checkable``: the names are there, not their signatures);
+``Client.run`` asks for a :class:`Runner`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ..api import Job
+from .view import JobView, LogOptions, LogStream
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What a client needs of a target (issue 23): :class:`t9k_jobs.sdk.local.LocalBackend`
+    and :class:`t9k_jobs.sdk.cluster.ClusterBackend` implement it. Kinds come resolved
+    (``"GenericJob"``), durations in seconds; every method returns job views
+    (:class:`t9k_jobs.sdk.view.JobView`) or raises :mod:`t9k_jobs.errors`. ``target``: ``"local"`` or
+    ``"cluster"``; ``namespace``: the default namespace (None locally); ``server``: the API
+    server's URL (None locally)."""
+
+    target: str
+    namespace: str | None
+    server: str | None
+
+    def get(self, kind: str, name: str, namespace: str | None = None, detail: bool = False) -> JobView:
+        """One job; ``detail``: with what ``describe`` shows (events; a cluster job's pods and PodGroup)."""
+
+    def list(
+        self,
+        kind: str | None = None,
+        name: str | None = None,
+        namespace: str | None = None,
+        all_namespaces: bool = False,
+        detail: bool = False,
+    ) -> list[JobView]:
+        """Every job of ``kind`` (all when None); with ``name``, that job's (NotFound when none)."""
+
+    def create(self, job: Job, manifest: dict[str, Any], path: Path | None, namespace: str | None = None) -> JobView:
+        """Submit a validated job (its model, its manifest as written, the file it came from)."""
+
+    def delete(
+        self, kind: str, name: str, namespace: str | None = None, purge: bool = False, timeout: float | None = None
+    ) -> list[str]:
+        """Delete the job; the lines ``delete`` prints."""
+
+    def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
+        """The one edit (pause, resume, scale): set the field at ``path`` to ``value``."""
+
+    def logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> LogStream:
+        """The job's log lines."""
+
+    def watch(
+        self, kind: str, name: str, namespace: str | None, done: Callable[[JobView | None], bool], timeout: float | None
+    ) -> tuple[JobView | None, bool]:
+        """Follow the job until ``done(view)`` (None: deleted) or ``timeout`` s: ``(last view, done)``."""
+
+    def close(self) -> None:
+        """Release what the backend holds."""
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """A backend that starts jobs on this machine (:class:`t9k_jobs.sdk.local.LocalBackend`):
+    what :meth:`t9k_jobs.sdk.client.Client.run` needs beyond :class:`Backend`."""
+
+    def run(
+        self,
+        job: Job,
+        path: Path | None,
+        run_dir: str | os.PathLike | None = None,
+        gpus: str | None = None,
+        watch: bool = True,
+        allow_duplicate: bool = False,
+        volumes: dict[str, str | os.PathLike] | None = None,
+        python: str | os.PathLike | None = None,
+    ) -> JobView:
+        """Start ``job`` (from the file ``path``, or from its dump) in the background; the view
+        once its runtime has started."""
+
+
+__all__ = ["Backend", "Runner"]
