@@ -152,8 +152,22 @@ def run_cli(args: list[str], cwd: Path, *, as_nobody: bool = False, login: bool 
     if as_nobody:
         argv = unprivileged(argv, cwd, login)
         environ["HOME"] = str(cwd)
-    return subprocess.run(argv, cwd=cwd, env=environ, input=input, capture_output=True, text=True,
-                          timeout=timeout, check=False)  # fmt: skip
+    try:
+        return subprocess.run(argv, cwd=cwd, env=environ, input=input, capture_output=True, text=True,
+                              timeout=timeout, check=False)  # fmt: skip
+    except subprocess.TimeoutExpired as exc:
+        run_dir = cwd / args[args.index("--run-dir") + 1] if "--run-dir" in args else None
+        said = {name: _tail(run_dir / name) for name in ("events.log", "job.log", "runtime.log")} if run_dir else {}
+        printed = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        pytest.fail(f"t9k-jobs {' '.join(args)} still ran after {timeout:.0f} s; it printed:\n{printed}"
+                    + "".join(f"\n--- {name} ---\n{text}" for name, text in said.items()), pytrace=False)
+
+
+def _tail(path: Path, size: int = 6000) -> str:
+    try:
+        return path.read_text(errors="replace")[-size:]
+    except OSError as exc:
+        return f"({exc.strerror})"
 
 
 def _status(run_dir: Path) -> dict[str, Any]:
