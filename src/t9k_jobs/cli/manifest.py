@@ -1,0 +1,219 @@
+"""The verbs over a job manifest, on this machine: ``render``, ``validate`` and ``run``."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .exits import fail, verb_errors
+
+
+class Output(str, Enum):
+    yaml = "yaml"
+    json = "json"
+
+
+class Gang(str, Enum):
+    """``render --gang``: :data:`t9k_jobs.frameworks.base.GangMode`."""
+
+    t9k = "t9k"
+    native = "native"
+    none = "none"
+
+
+#: FILE of render, validate and run.
+_File = Annotated[Path, typer.Argument(help="The job manifest (YAML or JSON), or - for standard input.")]
+
+
+def _load(path: Path, created: bool = False):  # noqa: ANN202 - returns one of the Job kinds
+    """The job in ``path``, or exit 2 with its errors; its warnings go to stderr. ``created``: read
+    as the API server reads a create (a saved job's status and server-set metadata dropped, with
+    one note on stderr: :mod:`t9k_jobs.api.created`)."""
+    from ..api import ManifestError
+    from ..frameworks import load_manifest, spec_warnings
+
+    try:
+        job = load_manifest(path)
+    except ManifestError as exc:
+        fail(exc.lines())
+    source = "<stdin>" if str(path) == "-" else str(path)
+    if created:
+        from ..api.created import as_created, dropped_note
+        from ..frameworks import parse_job
+
+        doc, dropped = as_created(job.dump())
+        if dropped:
+            typer.echo(f"note: {source}: {dropped_note(dropped)}", err=True)
+            job = parse_job(doc, source)
+    for line in spec_warnings(job):
+        typer.echo(f"warning: {source}: {line}", err=True)
+    return job
+
+
+def render(
+    file: _File,
+    output: Annotated[Output, typer.Option("--output", "-o", help="Output format.")] = Output.yaml,
+    gang: Annotated[
+        Gang,
+        typer.Option(
+            "--gang",
+            help="The gang scheduling the cluster is assumed to serve, for spec.scheduler.t9kScheduler: "
+            "t9k (T9k's PodGroup and t9k-scheduler), native (a scheduling.k8s.io/v1beta1 PodGroup, "
+            "Kubernetes 1.37+ with GenericWorkload) or none (the default scheduler, no gang). The operator "
+            "picks it from discovery.",
+        ),
+    ] = Gang.t9k,
+) -> None:
+    """Print every object the operator would create for FILE: pods, services, config maps, secrets, pod groups."""
+    from ..render import render as render_objects
+    from ..render import to_yaml
+
+    job = _load(file, created=True)
+    objects = render_objects(job, gang=gang.value)
+    if output is Output.json:
+        typer.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
+    else:
+        typer.echo(to_yaml(objects), nl=False)
+
+
+def validate(file: _File) -> None:
+    """Check FILE against the API and print the kind and name when it is valid (exit 0; fields
+    without effect and silent defaults are printed as warnings on stderr, and what a local run
+    leaves out, such as queue and priority, as notes), else exit 2."""
+    from ..frameworks.notes import local_run_notes
+
+    job = _load(file)
+    source = "<stdin>" if str(file) == "-" else str(file)
+    for line in local_run_notes(job):
+        typer.echo(f"note: {source}: {line}", err=True)
+    typer.echo(f"{job.kind}/{job.name}: valid")
+
+
+def run(
+    file: _File,
+    run_dir: Annotated[
+        Optional[Path], typer.Option("--run-dir", help="Where logs and status go (default: a new folder under ./t9k-runs).")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No interleaved replica logs on the terminal.")] = False,
+    watch_manifest: Annotated[
+        bool,
+        typer.Option(
+            "--watch/--no-watch",
+            help="Apply your edits of FILE while running (merged into the run's own copy, which pause, resume "
+            "and scale edit).",
+        ),
+    ] = True,
+    gpus: Annotated[
+        Optional[str],
+        typer.Option(
+            "--gpus",
+            help="The GPUs replicas may get, by index or UUID (0,1,2,3 or GPU-<uuid>,...), or none "
+            "(default: this machine's, found with NVML or nvidia-smi).",
+        ),
+    ] = None,
+    detach: Annotated[
+        bool,
+        typer.Option(
+            "--detach",
+            "-d",
+            help="Run in the background (its own session: closing the terminal does not stop it); print the "
+            "run dir and exit 0 at once. Then: get, logs -f, wait, describe, delete.",
+        ),
+    ] = False,
+    allow_duplicate: Annotated[
+        bool,
+        typer.Option(
+            "--allow-duplicate",
+            help="Start it even though a run of the same job is running in the same runs dir (refused by "
+            "default, as kubectl create refuses a name that is taken).",
+        ),
+    ] = False,
+    volume: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--volume",
+            help="NAME=DIR (repeatable): the folder of this machine that a persistentVolumeClaim named NAME "
+            "(or a configMap or secret that is not the job's own) stands for; every replica mounting it sees "
+            "DIR at its mountPath, shared.",
+        ),
+    ] = None,
+    python: Annotated[
+        Optional[str],
+        typer.Option(
+            "--python",
+            help="The interpreter that python, python3 and torchrun mean in the replicas (an environment "
+            "with the job's dependencies; default: the one t9k-jobs runs in).",
+        ),
+    ] = None,
+) -> None:
+    """Run the job in FILE on this machine; exit 0 only when it Succeeded (with -d: once it started)."""
+    from ..local.gpus import GpuInventory
+    from ..local.processes import check_python
+    from ..local.runtime import run_job
+    from ..local.volumes import VolumeError, parse_volume_flags
+
+    inventory = None
+    if gpus is not None:
+        try:
+            inventory = GpuInventory.declared(gpus)
+        except ValueError as exc:
+            fail([f"--gpus: {exc}"])
+    try:
+        volumes = parse_volume_flags(volume or [])
+    except VolumeError as exc:
+        fail([str(exc)])
+    if python is not None:
+        try:
+            python = check_python(python)
+        except ValueError as exc:
+            fail([f"--python: {exc}"])
+    if detach:
+        from ..sdk.client import Client
+
+        with verb_errors():
+            started = Client.local().run(
+                file,
+                run_dir=run_dir,
+                gpus=gpus,
+                watch=watch_manifest,
+                allow_duplicate=allow_duplicate,
+                volumes=volumes,
+                python=python,
+            )
+        _print_detached(started)
+        raise typer.Exit(0)
+    job = _load(file, created=True)
+    from_stdin = str(file) == "-"
+    code = run_job(
+        job,
+        manifest=None if from_stdin else file,
+        run_dir=run_dir,
+        quiet=quiet,
+        watch=watch_manifest,
+        gpus=inventory,
+        allow_duplicate=allow_duplicate,
+        volumes=volumes,
+        python=python,
+    )
+    raise typer.Exit(code)
+
+
+def _print_detached(job) -> None:  # noqa: ANN001 - a job model returned by Client.run
+    from ..local.rundir import LOCAL_PID, LOCAL_RUN_DIR
+
+    notes = job.metadata.annotations or {}
+    from ..words import short_name
+
+    short = short_name(job.kind)
+    typer.echo(
+        f"{job.kind}/{job.name}: running in the background (runtime pid {notes.get(LOCAL_PID, '-')}); "
+        f"run dir {notes.get(LOCAL_RUN_DIR, '-')}"
+    )
+    typer.echo(
+        f"  t9k-jobs get {short} {job.name}   t9k-jobs logs {short} {job.name} -f   "
+        f"t9k-jobs delete {short} {job.name}"
+    )
