@@ -43,7 +43,7 @@ LEVELS: list[set[str]] = [
     # the argument checks, and both backends (over local's runtime and cluster's REST client).
     {"sdk"},
     {"dashboard"},  # the web dashboard, over the SDK (t9k-jobs dashboard)
-    {"cli"},
+    {"cli"},  # the command line (cli/: one module a group of verbs, one layer), over all of the above
 ]
 LAYERS = {name: level for level, names in enumerate(LEVELS) for name in names}
 #: The package itself: ``t9k_jobs.__version__`` may be read from anywhere; its own lazy import of
