@@ -172,7 +172,18 @@ def test_restarts_of_the_operator_and_of_kueue_lose_nothing_and_duplicate_nothin
     )
     assert job_pods(kube, namespace, "waiter") == []
     kubectl("exec", "-n", namespace, "holder-worker-0", "--", "touch", "/tmp/done")
-    done = wait_phase(kube, waiter, ("Succeeded", "Failed"), timeout=240)
+    try:
+        done = wait_phase(kube, waiter, ("Succeeded", "Failed"), timeout=240)
+    except AssertionError as exc:  # what the cluster shows then, to tell which step stopped
+        seen = [kubectl(*args, check=False).stdout[-3000:] for args in (
+            ("get", "pods", "-n", namespace, "-o", "wide"),
+            ("get", "workloads.kueue.x-k8s.io", "-n", namespace, "-o", "yaml"),
+            ("get", "events", "-n", namespace, "--sort-by=.lastTimestamp"),
+            ("get", "genericjobs", "-n", namespace, "-o", "jsonpath={.items[*].status}"),
+            ("logs", "-n", "t9k-jobs-system", "deployment/t9k-jobs-operator", "--tail=60"),
+            ("logs", "-n", "kueue-system", "deployment/kueue-controller-manager", "--tail=60"),
+        )]  # fmt: skip
+        raise AssertionError(f"{exc}\n---\n" + "\n---\n".join(seen)) from None
     assert done["status"]["phase"] == "Succeeded", done["status"]
     assert wait_phase(kube, holder, ("Succeeded", "Failed"))["status"]["phase"] == "Succeeded"
     created = [e for e in kube.list(core_path(namespace, "events"))
