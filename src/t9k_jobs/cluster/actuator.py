@@ -31,6 +31,7 @@ from .workqueue import WorkQueue
 
 log = logging.getLogger("t9k_jobs.controller")
 
+
 class Actuator:
     """Carries out plans; the :class:`~t9k_jobs.cluster.controller.Controller` is one and
     provides what is declared here."""
