@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from .arguments import Duration, KindLike, checked, resolve_kind, seconds
+from .backend import OverBackend
 from .client import DEFAULT_REQUEST_TIMEOUT
 from .edits import edit_of, edited_line
 from .view import Deleted, Edited, JobView, LogOptions
 
 
-class AsyncClient:
+class AsyncClient(OverBackend):
     """The SDK for an event loop (the dashboard's): jobs on one target as coroutines, with the
     same rules and words as :class:`Client`, which any number of tasks may share.
 
@@ -37,21 +38,6 @@ class AsyncClient:
 
     def __init__(self, backend: Any) -> None:
         self.backend = backend
-
-    @property
-    def target(self) -> str:
-        """``"local"`` or ``"cluster"``."""
-        return self.backend.target
-
-    @property
-    def namespace(self) -> str | None:
-        """A cluster client's default namespace (None locally)."""
-        return self.backend.namespace
-
-    @property
-    def server(self) -> str | None:
-        """A cluster client's API server URL (None locally)."""
-        return self.backend.server
 
     @property
     def run_dir(self) -> Path | None:

@@ -86,4 +86,26 @@ class Runner(Protocol):
         once its runtime has started."""
 
 
-__all__ = ["Backend", "Runner"]
+class OverBackend:
+    """What :class:`~t9k_jobs.sdk.client.Client` and :class:`~t9k_jobs.sdk.async_client.AsyncClient`
+    both say of the backend they hold (``self.backend``): where they act."""
+
+    backend: Any
+
+    @property
+    def target(self) -> str:
+        """``"local"`` or ``"cluster"``."""
+        return self.backend.target
+
+    @property
+    def namespace(self) -> str | None:
+        """A cluster client's default namespace (None locally)."""
+        return self.backend.namespace
+
+    @property
+    def server(self) -> str | None:
+        """A cluster client's API server URL (None locally)."""
+        return self.backend.server
+
+
+__all__ = ["Backend", "OverBackend", "Runner"]

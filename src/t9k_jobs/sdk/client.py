@@ -43,7 +43,7 @@ from ..errors import InvalidJob, JobEndedOtherwise, JobsError, NotSupported, Usa
 from ..frameworks import parse_job
 from ..words import STOPPED, UNKNOWN
 from .arguments import Duration, KindLike, checked, resolve_kind, seconds, wait_phase
-from .backend import Backend, Runner
+from .backend import Backend, OverBackend, Runner
 from .edits import edit_of
 from .view import Deleted, JobSummary, JobView, LogOptions, LogStream
 
@@ -102,7 +102,7 @@ def load_job(source: JobLike) -> tuple[Job, dict[str, Any], Path | None]:
     return job, manifest, None if path == "-" else Path(path)
 
 
-class Client:
+class Client(OverBackend):
     """Jobs on one target: a cluster (:meth:`cluster`) or this machine's runs (:meth:`local`).
 
     Both have the same methods; :meth:`run` is local only, and local runs have no namespaces.
@@ -126,21 +126,6 @@ class Client:
         if not isinstance(backend, Backend):
             raise TypeError(f"Client(backend): {type(backend).__name__} is not a t9k_jobs.sdk.backend.Backend")
         self.backend = backend
-
-    @property
-    def target(self) -> str:
-        """``"local"`` or ``"cluster"``."""
-        return self.backend.target
-
-    @property
-    def namespace(self) -> str | None:
-        """A cluster client's default namespace (None locally)."""
-        return self.backend.namespace
-
-    @property
-    def server(self) -> str | None:
-        """A cluster client's API server URL (None locally)."""
-        return self.backend.server
 
     # -- construction -----------------------------------------------------------------------------
 
