@@ -142,6 +142,9 @@ def test_a_job_without_t9k_scheduler_is_untouched_by_kueue(node, kube: Kube, nam
     assert not pod["spec"].get("schedulingGates")
 
 
+# Its steps wait up to 120 + 240 + 240 s, and what the cluster shows is printed when the last one
+# times out (failed once in ~20 runs, under load; not reproduced since): past pytest's 300 s.
+@pytest.mark.timeout(900)
 def test_restarts_of_the_operator_and_of_kueue_lose_nothing_and_duplicate_nothing(
     node, kube: Kube, kubectl, namespace: str, quota: int
 ) -> None:
