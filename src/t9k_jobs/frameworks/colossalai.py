@@ -141,7 +141,7 @@ class ColossalAIFramework(Framework[ColossalAIJob]):
         sshd = job.spec.ssh.sshd_path
         return [
             LocalRequirement(
-                "executable", sshd,
+                "sshd", sshd,
                 f"ColossalAIJob runs each worker as a real sshd (colossalai run reaches workers only over ssh), "
                 f"and {sshd} (spec.ssh.sshdPath) is not here: install OpenSSH's server (Debian: apt-get install "
                 "openssh-server), or run the job on a cluster",

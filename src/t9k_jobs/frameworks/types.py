@@ -116,13 +116,15 @@ class LocalRequirement:
     the plug-in says what, :func:`t9k_jobs.local.checks.cannot_run_reason` checks it.
 
     ``what``: ``program``: ``name`` is found on the PATH of the environment the replicas run in
-    (``--python``'s folder first); ``executable``: ``name`` is a file this process may execute;
-    ``refused``: never met, the job does not run locally at all (``name`` empty). ``missing``: the
-    refusal said when it is not met, one line with what to do; ``{where}`` in it stands for that
-    environment (``the environment of --python PY``, ``the environment t9k-jobs runs in``).
+    (``--python``'s folder first), and ``{where}`` in ``missing`` stands for that environment
+    (``the environment of --python PY``, ``the environment t9k-jobs runs in``); ``sshd``: ``name``
+    is OpenSSH's server, run as a replica: a file this process may execute, and the run makes its
+    privilege-separation directory first (:func:`t9k_jobs.local.checks.prepare_host`); ``refused``:
+    never met, the job does not run locally at all (``name`` empty). ``missing``: the refusal said
+    when it is not met, one line with what to do.
     """
 
-    what: Literal["program", "executable", "refused"]
+    what: Literal["program", "sshd", "refused"]
     name: str
     missing: str
 

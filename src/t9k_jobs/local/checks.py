@@ -13,7 +13,6 @@ import shutil
 from pathlib import Path
 
 from ..api import Job
-from ..api.kinds import ColossalAIJob
 from ..engine import Observed, reconcile
 from ..frameworks import LocalRequirement, framework_for
 from .addressing import LocalAddressing
@@ -96,13 +95,13 @@ def missing_requirement(requirements: list[LocalRequirement], python: str | None
     """The refusal of the first of ``requirements`` (a plug-in's
     :meth:`~t9k_jobs.frameworks.base.Framework.local_requirements`) this machine does not meet,
     or ``None``: a program looked up on the PATH the replicas get (:func:`base_environment` of
-    ``python``, ``--python``), an executable file, or a job that never runs locally."""
+    ``python``, ``--python``), an sshd that must be executable, or a job that never runs locally."""
     path = base_environment(python).get("PATH")
     where = f"the environment of --python {python}" if python is not None else "the environment t9k-jobs runs in"
     for need in requirements:
         if need.what == "refused":
             return need.missing
-        if need.what == "executable" and not os.access(need.name, os.X_OK):
+        if need.what == "sshd" and not os.access(need.name, os.X_OK):
             return need.missing
         if need.what == "program" and shutil.which(need.name, path=path) is None:
             return need.missing.replace("{where}", where)
@@ -116,11 +115,12 @@ SSHD_PRIVSEP_DIR = "/run/sshd"
 
 def prepare_host(job: Job) -> None:
     """Make what this machine must have before the job's replicas start, as a kubelet prepares a
-    pod's sandbox: for a ColossalAIJob run as root, sshd's privilege-separation directory
-    (:data:`SSHD_PRIVSEP_DIR`, mode 0755), since every worker is a real sshd. Nothing else is made.
+    pod's sandbox: for a job whose replicas run a real sshd (the plug-in's ``sshd``
+    :class:`~t9k_jobs.frameworks.LocalRequirement`: a ColossalAIJob's workers) run as root, sshd's
+    privilege-separation directory (:data:`SSHD_PRIVSEP_DIR`, mode 0755). Nothing else is made.
 
     Raises ``OSError`` when the directory cannot be made (a read-only ``/run``)."""
-    if isinstance(job, ColossalAIJob) and not job.run_mode.debug_enabled:
+    if any(need.what == "sshd" for need in framework_for(job).local_requirements(job)):
         ensure_sshd_privsep_dir()
 
 
