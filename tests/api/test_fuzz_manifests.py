@@ -25,8 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from t9k_jobs.api import ManifestError
-from t9k_jobs.frameworks import parse_job, spec_warnings
-from t9k_jobs.frameworks.notes import local_run_notes
+from t9k_jobs.frameworks import framework_for, parse_job, spec_warnings
 from t9k_jobs.render import render
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "render" / "manifests"
@@ -139,7 +138,7 @@ def test_a_manifest_is_refused_or_renders_in_every_gang_mode(data: dict[str, Any
     except ManifestError:
         return
     spec_warnings(job)
-    local_run_notes(job)
+    framework_for(job).local_notes(job)
     for gang in GANG_MODES:
         render(job, keygen=_keygen, gang=gang)
 

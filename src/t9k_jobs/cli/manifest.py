@@ -84,11 +84,11 @@ def validate(file: _File) -> None:
     """Check FILE against the API and print the kind and name when it is valid (exit 0; fields
     without effect and silent defaults are printed as warnings on stderr, and what a local run
     leaves out, such as queue and priority, as notes), else exit 2."""
-    from ..frameworks.notes import local_run_notes
+    from ..frameworks import framework_for
 
     job = _load(file)
     source = "<stdin>" if str(file) == "-" else str(file)
-    for line in local_run_notes(job):
+    for line in framework_for(job).local_notes(job):
         typer.echo(f"note: {source}: {line}", err=True)
     typer.echo(f"{job.kind}/{job.name}: valid")
 

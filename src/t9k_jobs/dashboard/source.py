@@ -33,10 +33,10 @@ from typing import Any
 from .. import words
 from ..api.common import TERMINAL_PHASES
 from ..errors import JobsError, NotFound, UsageError
+from ..frameworks import framework_for
 from ..sdk import present
 from ..sdk.arguments import resolve_kind
 from ..sdk.async_client import AsyncClient
-from ..sdk.edits import ELASTIC_KINDS
 from ..sdk.view import JobView
 from ..words import STOPPED
 from .metrics import Series, as_json
@@ -385,22 +385,23 @@ class JobSource:
 
     def _actions(self, view: JobView) -> dict[str, Any]:
         """Which actions the page offers: none unless ``--allow-actions``; pause/resume/scale only
-        while the job has not finished; scale for elastic kinds, with their range."""
+        while the job has not finished; scale while its elastic mode is on, with its range (the
+        plug-in's :meth:`~t9k_jobs.frameworks.base.Framework.elastic_range`)."""
         if not self.allow_actions:
             return {"allowed": False}
         job = view.job
         live = view.phase not in TERMINAL_PHASES and view.phase != STOPPED
         paused = bool(job is not None and job.run_mode.pause_enabled)
-        elastic = getattr(job.spec, "elastic", None) if job is not None else None
-        scalable = bool(view.kind in ELASTIC_KINDS and elastic is not None and elastic.is_enabled)
+        span = framework_for(job).elastic_range(job) if job is not None else None
+        elastic = getattr(job.spec, "elastic", None) if job is not None and span is not None else None
         return {
             "allowed": True,
             "pause": live and not paused,
             "resume": live and paused,
-            "scale": live and scalable,
-            "min_replicas": elastic.min_replicas if scalable else None,
-            "max_replicas": elastic.max_replicas if scalable else None,
-            "expected_replicas": elastic.expected_replicas if scalable else None,
+            "scale": live and span is not None,
+            "min_replicas": span[0] if span is not None else None,
+            "max_replicas": span[1] if span is not None else None,
+            "expected_replicas": elastic.expected_replicas if elastic is not None else None,
             "delete": True,
         }
 

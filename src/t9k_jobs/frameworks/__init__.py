@@ -1,5 +1,9 @@
 """One plug-in per job kind; :func:`framework_for` picks it.
 
+A kind's facts are asked of its plug-in (:class:`~.base.Framework`): :func:`spec_warnings` is its
+:meth:`~.base.Framework.warnings`, and :func:`elastic_kinds` names the kinds that have an
+elastic mode.
+
 :func:`parse_job` and :func:`load_manifest` validate a manifest as :mod:`t9k_jobs.api` does and
 then check what the job's plug-in makes (:func:`child_name_problem`); t9k-jobs' commands, SDK and
 operator read manifests with these.
@@ -18,9 +22,8 @@ from .base import Framework
 from .colossalai import ColossalAIFramework
 from .deepspeed import DeepSpeedFramework
 from .genericjob import GenericJobFramework
-from .notes import spec_warnings
 from .pytorch import PyTorchFramework
-from .types import BuildContext, Final, Outcome, ReplicaGroup
+from .types import BuildContext, Final, LocalRequirement, Outcome, ReplicaGroup
 
 _FRAMEWORKS: dict[str, Framework] = {
     f.kind: f for f in (GenericJobFramework(), PyTorchFramework(), DeepSpeedFramework(), ColossalAIFramework())
@@ -30,6 +33,19 @@ _FRAMEWORKS: dict[str, Framework] = {
 def framework_for(job: JobBase) -> Framework:
     """The plug-in of ``job.kind``; raises ``KeyError`` for a kind t9k-jobs does not implement."""
     return _FRAMEWORKS[job.kind]
+
+
+def spec_warnings(job: JobBase) -> list[str]:
+    """The warnings of ``job``'s plug-in (:meth:`~.base.Framework.warnings`): one
+    ``<field path>: <what happens instead>`` line per accepted field without effect or with a
+    silent default. Never raises."""
+    return framework_for(job).warnings(job)
+
+
+def elastic_kinds() -> list[str]:
+    """The kinds that have an elastic mode (``spec.elastic``, :attr:`~.base.Framework.elastic`),
+    in the order t9k-jobs lists its kinds."""
+    return [kind for kind, f in _FRAMEWORKS.items() if f.elastic]
 
 
 def load_manifest(path: str | Path, stdin: BinaryIO | None = None) -> Job:
@@ -88,9 +104,11 @@ __all__ = [
     "BuildContext",
     "Final",
     "Framework",
+    "LocalRequirement",
     "Outcome",
     "ReplicaGroup",
     "child_name_problem",
+    "elastic_kinds",
     "framework_for",
     "load_manifest",
     "parse_job",

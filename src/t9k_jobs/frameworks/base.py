@@ -5,6 +5,12 @@ replicas each wants (:meth:`Framework.groups`), how a replica's pod is decorated
 command; :meth:`Framework.decorate`), which extra children it needs (hostfile, ssh keys;
 :meth:`Framework.extra_children`) and who decides success (:meth:`Framework.outcome`).
 Everything else (names, labels, restart policy, run modes, services, PodGroup) is common.
+
+It also holds the kind's facts that callers would otherwise switch on by kind: the fields that
+take no effect (:meth:`Framework.warnings`), what a local run leaves out
+(:meth:`Framework.local_notes`) and needs on the machine (:meth:`Framework.local_requirements`),
+and the range ``scale`` may set (:meth:`Framework.elastic_range`); callers ask the plug-in of the
+kind (:func:`t9k_jobs.frameworks.framework_for`).
 """
 
 from __future__ import annotations
@@ -13,9 +19,11 @@ import abc
 import copy
 from typing import Any, Generic, Literal
 
-from ..api.common import GROUP
+from ..api.common import GROUP, ElasticConfig
 from ..api.kinds import JobBase
-from .types import BuildContext, Final, GangMode, JobT, Outcome, ReplicaGroup
+from . import notes
+from .notes import Templates
+from .types import BuildContext, Final, GangMode, JobT, LocalRequirement, Outcome, ReplicaGroup
 
 TENSORSTACK = "tensorstack.dev"
 LABEL_OWNER_KIND = "tensorstack.dev/owner-kind"
@@ -40,10 +48,13 @@ class Framework(abc.ABC, Generic[JobT]):
 
     ``restart_scope``: ``replica`` restarts the failed replica alone; ``all`` restarts every
     replica of the job together (DeepSpeedJob: a pdsh launch cannot take back one worker).
+    ``elastic``: the kind has an elastic mode (``spec.elastic``), whose expected count ``scale``
+    sets (:meth:`elastic_range`).
     """
 
     kind: str = ""
     restart_scope: Literal["replica", "all"] = "replica"
+    elastic: bool = False
 
     @abc.abstractmethod
     def groups(self, job: JobT) -> list[ReplicaGroup]:
@@ -100,6 +111,59 @@ class Framework(abc.ABC, Generic[JobT]):
         """Whether this replica's running pod is replaced (without counting a restart) when the
         pod wanted now differs from the one it runs: a launcher whose host list changed."""
         return False
+
+    # ------------------------------------------------------------------- the kind's facts
+
+    @abc.abstractmethod
+    def templates(self, job: JobT) -> Templates:
+        """Every pod template the manifest holds, with its field path (``spec.replicaSpecs[0].template``)."""
+
+    def warnings(self, job: JobT) -> list[str]:
+        """One line per accepted field of ``job`` that has no effect or a silent default, each
+        ``<field path>: <what happens instead>``; empty for most jobs. Never raises.
+
+        Here the ones every kind has, in this order: an unset queue, a template's name or
+        namespace, the scheduling fields ``t9kScheduler`` overrides, run-mode entries for a type the
+        job lacks, a block's two spellings disagreeing; a plug-in adds its own after them
+        (``super().warnings(job) + ...``). ``validate``, ``render`` and ``run`` print them on stderr;
+        the engine reports them as ``SpecWarning`` events (:func:`t9k_jobs.frameworks.spec_warnings`)."""
+        spec: Any = job.spec
+        templates = self.templates(job)
+        return [
+            *notes.queue(spec),
+            *notes.template_identity(templates),
+            *scheduler_field_warnings(job, templates),
+            *notes.run_mode_types(spec.run_mode, [g.type for g in self.groups(job)]),
+            *notes.both_spellings(spec),
+        ]
+
+    def local_notes(self, job: JobT) -> list[str]:
+        """What a local run (``t9k-jobs run``) does not do for ``job`` that a cluster would, one line
+        each ``<field path>: <what a local run does instead>``; ``validate`` and ``run`` print them.
+        Empty for most jobs. Never raises.
+
+        Here what every kind shares: ``t9kScheduler``'s queue and priority, which a local run ignores."""
+        spec: Any = job.spec
+        scheduler = spec.scheduler.t9k_scheduler if spec.scheduler is not None else None
+        if scheduler is None:
+            return []
+        return [
+            f"spec.scheduler.t9kScheduler: a local run ignores queue {scheduler.queue_name!r} and priority "
+            f"{scheduler.priority}; its replicas start at once on this machine, not as a gang"
+        ]
+
+    def local_requirements(self, job: JobT) -> list[LocalRequirement]:
+        """What a local run of ``job`` needs on the machine beside what every kind needs (GPUs,
+        volumes: :func:`t9k_jobs.local.checks.cannot_run_reason` checks those), in the order they are
+        checked: the first one missing is the run's refusal. Empty here: a kind whose replicas run
+        their own command (GenericJob; PyTorchTrainingJob, whose ``torchrun`` is the run's python
+        with ``-m torch.distributed.run``) needs nothing more."""
+        return []
+
+    def elastic_range(self, job: JobT) -> tuple[int, int] | None:
+        """``(minReplicas, maxReplicas)``, the replica counts ``scale`` may set, while ``job``'s
+        elastic mode is on; ``None`` when it is off or the kind has none (:attr:`elastic`)."""
+        return None
 
 
 # --------------------------------------------------------------------------- shared helpers
@@ -262,6 +326,16 @@ def replica_service(job: JobBase, group: ReplicaGroup, index: int) -> dict[str, 
     }
 
 
+def range_of(elastic: ElasticConfig | None) -> tuple[int, int] | None:
+    """``(minReplicas, maxReplicas)`` of an elastic block that is on, else ``None``: the
+    :meth:`Framework.elastic_range` of the kinds that have one (validation requires both bounds
+    once it is on)."""
+    if elastic is None or not elastic.is_enabled:
+        return None
+    assert elastic.min_replicas is not None and elastic.max_replicas is not None
+    return (elastic.min_replicas, elastic.max_replicas)
+
+
 #: Prefix of the PriorityClasses that carry ``t9kScheduler.priority`` on a native cluster.
 PRIORITY_CLASS_PREFIX = "t9k-priority-"
 
@@ -311,6 +385,43 @@ def pod_group(
             "queue": scheduler.queue_name,
         },
     }
+
+
+def scheduler_field_warnings(job: JobBase, templates: Templates) -> list[str]:
+    """Pod-template scheduling fields (of ``templates``, :meth:`Framework.templates`) that
+    ``t9kScheduler`` overrides: ``schedulerName`` (the pods use t9k-scheduler, or the default
+    scheduler with a native gang) and, where the cluster gang-schedules with ``scheduling.k8s.io``
+    PodGroups, a ``priorityClassName`` or ``priority`` that wins over ``t9kScheduler.priority``
+    (:func:`base_pod`, :func:`pod_group`)."""
+    spec: Any = job.spec
+    sched = spec.scheduler.t9k_scheduler if spec.scheduler is not None else None
+    if sched is None:
+        return []
+    out = []
+    for where, template in templates:
+        pod = template["spec"]
+        name = pod.get("schedulerName")
+        if name and name != T9K_SCHEDULER_NAME:
+            out.append(
+                f"{where}.spec.schedulerName: {name!r} is replaced; with spec.scheduler.t9kScheduler the pods use "
+                f"{T9K_SCHEDULER_NAME}, or the default scheduler where the cluster gang-schedules with "
+                "scheduling.k8s.io PodGroups (it is kept only on a cluster that serves neither)"
+            )
+    if "priority" in sched.model_fields_set:
+        for where, template in templates:
+            pod = template["spec"]
+            own = (
+                f"priorityClassName {pod['priorityClassName']!r}" if pod.get("priorityClassName")
+                else f"priority {pod['priority']}" if pod.get("priority") is not None else None
+            )  # fmt: skip
+            if own and pod.get("priorityClassName") != priority_class_name(sched.priority):
+                out.append(
+                    f"spec.scheduler.t9kScheduler.priority: where the cluster gang-schedules with scheduling.k8s.io "
+                    f"PodGroups, {where}.spec's {own} sets the pods' and the PodGroup's priority instead of "
+                    f"{sched.priority} (T9k's PodGroup and Kueue take {sched.priority})"
+                )
+                break
+    return out
 
 
 def tensorboard(job: JobBase, spec: dict[str, Any] | None) -> dict[str, Any] | None:

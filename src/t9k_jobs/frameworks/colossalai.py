@@ -11,11 +11,12 @@ from typing import Any
 
 from ..api.common import training_container
 from ..api.kinds import ColossalAIJob, extra_launch_args
-from .base import Framework
+from .base import Framework, container_gpus
 from .launch import SshLaunch, Where
+from .notes import Templates, worker_command
 from .pod_launch import launcher_of, ssh_children
 from .ssh import SSH_SERVICE_PORTS, WAIT_BANNER_FUNCTION
-from .types import BuildContext, Final, Outcome, ReplicaGroup
+from .types import BuildContext, Final, LocalRequirement, Outcome, ReplicaGroup
 
 #: Port of the torch.distributed master that ``colossalai run`` starts on worker-0.
 COLOSSALAI_MASTER_PORT = 29500
@@ -88,6 +89,70 @@ class ColossalAIFramework(Framework[ColossalAIJob]):
             why = "; ".join(f.describe() for f in ended if f is not None)
             return Outcome(False, f"{job.kind} {job.name} has failed: every worker ended before the launcher ({why})")
         return None
+
+    def templates(self, job: ColossalAIJob) -> Templates:
+        spec = job.spec
+        if spec.older_form:
+            return [(f"spec.replicaSpecs[{i}].template", r.template) for i, r in enumerate(spec.replica_specs or [])]
+        assert spec.worker is not None
+        return [("spec.worker.template", spec.worker.template)]
+
+    def warnings(self, job: ColossalAIJob) -> list[str]:
+        """Besides every kind's: ssh's two spellings disagreeing, an older-form restart policy that
+        would restart (a ColossalAIJob never restarts), processes per worker that differ from its
+        GPUs, and a worker command that sshd replaces."""
+        spec = job.spec
+        out = super().warnings(job)
+        ssh = spec.ssh
+        if ssh.auth_mount_path and ssh.ssh_auth_mount_path and ssh.auth_mount_path != ssh.ssh_auth_mount_path:
+            out.append(f"spec.ssh.sshAuthMountPath: ignored; authMountPath ({ssh.auth_mount_path}) is given too and wins")
+        for i, r in enumerate(spec.replica_specs or []):
+            if r.would_restart:
+                out.append(
+                    f"spec.replicaSpecs[{i}].restartPolicy: no effect; a ColossalAIJob never restarts a replica "
+                    "(T9k: a restarted pod would not rejoin the training)"
+                )
+        worker = spec.worker
+        assert worker is not None
+        if spec.older_form:
+            index = next(i for i, r in enumerate(spec.replica_specs or []) if r.type == "worker")
+            where, procs = f"spec.replicaSpecs[{index}].template", "spec.torchConfig.procPerWorker"
+        else:
+            where, procs = "spec.worker.template", "spec.worker.procPerWorker"
+        c = next(c for c in worker.template["spec"]["containers"] if c.get("name") == "worker")
+        gpus = container_gpus(c)
+        if gpus and worker.proc_per_worker != gpus:
+            out.append(
+                f"{procs}: {worker.proc_per_worker} processes per worker, but the worker's container has {gpus} GPUs"
+            )
+        out += worker_command(
+            worker.template, "worker", where,
+            "a ColossalAIJob worker runs sshd (T9k docs); the launcher runs the training command on it",
+        )  # fmt: skip
+        return out
+
+    def local_requirements(self, job: ColossalAIJob) -> list[LocalRequirement]:
+        """ColossalAI's launcher reaches workers only over ssh: locally each worker is a real sshd
+        (OpenSSH's server, at ``spec.ssh.sshdPath``) and the launcher needs the ``colossalai``
+        package in the run's environment. In debug mode the workers run sshd for a person and no
+        launcher starts: nothing is needed."""
+        if job.run_mode.debug_enabled:
+            return []
+        sshd = job.spec.ssh.sshd_path
+        return [
+            LocalRequirement(
+                "sshd", sshd,
+                f"ColossalAIJob runs each worker as a real sshd (colossalai run reaches workers only over ssh), "
+                f"and {sshd} (spec.ssh.sshdPath) is not here: install OpenSSH's server (Debian: apt-get install "
+                "openssh-server), or run the job on a cluster",
+            ),
+            LocalRequirement(
+                "program", "colossalai",
+                "ColossalAIJob's launcher, colossalai, is not installed here: pip install colossalai==0.5.0 into "
+                "{where} (bash scripts/bootstrap.sh examples,test,launchers installs "
+                "the locked set; docs/launchers.md)",
+            ),
+        ]  # fmt: skip
 
     def ssh_launch(self, job: ColossalAIJob, ctx: BuildContext) -> SshLaunch:
         """What ColossalAI launches: the launcher runs ``colossalai run`` over the workers' sshd

@@ -12,11 +12,12 @@ from typing import Any
 
 from ..api.common import training_container
 from ..api.kinds import DeepSpeedJob
-from .base import Framework, container_gpus
+from .base import Framework, container_gpus, range_of
 from .launch import SshLaunch, Where
 from .pod_launch import launcher_of, ssh_children
 from .ssh import HOSTFILE_PATH, SSH_SERVICE_PORTS, WAIT_SSH_FUNCTION, sshd_worker_command
-from .types import BuildContext, ReplicaGroup
+from .notes import Templates, elastic_counts, restarts, unused_block, worker_command
+from .types import BuildContext, LocalRequirement, ReplicaGroup
 
 DEEPSPEED_SSHD = "/usr/sbin/sshd"
 DEEPSPEED_ENV_PATH = "/root/.deepspeed_env"
@@ -55,6 +56,7 @@ ENV_FILE_COMMAND = ("python3", "-c", _WRITE_ENV_FILE_PY, DEEPSPEED_ENV_PATH)
 class DeepSpeedFramework(Framework[DeepSpeedJob]):
     kind = "DeepSpeedJob"
     restart_scope = "all"
+    elastic = True
 
     def groups(self, job: DeepSpeedJob) -> list[ReplicaGroup]:
         worker = job.spec.worker
@@ -88,6 +90,79 @@ class DeepSpeedFramework(Framework[DeepSpeedJob]):
         if job.spec.elastic_enabled and job.spec.elastic is not None and job.spec.elastic.min_replicas:
             return job.spec.elastic.min_replicas
         return super().pod_group_min_member(job, groups)
+
+    def templates(self, job: DeepSpeedJob) -> Templates:
+        return [("spec.worker.template", job.spec.worker.template)]
+
+    def warnings(self, job: DeepSpeedJob) -> list[str]:
+        """Besides every kind's: an elastic block not switched on, counts elastic overrides,
+        ``backoffLimit`` beside a restart policy that makes it moot, config fields ``customCommand``
+        makes moot, slots that disagree (two spellings, or with the worker's GPUs), and a worker
+        command the launch replaces."""
+        spec = job.spec
+        config = spec.config
+        out = super().warnings(job)
+        out += unused_block(spec.elastic, "spec.elastic", "the worker count is fixed")
+        given = [("spec.worker.replicas", spec.worker.replicas)] if "replicas" in spec.worker.model_fields_set else []
+        out += elastic_counts(spec.elastic, given, "worker count")
+        out += restarts(
+            [("spec.worker.restartPolicy", spec.worker.restart_policy, "restart_policy" in spec.worker.model_fields_set)],
+            spec.run_policy,
+        )
+        if config.custom_command:
+            fixed = {"run": "run", "local_rank": "localRank", "autotune": "autotune", "other_args": "otherArgs"}
+            for attr, wire in fixed.items():
+                if attr in config.model_fields_set:
+                    out.append(f"spec.config.{wire}: no effect with customCommand (T9k: only slotsPerWorker still applies)")
+        if config.slots_per_worker is not None and config.slot_per_worker is not None and (
+            config.slots_per_worker != config.slot_per_worker
+        ):
+            out.append(f"spec.config.slotPerWorker: ignored; slotsPerWorker ({config.slots_per_worker}) is given too and wins")
+        template = spec.worker.template
+        name = training_container(template, ("worker",))
+        c = next(c for c in template["spec"]["containers"] if c.get("name") == name)
+        gpus = container_gpus(c)
+        if config.slots is not None and gpus and config.slots != gpus:
+            field = "slotsPerWorker" if config.slots_per_worker is not None else "slotPerWorker"
+            out.append(
+                f"spec.config.{field}: {config.slots} ranks per worker, but the worker's container {name!r} has "
+                f"{gpus} GPUs (leave it out to run one rank per GPU)"
+            )
+        out += worker_command(
+            template, name, "spec.worker.template",
+            "worker-0 runs the deepspeed launcher and the other workers sshd; config.run says what each rank runs",
+        )  # fmt: skip
+        return out
+
+    def local_requirements(self, job: DeepSpeedJob) -> list[LocalRequirement]:
+        """A local run starts deepspeed's launcher in its no-ssh mode, one per worker: it needs the
+        ``deepspeed`` package in the run's environment. Its ``customCommand`` and debug mode assume
+        the cluster's sshd in every worker and are not run here."""
+        if job.spec.config.custom_command:
+            return [
+                LocalRequirement(
+                    "refused", "",
+                    "DeepSpeedJob spec.config.customCommand is not run locally: it assumes sshd in every worker, "
+                    "which a local run does not start; use spec.config.run, or run the job on a cluster",
+                )
+            ]  # fmt: skip
+        if job.run_mode.debug_enabled:
+            return [
+                LocalRequirement(
+                    "refused", "", "DeepSpeedJob debug mode runs sshd in the workers for you to log in: use a cluster for it"
+                )
+            ]
+        return [
+            LocalRequirement(
+                "program", "deepspeed",
+                "DeepSpeedJob runs its workers with deepspeed's launcher, which is not installed here: "
+                "pip install deepspeed==0.19.8 into {where} "
+                "(bash scripts/bootstrap.sh examples,test,launchers does)",
+            )
+        ]  # fmt: skip
+
+    def elastic_range(self, job: DeepSpeedJob) -> tuple[int, int] | None:
+        return range_of(job.spec.elastic)
 
     def relaunch_on_change(self, job: DeepSpeedJob, group: ReplicaGroup, index: int, ctx: BuildContext) -> bool:
         """Elastic: a change of ``expectedReplicas`` rewrites the hostfile and relaunches whoever

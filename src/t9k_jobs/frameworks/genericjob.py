@@ -8,6 +8,7 @@ from typing import Any
 from ..api.common import training_container
 from ..api.kinds import GenericJob
 from .base import Framework
+from .notes import Templates
 from .types import BuildContext, Final, Outcome, ReplicaGroup
 
 # $(type) | $(rank) | $(replicas[T]) | $(service.T[R].host) | $(service.port[NAME])
@@ -95,6 +96,25 @@ class GenericJobFramework(Framework[GenericJob]):
 
     def clean_up(self, job: GenericJob) -> tuple[str, frozenset[str]]:
         return job.spec.clean_up_policy, frozenset()
+
+    def templates(self, job: GenericJob) -> Templates:
+        return [(f"spec.replicaSpecs[{i}].template", r.template) for i, r in enumerate(job.spec.replica_specs)]
+
+    def warnings(self, job: GenericJob) -> list[str]:
+        """Besides every kind's: a restart ``limit`` with policy ``Never``, and a policy that
+        restarts written without a limit (the default 0 restarts nothing)."""
+        out = super().warnings(job)
+        for i, r in enumerate(job.spec.replica_specs):
+            policy = r.restart_policy
+            where = f"spec.replicaSpecs[{i}].restartPolicy"
+            if policy.policy == "Never" and policy.limit > 0:
+                out.append(f"{where}.limit: no effect with policy Never (the replica is never restarted)")
+            elif policy.policy != "Never" and "policy" in policy.model_fields_set and "limit" not in policy.model_fields_set:
+                out.append(
+                    f"{where}: policy {policy.policy} restarts nothing while limit is 0 (the default); limit is the "
+                    "number of restarts each replica may have"
+                )
+        return out
 
     def decorate(
         self, job: GenericJob, group: ReplicaGroup, index: int, pod: dict[str, Any], ctx: BuildContext

@@ -7,7 +7,8 @@ from typing import Any
 from ..api.common import training_container
 from ..api.kinds import PyTorchTrainingJob
 from ..api.torchrun import PYTORCH_CONTAINERS, TorchrunScript
-from .base import Framework, add_env, container, container_gpus, split_by_weight
+from .base import Framework, add_env, container, container_gpus, range_of, split_by_weight
+from .notes import Templates, elastic_counts, restarts, unused_block
 from .types import BuildContext, ReplicaGroup
 
 #: The rendezvous / process-group port on the master's Service (T9k does not document one;
@@ -18,6 +19,7 @@ PORT_NAME = "pytorch"
 
 class PyTorchFramework(Framework[PyTorchTrainingJob]):
     kind = "PyTorchTrainingJob"
+    elastic = True
 
     def groups(self, job: PyTorchTrainingJob) -> list[ReplicaGroup]:
         spec = job.spec
@@ -66,6 +68,57 @@ class PyTorchFramework(Framework[PyTorchTrainingJob]):
         if job.spec.elastic_enabled and job.spec.elastic is not None and job.spec.elastic.min_replicas:
             return job.spec.elastic.min_replicas
         return super().pod_group_min_member(job, groups)
+
+    def templates(self, job: PyTorchTrainingJob) -> Templates:
+        return [(f"spec.replicaSpecs[{i}].template", r.template) for i, r in enumerate(job.spec.replica_specs)]
+
+    def warnings(self, job: PyTorchTrainingJob) -> list[str]:
+        """Besides every kind's: torchrunConfig and elastic blocks not switched on, ``minNodes`` under
+        elastic, counts elastic overrides, scaling weights without effect, ``backoffLimit`` beside
+        restart policies that make it moot, and a command torchrun replaces or may not run."""
+        spec = job.spec
+        out = super().warnings(job)
+        out += unused_block(spec.torchrun_config, "spec.torchrunConfig", "torchrun is not used")
+        out += unused_block(spec.elastic, "spec.elastic", "the replica counts are fixed")
+        if spec.elastic_enabled and spec.torchrun_config is not None and spec.torchrun_config.min_nodes is not None:
+            out.append(
+                "spec.torchrunConfig.minNodes: no effect with elastic; torchrun's --nnodes is "
+                "elastic.minReplicas:elastic.maxReplicas"
+            )
+        given = [(f"spec.replicaSpecs[{i}].replicas", r.replicas) for i, r in enumerate(spec.replica_specs) if "replicas" in r.model_fields_set]
+        out += elastic_counts(spec.elastic, given, "replica count, split between the types by scalingWeight")
+        weights = [r.scaling_weight for r in spec.replica_specs]
+        if spec.elastic_enabled and len(weights) > 1 and all(w == 0 for w in weights):
+            out.append("spec.replicaSpecs[0].scalingWeight: every scalingWeight is 0; the replicas are split as if each were 1")
+        out += restarts(
+            [(f"spec.replicaSpecs[{i}].restartPolicy", r.restart_policy, "restart_policy" in r.model_fields_set)
+             for i, r in enumerate(spec.replica_specs)],
+            spec.run_policy,
+        )  # fmt: skip
+        for i, r in enumerate(spec.replica_specs):
+            if r.scaling_weight is not None and not spec.elastic_enabled:
+                out.append(f"spec.replicaSpecs[{i}].scalingWeight: no effect without elastic; the replicas are {r.replicas}")
+            if not spec.torchrun_enabled:
+                continue
+            k, c = spec.training_container(i)
+            where = f"spec.replicaSpecs[{i}].template.spec.containers[{k}].command"
+            script = spec.torchrun_script(i)
+            if script.replaced:
+                out.append(
+                    f"{where}: replaced by torchrun (T9k: with torchrunConfig the command no longer takes effect); "
+                    "the script and its arguments come from args"
+                )
+            first = script.argv[0]
+            if not script.no_python and first != "-m" and not first.endswith(".py"):
+                field = where if script.source == "command" else where.replace(".command", ".args")
+                out.append(
+                    f"{field}: torchrun runs {first!r} with python as the training script; if it is not a python "
+                    "script, give one (or add --no-python to torchrunConfig.extraOptions to run a program)"
+                )
+        return out
+
+    def elastic_range(self, job: PyTorchTrainingJob) -> tuple[int, int] | None:
+        return range_of(job.spec.elastic)
 
     def tensorboard_spec(self, job: PyTorchTrainingJob) -> dict[str, Any] | None:
         return job.spec.tensorboard_spec

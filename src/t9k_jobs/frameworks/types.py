@@ -2,8 +2,9 @@
 
 :class:`ReplicaGroup` (one replica type, normalised across kinds), :class:`BuildContext` (what one
 pass builds with), :class:`Final` and :class:`Outcome` (a replica's end, the job's end),
-:data:`GangMode`, and the :class:`Launcher` protocol a runtime hands in to start launches over
-ssh (:mod:`.launch` says what such a launch is, :mod:`.pod_launch` how pods carry it out).
+:data:`GangMode`, :class:`LocalRequirement` (what a local run of a kind needs on the machine), and
+the :class:`Launcher` protocol a runtime hands in to start launches over ssh (:mod:`.launch` says
+what such a launch is, :mod:`.pod_launch` how pods carry it out).
 Nothing here builds anything: :mod:`.base` (the :class:`~.base.Framework` interface and the
 pod-building steps) and every plug-in import these, and this module imports none of them.
 """
@@ -107,6 +108,25 @@ class Outcome:
     succeeded: bool
     message: str
     reason: str = ""
+
+
+@dataclass(frozen=True)
+class LocalRequirement:
+    """One thing a local run of a job needs on this machine (:meth:`~.base.Framework.local_requirements`):
+    the plug-in says what, :func:`t9k_jobs.local.checks.cannot_run_reason` checks it.
+
+    ``what``: ``program``: ``name`` is found on the PATH of the environment the replicas run in
+    (``--python``'s folder first), and ``{where}`` in ``missing`` stands for that environment
+    (``the environment of --python PY``, ``the environment t9k-jobs runs in``); ``sshd``: ``name``
+    is OpenSSH's server, run as a replica: a file this process may execute, and the run makes its
+    privilege-separation directory first (:func:`t9k_jobs.local.checks.prepare_host`); ``refused``:
+    never met, the job does not run locally at all (``name`` empty). ``missing``: the refusal said
+    when it is not met, one line with what to do.
+    """
+
+    what: Literal["program", "sshd", "refused"]
+    name: str
+    missing: str
 
 
 class Launcher(Protocol):

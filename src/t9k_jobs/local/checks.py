@@ -13,9 +13,8 @@ import shutil
 from pathlib import Path
 
 from ..api import Job
-from ..api.kinds import ColossalAIJob, DeepSpeedJob
 from ..engine import Observed, reconcile
-from ..frameworks import framework_for
+from ..frameworks import LocalRequirement, framework_for
 from .addressing import LocalAddressing
 from .gpus import GpuInventory, gpu_shortage
 from .launch import LocalLauncher
@@ -69,13 +68,10 @@ def cannot_run_reason(
     job's replicas than there are, is refused (:func:`t9k_jobs.local.gpus.gpu_shortage`).
     ``volumes``: ``--volume`` (claim -> folder); a volume that cannot be set up is refused
     (:func:`volumes_reason`; ``sandbox``: the machine's namespaces, probed when needed).
-    ``python``: ``--python``, whose environment must hold a kind's launcher.
-
-    DeepSpeedJob runs with deepspeed's launcher in its no-ssh mode, one per worker (it needs the
-    ``deepspeed`` package); its ``customCommand`` and debug mode assume the cluster's sshd in
-    every worker and are not run here. ColossalAIJob's launcher reaches workers only over ssh:
-    each worker is a real sshd (OpenSSH's server must be installed) and the launcher needs
-    ``colossalai``. A job of more than :data:`MAX_LOCAL_REPLICAS` replicas is refused.
+    ``python``: ``--python``, whose environment must hold a kind's launcher. Then what the kind
+    needs here, as its plug-in says (:meth:`~t9k_jobs.frameworks.base.Framework.local_requirements`:
+    DeepSpeedJob's ``deepspeed``; ColossalAIJob's sshd and ``colossalai``), checked by
+    :func:`missing_requirement`. A job of more than :data:`MAX_LOCAL_REPLICAS` replicas is refused.
     """
     total = sum(g.replicas for g in framework_for(job).groups(job))
     if total > MAX_LOCAL_REPLICAS:
@@ -92,40 +88,23 @@ def cannot_run_reason(
         return str(exc)
     if reason is not None:
         return reason
+    return missing_requirement(framework_for(job).local_requirements(job), python)
+
+
+def missing_requirement(requirements: list[LocalRequirement], python: str | None = None) -> str | None:
+    """The refusal of the first of ``requirements`` (a plug-in's
+    :meth:`~t9k_jobs.frameworks.base.Framework.local_requirements`) this machine does not meet,
+    or ``None``: a program looked up on the PATH the replicas get (:func:`base_environment` of
+    ``python``, ``--python``), an sshd that must be executable, or a job that never runs locally."""
     path = base_environment(python).get("PATH")
     where = f"the environment of --python {python}" if python is not None else "the environment t9k-jobs runs in"
-    if isinstance(job, DeepSpeedJob):
-        if job.spec.config.custom_command:
-            return (
-                "DeepSpeedJob spec.config.customCommand is not run locally: it assumes sshd in every worker, "
-                "which a local run does not start; use spec.config.run, or run the job on a cluster"
-            )
-        if job.run_mode.debug_enabled:
-            return "DeepSpeedJob debug mode runs sshd in the workers for you to log in: use a cluster for it"
-        if shutil.which("deepspeed", path=path) is None:
-            return (
-                "DeepSpeedJob runs its workers with deepspeed's launcher, which is not installed here: "
-                f"pip install deepspeed==0.19.8 into {where} "
-                "(bash scripts/bootstrap.sh examples,test,launchers does)"
-            )
-        return None
-    if isinstance(job, ColossalAIJob):
-        if job.run_mode.debug_enabled:
-            return None
-        sshd = job.spec.ssh.sshd_path
-        if not os.access(sshd, os.X_OK):
-            return (
-                f"ColossalAIJob runs each worker as a real sshd (colossalai run reaches workers only over ssh), "
-                f"and {sshd} (spec.ssh.sshdPath) is not here: install OpenSSH's server (Debian: apt-get install "
-                "openssh-server), or run the job on a cluster"
-            )
-        if shutil.which("colossalai", path=path) is None:
-            return (
-                "ColossalAIJob's launcher, colossalai, is not installed here: pip install colossalai==0.5.0 into "
-                f"{where} (bash scripts/bootstrap.sh examples,test,launchers installs "
-                "the locked set; docs/launchers.md)"
-            )
-        return None
+    for need in requirements:
+        if need.what == "refused":
+            return need.missing
+        if need.what == "sshd" and not os.access(need.name, os.X_OK):
+            return need.missing
+        if need.what == "program" and shutil.which(need.name, path=path) is None:
+            return need.missing.replace("{where}", where)
     return None
 
 
@@ -136,11 +115,12 @@ SSHD_PRIVSEP_DIR = "/run/sshd"
 
 def prepare_host(job: Job) -> None:
     """Make what this machine must have before the job's replicas start, as a kubelet prepares a
-    pod's sandbox: for a ColossalAIJob run as root, sshd's privilege-separation directory
-    (:data:`SSHD_PRIVSEP_DIR`, mode 0755), since every worker is a real sshd. Nothing else is made.
+    pod's sandbox: for a job whose replicas run a real sshd (the plug-in's ``sshd``
+    :class:`~t9k_jobs.frameworks.LocalRequirement`: a ColossalAIJob's workers) run as root, sshd's
+    privilege-separation directory (:data:`SSHD_PRIVSEP_DIR`, mode 0755). Nothing else is made.
 
     Raises ``OSError`` when the directory cannot be made (a read-only ``/run``)."""
-    if isinstance(job, ColossalAIJob) and not job.run_mode.debug_enabled:
+    if any(need.what == "sshd" for need in framework_for(job).local_requirements(job)):
         ensure_sshd_privsep_dir()
 
 
@@ -156,6 +136,7 @@ __all__ = [
     "SSHD_PRIVSEP_DIR",
     "cannot_run_reason",
     "ensure_sshd_privsep_dir",
+    "missing_requirement",
     "own_objects",
     "prepare_host",
     "volumes_reason",

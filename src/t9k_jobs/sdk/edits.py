@@ -14,11 +14,10 @@ from typing import Any
 from ..api import Job
 from ..api.common import TERMINAL_PHASES
 from ..errors import JobsError, UsageError
+from ..frameworks import elastic_kinds, framework_for
 from ..words import ref
 from .view import JobView
 
-#: The kinds that have an elastic mode (``spec.elastic``), which ``scale`` sets.
-ELASTIC_KINDS = ("PyTorchTrainingJob", "DeepSpeedJob")
 #: The field ``pause`` and ``resume`` set.
 PAUSE_FIELD = ["spec", "runMode", "pause", "enabled"]
 #: The field ``scale`` sets.
@@ -42,7 +41,7 @@ def edit_of(view: JobView, verb: str, replicas: int | None = None) -> tuple[list
     if verb == "scale":
         if replicas is None:
             raise UsageError("scale needs a number of replicas")
-        problem = _elastic_problem(job, replicas)
+        problem = _scale_problem(job, replicas)
         if problem:
             raise UsageError(problem)
         if job.spec.elastic.expected_replicas == replicas:  # type: ignore[union-attr]
@@ -62,18 +61,21 @@ def edited_line(kind: str, name: str, verb: str, replicas: int | None = None, na
     return f"{where} scaled: spec.elastic.expectedReplicas is {replicas}"
 
 
-def _elastic_problem(job: Job, replicas: int) -> str | None:
-    """Why ``job`` cannot be scaled to ``replicas``, or None."""
-    if job.kind not in ELASTIC_KINDS:
+def _scale_problem(job: Job, replicas: int) -> str | None:
+    """Why ``job`` cannot be scaled to ``replicas``, or None: its kind has no elastic mode, its
+    elastic mode is off, or ``replicas`` is outside its range (the plug-in's
+    :meth:`~t9k_jobs.frameworks.base.Framework.elastic_range`)."""
+    framework = framework_for(job)
+    if not framework.elastic:
         return (
-            f"scale: {job.kind} has no elastic mode; only PyTorchTrainingJob and DeepSpeedJob scale "
+            f"scale: {job.kind} has no elastic mode; only {' and '.join(elastic_kinds())} scale "
             "(spec.elastic)"
         )
-    elastic = getattr(job.spec, "elastic", None)
-    if elastic is None or not elastic.is_enabled:
+    span = framework.elastic_range(job)
+    if span is None:
         return f"scale: {job.kind} {job.name} is not elastic (spec.elastic.enabled is not true)"
-    low, high = elastic.min_replicas, elastic.max_replicas
-    if replicas < (low or 0) or (high is not None and replicas > high):
+    low, high = span
+    if not low <= replicas <= high:
         return (
             f"--replicas: {replicas} is outside {job.kind} {job.name}'s elastic range [{low}, {high}] "
             "(spec.elastic.minReplicas, maxReplicas)"
@@ -81,4 +83,4 @@ def _elastic_problem(job: Job, replicas: int) -> str | None:
     return None
 
 
-__all__ = ["ELASTIC_KINDS", "PAUSE_FIELD", "SCALE_FIELD", "edit_of", "edited_line"]
+__all__ = ["PAUSE_FIELD", "SCALE_FIELD", "edit_of", "edited_line"]
