@@ -572,7 +572,7 @@ class ColossalAIReplicaSpec(ReplicaSpecBase):
     container named ``worker``, as the newer form's. ``restartPolicy`` is accepted as a policy
     name or as ``{policy, limit}`` (that form's API reference); ColossalAIJob never restarts a
     replica, since a restarted pod would not rejoin the training (T9k docs, reference §5.4), so a
-    policy that would restart draws a warning (:func:`t9k_jobs.frameworks.notes.spec_warnings`)."""
+    policy that would restart draws a warning (:meth:`t9k_jobs.frameworks.base.Framework.warnings`)."""
 
     type: Literal["launcher", "worker"]  # type: ignore[assignment]
     restart_policy: Annotated[
