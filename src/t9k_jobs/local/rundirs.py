@@ -124,7 +124,9 @@ def log_source(
         if not path.exists():
             raise NotFound(f"{run.kind} {run.name} has no log of {pod} container {container!r}")
         return path, None
-    path = run.files.container_log(pod, container if container is not None else _containers(run, replica_type)[0])
+    if container is None:
+        container = _containers(run, replica_type)[0]
+    path = run.files.container_log(pod, container)
     replicas = next(g.replicas for g in groups if g.type == replica_type)
     if index >= replicas and not path.exists():  # one that ran before a scale-down still has its log
         raise NotFound(

@@ -109,7 +109,9 @@ async def open_logs(
     else:
         raw = await get_job(cl, kind, name, ns)
     o.check(parse(raw))  # over the job's replica types and containers
-    pod_name = replica_name(name, o.replica_type, o.index) if o.replica_type is not None and o.index is not None else None
+    pod_name = None  # one replica's log
+    if o.replica_type is not None and o.index is not None:
+        pod_name = replica_name(name, o.replica_type, o.index)
     logs = _Logs(cl, kind, name, ns, o, pod_name, look, pause, require_pods)
     if o.follow:
         queue: asyncio.Queue[str | BaseException | None] = asyncio.Queue(maxsize=10000)
@@ -177,7 +179,8 @@ class _Logs:
         if self.single:
             return body
         several = len((pod.get("spec") or {}).get("containers") or []) > 1
-        return f"[{replica_prefix(self.name, pod['metadata']['name'], container if several else None)}] {body}"
+        tag = replica_prefix(self.name, pod["metadata"]["name"], container if several else None)
+        return f"[{tag}] {body}"
 
     def path(self, pod: dict[str, Any]) -> str:
         return PODS.path(self.ns, pod["metadata"]["name"], "log")

@@ -173,10 +173,13 @@ class LogOptions:
         groups = list(framework_for(job).groups(job))
         types = [g.type for g in groups]
         if self.replica_type not in types:
-            raise NotFound(f"{job.kind} {job.name} has no replica type {self.replica_type!r}; it has {', '.join(types)}")
+            raise NotFound(
+                f"{job.kind} {job.name} has no replica type {self.replica_type!r}; it has {', '.join(types)}"
+            )
         if self.container is not None and self.index is not None:
             group = next(g for g in groups if g.type == self.replica_type)
-            names = [str(c.get("name", "")) for c in (group.template.get("spec") or {}).get("containers") or []]
+            containers = (group.template.get("spec") or {}).get("containers") or []
+            names = [str(c.get("name", "")) for c in containers]
             if self.container not in names:
                 pod = replica_name(job.name, self.replica_type, self.index)
                 raise NotFound(f"{pod} has no container {self.container!r}; it has {', '.join(names)}")
