@@ -33,8 +33,9 @@ class Event:
 
     A cluster's are the Events of the job and its pods. A local run's are the lines of its
     ``events.log`` (:meth:`local`): ``at`` is the time of day the runtime wrote
-    (``HH:MM:SS``, the file keeps no date, so ``when`` is None); a line that is not an event
-    (a message's second line) is an event with only that ``message``, ``at`` None."""
+    (``HH:MM:SS``, the file keeps no date, so ``when`` is None) and ``line`` the line as written,
+    which ``describe`` shows; a line that is not an event (a message's second line) is an event
+    with only that ``message``, ``at`` None."""
 
     when: float | None
     type: str
@@ -42,6 +43,7 @@ class Event:
     object: str
     message: str
     at: str | None = None
+    line: str | None = None
 
     @classmethod
     def local(cls, line: str) -> Event:
@@ -50,15 +52,8 @@ class Event:
         parts = line.split(" ", 2)
         if len(parts) == 3 and parts[0].count(":") == 2 and ":" in parts[2]:
             reason, message = parts[2].split(":", 1)
-            return cls(None, parts[1], reason, "", message.strip(), at=parts[0])
-        return cls(None, "", "", "", line)
-
-    @property
-    def line(self) -> str:
-        """A local event as ``events.log`` has it (``describe`` shows a run's events so)."""
-        if self.at is None:
-            return self.message
-        return f"{self.at} {self.type} {self.reason}: {self.message}"
+            return cls(None, parts[1], reason, "", message.strip(), at=parts[0], line=line)
+        return cls(None, "", "", "", line, line=line)
 
 
 @dataclass(eq=False)
