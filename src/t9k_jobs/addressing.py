@@ -55,3 +55,14 @@ def replica_name(job_name: str, replica_type: str, index: int | None) -> str:
     if index is None:
         return f"{job_name}-{replica_type}"
     return f"{job_name}-{replica_type}-{index}"
+
+
+def replica_prefix(job_name: str, pod: str, container: str | None = None) -> str:
+    """The tag of a replica's lines in a job's merged log, inside ``[...]``: the pod's name
+    without ``<job>-`` (``worker-1``), then ``/<container>`` when ``container`` is given
+    (``worker-1/sidecar``; a caller names the container only when the pod has several). The
+    local runtime writes it before each line of ``job.log`` and the cluster's ``logs`` before
+    each line it merges, so a job's log reads the same on both targets (and ``logs --type``
+    finds a type's lines by it)."""
+    tag = pod[len(job_name) + 1 :] if pod.startswith(job_name + "-") else pod
+    return f"{tag}/{container}" if container is not None else tag

@@ -568,3 +568,37 @@ def test_two_pages_plot_the_points_of_one_reading_of_the_log(finished: Runs) -> 
         tracker = next(iter(source.metrics.trackers.values()))
         assert tracker.done and len(tracker.points) == 12
     assert bodies[0] == bodies[1] and bodies[0].count('"metric": "loss"') == 6
+
+
+def test_a_local_runs_events_are_its_events_log_lines() -> None:
+    """A local run's events (``JobView.events``, parsed from ``events.log``) as the page gets
+    them: the time of day the line has (``at``), no date (``when`` None), a line that is not an
+    event (a message's second line) as a message alone; as before issue 34 made them one list."""
+    import asyncio
+
+    from t9k_jobs import AsyncClient
+    from t9k_jobs.dashboard.source import JobSource
+    from t9k_jobs.frameworks import parse_job
+    from t9k_jobs.sdk.view import Event, JobView
+    from tests.helpers import job, replica, template
+
+    manifest = job("GenericJob", "l", {"replicaSpecs": [replica("worker", 1, template(["true"]))]})
+    lines = ["12:00:01 Normal Created: created pod l-worker-0", "  a second line", "12:00:02 Warning Failed: x: y "]
+    view = JobView(
+        target="local", kind="GenericJob", name="l", namespace=None, phase="Running", status=None, created=None,
+        replicas=1, running=0, load_job=lambda: parse_job(manifest, "<l>"), load_spec=lambda: manifest["spec"],
+        load_object=lambda: manifest, events=[Event.local(line) for line in lines], detailed=True,
+    )
+
+    class Local(_OneJobBackend):
+        target, namespace, server = "local", None, None
+
+    source = JobSource(AsyncClient(Local(view)))
+    data = asyncio.run(source.job(source.key("gj", "l", None)))
+    assert data["events"] == [
+        {"when": None, "at": "12:00:01", "type": "Normal", "reason": "Created", "object": "",
+         "message": "created pod l-worker-0"},
+        {"when": None, "at": "-", "type": "", "reason": "", "object": "", "message": "  a second line"},
+        {"when": None, "at": "12:00:02", "type": "Warning", "reason": "Failed", "object": "", "message": "x: y"},
+    ]
+    assert data["describe"][-3:] == [f"  {line}" for line in lines]

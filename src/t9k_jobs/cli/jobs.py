@@ -292,18 +292,11 @@ def _spec_verb(
     target: Target,
     replicas: Optional[int] = None,
 ) -> None:
-    from ..sdk.edits import edited_line
-
     with verb_errors():
         with target.client() as client:
-            if verb == "pause":
-                job = client.pause(kind, name)
-            elif verb == "resume":
-                job = client.resume(kind, name)
-            else:
-                job = client.scale(kind, name, replicas)  # type: ignore[arg-type]
-    namespace = None if client.target == "local" else job.namespace
-    typer.echo(edited_line(job.kind, job.name, verb, replicas, namespace))
+            done = client.edit(kind, name, verb, replicas)
+    for line in done.lines:
+        typer.echo(line)
 
 
 @takes_target()

@@ -284,20 +284,17 @@ class JobSource:
             }
             for c in (status.conditions if status is not None else [])
         ]
-        if view.events:
-            events = [
-                {
-                    "when": ev.when,
-                    "at": words.rfc3339(ev.when) if ev.when else "-",
-                    "type": ev.type,
-                    "reason": ev.reason,
-                    "object": ev.object,
-                    "message": ev.message,
-                }
-                for ev in view.events
-            ]
-        else:
-            events = [_local_event(line) for line in view.event_lines]
+        events = [
+            {
+                "when": ev.when,
+                "at": ev.at or (words.rfc3339(ev.when) if ev.when else "-"),
+                "type": ev.type,
+                "reason": ev.reason,
+                "object": ev.object,
+                "message": ev.message,
+            }
+            for ev in view.events
+        ]
         job = view.job
         terminal = view.phase in TERMINAL_PHASES or view.phase == STOPPED
         return {
@@ -635,15 +632,6 @@ def _replica(rs: Any, replica_type: str | None, nodes: dict[str, Any]) -> dict[s
             {"name": c.name, "state": c.state, "exit_code": c.exit_code, "reason": c.reason} for c in rs.containers
         ],
     }
-
-
-def _local_event(line: str) -> dict[str, Any]:
-    """A line of a local run's ``events.log`` (``HH:MM:SS Type Reason: message``) as an event."""
-    parts = line.split(" ", 2)
-    if len(parts) == 3 and parts[0].count(":") == 2 and ":" in parts[2]:
-        reason, message = parts[2].split(":", 1)
-        return {"when": None, "at": parts[0], "type": parts[1], "reason": reason, "object": "", "message": message.strip()}
-    return {"when": None, "at": "-", "type": "", "reason": "", "object": "", "message": line}
 
 
 def _log_sources(view: JobView) -> list[dict[str, Any]]:

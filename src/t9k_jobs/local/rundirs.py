@@ -105,27 +105,18 @@ def pick_run(
 def log_source(
     run: LocalRun, replica_type: str | None, index: int | None, container: str | None
 ) -> tuple[Path, Callable[[str], bool] | None]:
-    """The file to read and a filter of its lines for the replicas asked for. Raises
-    :class:`UsageError` (``index`` without ``replica_type``, ``container`` without ``index``),
-    :class:`NotFound` (a replica type, replica or container the job does not have: what it has is
-    named)."""
-    if replica_type is None and index is None:
-        if container is not None:
-            raise UsageError("--container needs --type and --index")
-        return run.files.job_log, None
+    """The file to read and a filter of its lines for the replicas asked for, the options checked
+    against the job first (the SDK's ``LogOptions.check``: ``--index needs --type``, a replica type
+    or container the job does not have). Raises :class:`NotFound` for what only the run's files
+    can say: a replica the job does not have and that left no log (what it has is named), and,
+    when ``job.yaml`` no longer validates, a container not given or without a log."""
     if replica_type is None:
-        raise UsageError("--index needs --type")
-    groups = run.groups()
-    types = [g.type for g in groups]
-    if groups and replica_type not in types:
-        raise NotFound(f"{run.kind} {run.name} has no replica type {replica_type!r}; it has {', '.join(types)}")
+        return run.files.job_log, None
     if index is None:  # every replica of one type, from job.log
-        if container is not None:
-            raise UsageError("--container needs --type and --index")
         tag = re.compile(rf"^\[{re.escape(replica_type)}(-\d+)?(/[^\]]*)?\] ")
         return run.files.job_log, lambda line: bool(tag.match(line))
     pod = replica_name(run.name, replica_type, index)
-    containers = _containers(run, replica_type)
+    groups = run.groups()
     if not groups:  # job.yaml no longer validates: the files are all there is
         if container is None:
             raise NotFound(f"{run.kind} {run.name}: its job.yaml does not validate; give --container")
@@ -134,9 +125,7 @@ def log_source(
             raise NotFound(f"{run.kind} {run.name} has no log of {pod} container {container!r}")
         return path, None
     if container is None:
-        container = containers[0]
-    elif container not in containers:
-        raise NotFound(f"{pod} has no container {container!r}; it has {', '.join(containers)}")
+        container = _containers(run, replica_type)[0]
     path = run.files.container_log(pod, container)
     replicas = next(g.replicas for g in groups if g.type == replica_type)
     if index >= replicas and not path.exists():  # one that ran before a scale-down still has its log
@@ -314,7 +303,8 @@ def follow_logs(
     replica restarted or replaced keeps writing to the same files, so its new lines come too. A
     file that is not there yet is waited for while the runtime runs.
 
-    Raises :class:`UsageError`/:class:`NotFound` for replicas that are not in the job;
+    The options are checked against the job first (the SDK's ``LogOptions.check``). Raises
+    :class:`NotFound` as :func:`log_source` does;
     :class:`LogSourceGone` when, while following, the run dir or the file being read is removed or
     moved (a silent end would look like a finished job)."""
     path, keep = log_source(run, replica_type, index, container)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..addressing import replica_prefix
 from ..api import Job, ManifestError, fixed_field_changes
 from ..api.common import TERMINAL_PHASES
 from ..api.created import as_created
@@ -340,10 +341,9 @@ class LocalRunner:
         """The sink of every container's output: ``lines`` (UTF-8, one or more lines joined by
         ``b"\\n"``, see ``LineSink``) go to job.log as ``[prefix] line``, one block at a time, and
         to the display."""
-        prefix = pod[len(self.job.name) + 1 :] if pod.startswith(self.job.name + "-") else pod
         pod_obj = self.pods.get(pod)
-        if pod_obj is not None and len(pod_obj.main) > 1:
-            prefix = f"{prefix}/{container}"
+        several = pod_obj is not None and len(pod_obj.main) > 1
+        prefix = replica_prefix(self.job.name, pod, container if several else None)
         tag = f"[{prefix}] ".encode()
         try:
             # Bytes through the text file's buffer: the lines are UTF-8 already, and only this

@@ -7,7 +7,7 @@ target once, when the target's class is defined, so no path reaches a runtime un
 What is refused, each with :class:`~t9k_jobs.errors.UsageError` (exit code 2) and one line naming
 the argument and what it accepts:
 
-* a verb on one job (get, describe, wait, logs, delete, pause, resume, scale) without a name:
+* a verb on one job (get, describe, wait, logs, delete, pause, resume, scale, edit) without a name:
   ``None``, ``""``, only whitespace (kubectl: "resource name may not be empty"). Without this,
   ``delete gj ""`` became a DELETE of the collection URL on a cluster (every job of the kind in
   the namespace) and acted on the newest run of any name locally;
@@ -40,7 +40,7 @@ _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 #: The verbs that act on one job: their ``name`` is required.
 ONE_JOB_VERBS = frozenset(
-    {"get", "wait", "logs", "delete", "pause", "resume", "scale", "view", "open_logs", "open_raw_log"}
+    {"get", "wait", "logs", "delete", "pause", "resume", "scale", "edit", "view", "open_logs", "open_raw_log"}
 )
 
 
@@ -189,6 +189,8 @@ def check_arguments(verb: str, arguments: dict[str, Any]) -> None:
                 check_name(value)
             continue
         if param == "kind" and value is None and verb in ("summaries", "views"):
+            continue
+        if param == "replicas" and value is None and verb == "edit":  # only scale needs them
             continue
         check = _CHECKS.get(param)
         if check is not None:

@@ -12,8 +12,8 @@ from typing import Any
 
 from .arguments import Duration, KindLike, checked, resolve_kind, seconds
 from .backend import OverBackend
-from .client import DEFAULT_REQUEST_TIMEOUT
-from .edits import edit_of, edited_line
+from .client import DEFAULT_REQUEST_TIMEOUT, edited
+from .edits import edit_of
 from .view import Deleted, Edited, JobView, LogOptions
 
 
@@ -169,12 +169,12 @@ class AsyncClient(OverBackend):
     # -- acting
 
     async def _edit(self, kind: KindLike, name: str, namespace: str | None, verb: str, replicas: int | None = None) -> Edited:
+        """The one edit behind :meth:`pause`, :meth:`resume` and :meth:`scale`, as :meth:`Client.edit`."""
         view = await self.backend.get(resolve_kind(kind), name, namespace)
         edit = edit_of(view, verb, replicas)
         if edit is not None:
             view = await self.backend.set_field(view, edit[0], edit[1], verb)
-        line = edited_line(view.kind, view.name, verb, replicas, view.namespace if self.target == "cluster" else None)
-        return Edited([line], view)
+        return edited(view, verb, replicas)
 
     @checked
     async def pause(self, kind: KindLike, name: str, namespace: str | None = None) -> Edited:

@@ -44,8 +44,8 @@ from ..frameworks import parse_job
 from ..words import STOPPED, UNKNOWN
 from .arguments import Duration, KindLike, checked, resolve_kind, seconds, wait_phase
 from .backend import Backend, OverBackend, Runner
-from .edits import edit_of
-from .view import Deleted, JobSummary, JobView, LogOptions, LogStream
+from .edits import edit_of, edited_line
+from .view import Deleted, Edited, JobSummary, JobView, LogOptions, LogStream
 
 #: A manifest: a path (``-`` for standard input), a mapping, or a job model.
 JobLike = Union[str, os.PathLike, dict, JobBase]
@@ -403,14 +403,21 @@ class Client(OverBackend):
         be told (nothing is signalled or removed)."""
         return Deleted(self.backend.delete(resolve_kind(kind), name, namespace, purge, seconds(timeout)))
 
-    def _edit(self, kind: KindLike, name: str, namespace: str | None, verb: str, replicas: int | None = None) -> Job:
-        """The one edit behind :meth:`pause`, :meth:`resume` and :meth:`scale` (:func:`edit_of`)."""
+    @checked
+    def edit(
+        self, kind: KindLike, name: str, verb: str, replicas: int | None = None, namespace: str | None = None
+    ) -> Edited:
+        """The one edit behind :meth:`pause`, :meth:`resume` and :meth:`scale` (``verb``; ``replicas``
+        for ``scale``), as they do it (:func:`~t9k_jobs.sdk.edits.edit_of`), with what was done:
+        an :class:`Edited`, whose ``lines`` ``t9k-jobs pause``, ``resume`` and ``scale`` print and
+        whose ``view`` is the job afterwards. Raises as they do, and :class:`UsageError` for
+        another verb, or ``replicas`` with another verb than ``scale``."""
+        _edit_verb(verb, replicas)
         view = self.backend.get(resolve_kind(kind), name, namespace)
         edit = edit_of(view, verb, replicas)
-        if edit is None:
-            return self._job(view)
-        path, value = edit
-        return self._job(self.backend.set_field(view, path, value, verb))
+        if edit is not None:
+            view = self.backend.set_field(view, edit[0], edit[1], verb)
+        return edited(view, verb, replicas)
 
     @checked
     def pause(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
@@ -420,20 +427,20 @@ class Client(OverBackend):
         within a second. A paused job stays so (no change). Raises :class:`NotFound`,
         :class:`JobsError` (a finished job; a local run not running), :class:`NotSupported` (a
         local run that watches no manifest)."""
-        return self._edit(kind, name, namespace, "pause")
+        return self._job(self.edit(kind, name, "pause", namespace=namespace).view)
 
     @checked
     def resume(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
         """Resume a paused job (``spec.runMode.pause.enabled: false``); a job not paused is left
         as it is. As :meth:`pause` otherwise."""
-        return self._edit(kind, name, namespace, "resume")
+        return self._job(self.edit(kind, name, "resume", namespace=namespace).view)
 
     @checked
     def scale(self, kind: KindLike, name: str, replicas: int, namespace: str | None = None) -> Job:
         """Set an elastic PyTorchTrainingJob's or DeepSpeedJob's ``spec.elastic.expectedReplicas``
         to ``replicas``. Raises :class:`UsageError` when the job is not elastic or ``replicas`` is
         outside ``[minReplicas, maxReplicas]``; otherwise as :meth:`pause`."""
-        return self._edit(kind, name, namespace, "scale", replicas)
+        return self._job(self.edit(kind, name, "scale", replicas, namespace).view)
 
     @staticmethod
     def _job(view: JobView) -> Job:
@@ -447,6 +454,25 @@ class Client(OverBackend):
             return parse_job(view.object, where)  # type: ignore[return-value]
         except ManifestError as exc:
             raise InvalidJob(exc.lines()) from None
+
+
+#: The verbs of :meth:`Client.edit` (and :class:`~t9k_jobs.sdk.async_client.AsyncClient`'s edits).
+EDIT_VERBS = ("pause", "resume", "scale")
+
+
+def _edit_verb(verb: str, replicas: int | None) -> None:
+    """Refuse an edit that is none of :data:`EDIT_VERBS`, or ``replicas`` without ``scale``."""
+    if verb not in EDIT_VERBS:
+        raise UsageError(f"unknown edit {verb!r}: use pause, resume or scale")
+    if replicas is not None and verb != "scale":
+        raise UsageError(f"replicas: only scale sets a number of replicas, not {verb}")
+
+
+def edited(view: JobView, verb: str, replicas: int | None = None) -> Edited:
+    """What an edit (``verb``, ``replicas`` for ``scale``) of the job did, once ``view`` is the job
+    afterwards: the one :class:`Edited` of both clients, its line said by
+    :func:`~t9k_jobs.sdk.edits.edited_line` (a cluster job's namespace after its name)."""
+    return Edited([edited_line(view.kind, view.name, verb, replicas, view.namespace)], view)
 
 
 def _left_alone(view: JobView) -> bool:
@@ -481,4 +507,4 @@ def _job_of(summary: JobSummary) -> Job | None:
         return None
 
 
-__all__ = ["Client", "default_target", "job_phase", "load_job"]
+__all__ = ["EDIT_VERBS", "Client", "default_target", "edited", "job_phase", "load_job"]

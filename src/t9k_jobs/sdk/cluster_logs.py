@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..addressing import replica_name, replica_prefix
 from ..api.common import TERMINAL_PHASES
 from ..cluster.client import JOB_RESOURCES, PODS, ApiError
 from ..errors import ClusterError, JobsError, NotFound, UsageError
@@ -30,7 +31,6 @@ from .cluster_api import (
     parse,
     phase_of,
 )
-from .present import groups
 from .view import LogOptions
 
 #: Seconds between two looks at a job and its pods while following logs.
@@ -53,15 +53,6 @@ def _split(line: str) -> tuple[str, str]:
     shows a local one (:func:`t9k_jobs.loglines.last_state`)."""
     stamp, _, text = line.partition(" ")
     return stamp, last_state(text)
-
-
-def _prefix(job_name: str, pod: dict[str, Any], container: str) -> str:
-    """``worker-1`` (``worker-1/sidecar`` when the pod has several containers), as the local job.log."""
-    name = pod["metadata"]["name"]
-    tag = name[len(job_name) + 1 :] if name.startswith(job_name + "-") else name
-    if len((pod.get("spec") or {}).get("containers") or []) > 1:
-        tag = f"{tag}/{container}"
-    return tag
 
 
 def _started(pod: dict[str, Any], container: str) -> bool:
@@ -108,10 +99,7 @@ async def open_logs(
     :class:`NotFound` (one replica whose pod is not there), :class:`ClusterError`."""
     ns = namespace or cl.namespace
     o = options
-    if o.index is not None and o.replica_type is None:
-        raise UsageError("--index needs --type")
-    if o.container is not None and o.index is None:
-        raise UsageError("--container needs --type and --index")
+    o.check()  # the options alone, before a request
     if o.previous and o.follow:
         raise UsageError("--previous cannot be combined with -f: a previous container's log is complete")
     if look is not None:
@@ -120,21 +108,10 @@ async def open_logs(
             raise NotFound(f"{JOB_RESOURCES[kind].kind} {name!r} not found in namespace {ns!r}")
     else:
         raw = await get_job(cl, kind, name, ns)
-    job = parse(raw)
-    if o.replica_type is not None and job is not None:
-        types = [g.type for g in groups(job)]
-        if o.replica_type not in types:
-            raise NotFound(f"{kind} {name} has no replica type {o.replica_type!r}; it has {', '.join(types)}")
-    pod_name = None
-    if o.index is not None:
-        from ..addressing import replica_name
-
-        pod_name = replica_name(name, o.replica_type or "", o.index)
-        if job is not None:
-            group = next(g for g in groups(job) if g.type == o.replica_type)
-            names = [c.get("name") for c in (group.template.get("spec") or {}).get("containers") or []]
-            if o.container is not None and o.container not in names:
-                raise NotFound(f"{pod_name} has no container {o.container!r}; it has {', '.join(map(str, names))}")
+    o.check(parse(raw))  # over the job's replica types and containers
+    pod_name = None  # one replica's log
+    if o.replica_type is not None and o.index is not None:
+        pod_name = replica_name(name, o.replica_type, o.index)
     logs = _Logs(cl, kind, name, ns, o, pod_name, look, pause, require_pods)
     if o.follow:
         queue: asyncio.Queue[str | BaseException | None] = asyncio.Queue(maxsize=10000)
@@ -199,7 +176,11 @@ class _Logs:
 
     def show(self, pod: dict[str, Any], container: str, stamp: str, text: str) -> str:
         body = f"{stamp} {text}" if self.o.timestamps else text
-        return body if self.single else f"[{_prefix(self.name, pod, container)}] {body}"
+        if self.single:
+            return body
+        several = len((pod.get("spec") or {}).get("containers") or []) > 1
+        tag = replica_prefix(self.name, pod["metadata"]["name"], container if several else None)
+        return f"[{tag}] {body}"
 
     def path(self, pod: dict[str, Any]) -> str:
         return PODS.path(self.ns, pod["metadata"]["name"], "log")

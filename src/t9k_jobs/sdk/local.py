@@ -19,12 +19,12 @@ from ..errors import NotSupported, UsageError
 from ..local.rundir import LocalRun, Observation, stop_reason
 from ..local.rundirs import POLL
 from ..words import STOPPED
-from .view import JobView, LogOptions, LogStream
+from .view import Event, JobView, LogOptions, LogStream
 
 
 def run_view(run: LocalRun, detail: bool = False, seen: Observation | None = None) -> JobView:
     """The view of ``run`` now (its manifest is parsed only when the view's spec is read);
-    ``detail``: with the last lines of ``events.log``."""
+    ``detail``: with the last lines of ``events.log`` as events."""
     seen = seen if seen is not None else run.observe()
     status = seen.status
     running = status.aggregate.running if status is not None and seen.alive else 0
@@ -46,7 +46,7 @@ def run_view(run: LocalRun, detail: bool = False, seen: Observation | None = Non
         pid=seen.pid,
         runtime_reason=seen.runtime.reason if seen.runtime.unknown else None,
         unknown_reason=seen.reason,
-        event_lines=run.events(15) if detail else [],
+        events=[Event.local(line) for line in run.events(15)] if detail else [],
         detailed=detail,
         tensorboard_url=_tensorboard_url(run.run_dir) if seen.alive else None,
         # A hard-linked copy of a live run is Stopped here, and says it is a copy (ownership.py).
@@ -149,7 +149,8 @@ class LocalBackend:
         if o.previous:
             raise NotSupported("--previous: a restarted local replica writes on in the same log, which logs shows whole")
         run = self._find(kind, name)
-        log_source(run, o.replica_type, o.index, o.container)  # raises for a replica type or container not in the job
+        o.check(run.job)
+        log_source(run, o.replica_type, o.index, o.container)  # raises for a replica that left no log
         lines = follow_logs(run, o.replica_type, o.index, o.container, follow=o.follow, tail=o.tail)
         return LogStream(lines, lines.close)
 

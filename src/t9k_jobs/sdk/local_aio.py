@@ -327,14 +327,14 @@ class AsyncLocalBackend:
         self, kind: str, name: str, options: LogOptions, namespace: str | None = None
     ) -> AsyncIterator[str]:
         """The run's log lines (as :func:`~t9k_jobs.local.rundirs.follow_logs` gives them), as an
-        async iterator. Raises NotFound/UsageError (a replica type or container not in the job)
-        before the first line; the iterator raises LogSourceGone."""
+        async iterator. Raises NotFound/UsageError (``LogOptions.check``: a replica type or
+        container not in the job) before the first line; the iterator raises LogSourceGone."""
         self.sync._no_namespace(namespace)
         o = options
         if o.timestamps or o.previous:
             raise NotSupported("--timestamps and --previous are for cluster logs")
         run = await self._run_of(kind, name)
-        path, keep = await asyncio.to_thread(log_source, run, o.replica_type, o.index, o.container)
+        path, keep = await asyncio.to_thread(_log_source, run, o)
         reader = await asyncio.to_thread(LogReader, run, path, keep, o.tail)
         return _follow(reader, o.follow, self._alive(run), self.cache)
 
@@ -346,7 +346,7 @@ class AsyncLocalBackend:
         self.sync._no_namespace(namespace)
         o = options
         run = await self._run_of(kind, name)
-        path, keep = await asyncio.to_thread(log_source, run, o.replica_type, o.index, o.container)
+        path, keep = await asyncio.to_thread(_log_source, run, o)
         if keep is not None:
             lines = _follow(await asyncio.to_thread(LogReader, run, path, keep, None), False, lambda: False, None)
             return _joined(lines)
@@ -363,6 +363,14 @@ class AsyncLocalBackend:
     ) -> list[str]:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._acting, self.sync.delete, kind, name, namespace, purge, timeout)
+
+
+def _log_source(run: LocalRun, options: LogOptions) -> tuple[Path, Callable[[str], bool] | None]:
+    """What a log of ``run`` reads (:func:`~t9k_jobs.local.rundirs.log_source`), the options
+    checked against its job first (:meth:`LogOptions.check`): in a worker thread, it parses the
+    run's manifest."""
+    options.check(run.job)
+    return log_source(run, options.replica_type, options.index, options.container)
 
 
 async def _follow(

@@ -410,10 +410,11 @@ def _replica_lines(view: JobView) -> list[str]:
 
 
 def _event_lines(view: JobView, now: float) -> list[str]:
-    if view.event_lines:
-        return [f"  {line}" for line in view.event_lines]
+    """The job's events: a local run's as its ``events.log`` has them, a cluster job's as a table."""
     if not view.events:
         return ["  <none>"]
+    if view.target == "local":  # as events.log has them
+        return [f"  {ev.line if ev.line is not None else ev.message}" for ev in view.events]
     rows = [
         [human_age(now - ev.when) if ev.when else "-", ev.type, ev.reason, ev.object, short(ev.message, 100)]
         for ev in view.events

@@ -19,20 +19,41 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ..addressing import replica_name
 from ..api import Job, JobStatus
 from ..api.common import ReplicaStatus
+from ..errors import NotFound, UsageError
 
 
 @dataclass
 class Event:
-    """One Event of a cluster job or of its pods: ``when`` (epoch seconds, None when unknown),
-    ``type`` (Normal, Warning), ``reason``, ``object`` (``pod/NAME``) and ``message``."""
+    """One event of a job, on either target: ``when`` (epoch seconds, None when unknown),
+    ``type`` (Normal, Warning), ``reason``, ``object`` (``pod/NAME``; ``""`` locally) and
+    ``message``.
+
+    A cluster's are the Events of the job and its pods. A local run's are the lines of its
+    ``events.log`` (:meth:`local`): ``at`` is the time of day the runtime wrote
+    (``HH:MM:SS``, the file keeps no date, so ``when`` is None) and ``line`` the line as written,
+    which ``describe`` shows; a line that is not an event (a message's second line) is an event
+    with only that ``message``, ``at`` None."""
 
     when: float | None
     type: str
     reason: str
     object: str
     message: str
+    at: str | None = None
+    line: str | None = None
+
+    @classmethod
+    def local(cls, line: str) -> Event:
+        """The event of a line of a local run's ``events.log``: ``HH:MM:SS Type Reason: message``
+        (as :meth:`t9k_jobs.local.runtime.LocalRunner._event` writes it)."""
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and parts[0].count(":") == 2 and ":" in parts[2]:
+            reason, message = parts[2].split(":", 1)
+            return cls(None, parts[1], reason, "", message.strip(), at=parts[0], line=line)
+        return cls(None, "", "", "", line, line=line)
 
 
 @dataclass(eq=False)
@@ -49,16 +70,19 @@ class JobView:
 
     A local run: ``run_dir``, ``pid`` (its runtime's while it provably runs), ``runtime_reason``
     (why its runtime's state cannot be told), ``unknown_reason`` (why its phase is
-    :data:`~t9k_jobs.words.UNKNOWN`), ``event_lines`` (the last lines of ``events.log``), ``tensorboard_url``
-    (where its TensorBoard is served while the run runs: :mod:`t9k_jobs.local.tensorboard`).
+    :data:`~t9k_jobs.words.UNKNOWN`), ``tensorboard_url`` (where its TensorBoard is served while
+    the run runs: :mod:`t9k_jobs.local.tensorboard`).
 
     A cluster job: ``pods`` (its pods as the API server returns them, being deleted included),
     ``live_replicas`` (the pods not being deleted, as replica statuses), what its native gang's
     ``scheduling.k8s.io/v1beta1`` PodGroup and pods say (``pod_group``: the PodGroup's line,
     ``gang``: why the gang waits, ``preempted``: ``preempted by higher priority at <time>``; each
-    None when there is nothing to say: :mod:`t9k_jobs.sdk.gang_why`) and ``events`` (of the
-    job and its pods, oldest first). These are read only for ``describe`` (``detailed``); the
-    preemption also without.
+    None when there is nothing to say: :mod:`t9k_jobs.sdk.gang_why`). These are read only for
+    ``describe`` (``detailed``); the preemption also without.
+
+    ``events``: the job's events (:class:`Event`), oldest first, read only for ``describe``
+    (``detailed``): a cluster job's and its pods' Events, the last lines of a local run's
+    ``events.log``.
 
     ``source``: what the backend needs to act on this job again (a local run, a server object).
     """
@@ -80,7 +104,6 @@ class JobView:
     pid: int | None = None
     runtime_reason: str | None = None
     unknown_reason: str | None = None
-    event_lines: list[str] = field(default_factory=list, repr=False)
     detailed: bool = False
     tensorboard_url: str | None = None
     #: A local run whose runtime stopped before the job finished: why, as the runtime said it
@@ -122,6 +145,39 @@ class LogOptions:
     tail: int | None = None
     timestamps: bool = False
     previous: bool = False
+
+    def check(self, job: Job | None = None) -> None:
+        """Check these options: the one rule of both backends' ``logs`` (the Client's and the
+        dashboard's), before any line is read.
+
+        First the options alone: :class:`UsageError` for ``index`` without ``replica_type``
+        (``--index needs --type``) and ``container`` without ``index``. Then, given ``job`` (None:
+        not read yet, or a spec that does not validate, when only the files or pods can say),
+        over its replica groups (elastic counts applied): :class:`NotFound` for a replica type it
+        does not have, or a container that type's pods do not have, naming what it has. A
+        replica's index is not checked here: a local run keeps the log of a replica scaled away,
+        a cluster says whether the pod is there when it reads it."""
+        if self.index is not None and self.replica_type is None:
+            raise UsageError("--index needs --type")
+        if self.container is not None and self.index is None:
+            raise UsageError("--container needs --type and --index")
+        if job is None or self.replica_type is None:
+            return
+        from ..frameworks import framework_for
+
+        groups = list(framework_for(job).groups(job))
+        types = [g.type for g in groups]
+        if self.replica_type not in types:
+            raise NotFound(
+                f"{job.kind} {job.name} has no replica type {self.replica_type!r}; it has {', '.join(types)}"
+            )
+        if self.container is not None and self.index is not None:
+            group = next(g for g in groups if g.type == self.replica_type)
+            containers = (group.template.get("spec") or {}).get("containers") or []
+            names = [str(c.get("name", "")) for c in containers]
+            if self.container not in names:
+                pod = replica_name(job.name, self.replica_type, self.index)
+                raise NotFound(f"{pod} has no container {self.container!r}; it has {', '.join(names)}")
 
 
 class LogStream(Iterator[str]):
