@@ -1,4 +1,4 @@
-"""``spec.scheduler.t9kScheduler`` in each gang mode a runtime reports (``Observed.gang``).
+"""``spec.scheduler.t9kScheduler`` in each gang mode a runtime reports (``Runtime.gang``).
 
 ``t9k``: T9k's PodGroup (test_desired.py covers it); ``native``: a ``scheduling.k8s.io/v1beta1``
 PodGroup and ``schedulingGroup`` on the pods (Kubernetes 1.37 with ``GenericWorkload``; the real

@@ -1,4 +1,4 @@
-"""The reconcile engine: pure functions from (job, observed children, now) to a :class:`Plan`.
+"""The reconcile engine: pure functions from (job, observed children, now, :class:`Runtime`) to a :class:`Plan`.
 
 Nothing here does I/O or draws randomness: what only creation can fill in (an ssh Secret's key
 pair) is left to the runtimes (:func:`t9k_jobs.sshkeys.materialize`)."""

@@ -1,9 +1,10 @@
 """Inputs and outputs of the reconcile engine.
 
 The engine sees the world as an :class:`Observed` snapshot (slim projections of the job's
-pods plus the names of its other children) and answers with a :class:`Plan`. Both runtimes,
-the Kubernetes operator and the local process supervisor, build the snapshot and carry out
-the plan; neither decides behaviour.
+pods plus the names of its other children: what exists, nothing of what the runtime can do,
+which is its :class:`~.runtime.Runtime`) and answers with a :class:`Plan`. Both runtimes, the
+Kubernetes operator and the local process supervisor, build the snapshot and carry out the
+plan; neither decides behaviour.
 """
 
 from __future__ import annotations
@@ -13,17 +14,6 @@ from typing import Any, Literal
 
 from ..api.common import JobStatus
 from ..frameworks.base import LABEL_RESTART_GENERATION
-
-__all__ = [
-    "ContainerState",
-    "Delete",
-    "Event",
-    "Observed",
-    "ObservedPod",
-    "WorkloadState",
-    "PREEMPTION_BY_SCHEDULER",
-    "Plan",
-]
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 
