@@ -6,6 +6,8 @@ for its decision and hands it here; the status is then derived from the tally on
 
 from __future__ import annotations
 
+from typing import Any
+
 from .context import Tally
 from .decisions import (
     Clock,
@@ -128,6 +130,11 @@ def apply_restarts(t: Tally, d: Restarts) -> None:
             t.creates.append((x.group, x.index))
         message = f"restarting {x.status.name} ({x.why}); backoff count {x.backoff_count}"
         t.event("Normal", "RestartingReplica", message)
+
+
+def apply_creates(t: Tally, pods: tuple[dict[str, Any], ...]) -> None:
+    """The replica pods to create (:func:`~.desired.replica_pods`), after the other children."""
+    t.plan.create.extend(pods)
 
 
 def apply_clean_up(t: Tally, d: CleanUp) -> None:

@@ -21,6 +21,7 @@ from ..api.kinds import JobBase
 from ..frameworks import BuildContext, Framework, ReplicaGroup, framework_for
 from ..frameworks.base import LABEL_RESTART_GENERATION, base_pod, container, pod_group, replica_service, tensorboard
 from ..frameworks.queueing import workload
+from .context import Pass, Tally
 from .types import Delete, Observed
 
 #: Children deleted when no longer desired (a replica scaled away leaves its Service; a finished
@@ -131,6 +132,19 @@ def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext, 
             if resume.skip_init_container:
                 pod["spec"].pop("initContainers", None)
     return _with_desired_hash(pod)
+
+
+def replica_pods(p: Pass, t: Tally) -> tuple[dict[str, Any], ...]:
+    """The pods of the replicas this pass creates (``t.creates``), in order, each labelled with its
+    replica's restart count as the tally holds it; not one whose name another object holds (the
+    job says so: :attr:`Observed.conflicts`)."""
+    out = []
+    for g, i in t.creates:
+        name = g.pod_name(p.job.name, i)
+        if ("Pod", name) not in p.observed.conflicts:
+            attempt = t.replicas[name].restart_count if name in t.replicas else 0
+            out.append(build_pod(p.job, g, i, p.ctx, attempt))
+    return tuple(out)
 
 
 def plan_children(

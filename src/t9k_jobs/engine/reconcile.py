@@ -55,6 +55,7 @@ from .admission import admission, in_queue
 from .apply import (
     apply_clean_up,
     apply_clock,
+    apply_creates,
     apply_deadline,
     apply_force_deletes,
     apply_node_losses,
@@ -68,7 +69,7 @@ from .apply import (
 from .clean_up import clean_up
 from .context import CONFLICT_RECHECK, UNFINISHED_GRACE, Pass, Tally, parse_time, rfc3339
 from .deadline import deadline, start_clock
-from .desired import build_pod, children, plan_children
+from .desired import build_pod, children, plan_children, replica_pods
 from .node_loss import force_deletes, losses, project
 from .outcome import ending
 from .preemption import preemption
@@ -183,10 +184,6 @@ def decide(p: Pass, t: Tally) -> tuple[str, Outcome | None]:
     restarted = restarts(p, t)
     if restarted is not None:
         apply_restarts(t, restarted)
-    for g, i in t.creates:
-        name = g.pod_name(job.name, i)
-        if ("Pod", name) not in p.observed.conflicts:
-            attempt = t.replicas[name].restart_count if name in t.replicas else 0
-            t.plan.create.append(build_pod(job, g, i, p.ctx, attempt))
+    apply_creates(t, replica_pods(p, t))
     t.plan.events.extend(waiting_events(p, t.replicas))
     return active_phase(p, t), None
