@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from .api import Job
-from .engine import Observed, reconcile
+from .engine import Observed, Runtime, reconcile
 from .frameworks.types import GangMode
 from .sshkeys import generate_ssh_keypair, materialize
 
@@ -29,11 +29,12 @@ def render(
     for ``spec.scheduler.t9kScheduler`` (:data:`~t9k_jobs.frameworks.types.GangMode`): ``t9k``
     (T9k's PodGroup, the default), ``native`` (a ``scheduling.k8s.io/v1beta1`` PodGroup,
     Kubernetes 1.37+) or ``none`` (no PodGroup, the default scheduler); the operator picks it
-    from discovery. Every optional kind (PodGroup, TensorBoard) is assumed served;
+    from discovery (its :class:`~t9k_jobs.engine.Runtime`). Every optional kind (PodGroup,
+    TensorBoard) is assumed served;
     ``priority_classes``: the cluster's PriorityClasses (None: the job's ``t9k-priority-<N>`` is
     assumed made by the admin; :attr:`~t9k_jobs.engine.Observed.priority_classes`).
     """
-    plan = reconcile(job, Observed(gang=gang, priority_classes=priority_classes), now=0.0)
+    plan = reconcile(job, Observed(priority_classes=priority_classes), 0.0, Runtime(gang=gang))
     objects = [materialize(o, keygen) for o in plan.create]
     return sorted(objects, key=lambda o: _ORDER.get(o["kind"], 9))
 

@@ -10,7 +10,7 @@ from t9k_jobs.cluster.client import ApiError, KubeClient
 from t9k_jobs.cluster.controller import Controller
 from t9k_jobs.cluster.projection import job_key
 from t9k_jobs.cluster.projection import ChildRef
-from t9k_jobs.engine import Observed, reconcile
+from t9k_jobs.engine import Observed, Runtime, reconcile
 from tests import helpers
 from tests.helpers import replica, template
 
@@ -65,7 +65,7 @@ def carry_out(
         ctl._emit_event = lambda raw, t, reason, msg: calls["events"].append(reason)  # type: ignore
         j = job(workers)
         raw = j.model_dump(by_alias=True, exclude_none=True, mode="json")
-        plan = reconcile(j, Observed(), 1_700_000_000.0)
+        plan = reconcile(j, Observed(), 1_700_000_000.0, Runtime())
         try:
             errors = await ctl._carry_out(KEY, j, raw, plan)
         finally:

@@ -147,6 +147,41 @@ def test_job_record_is_dropped_once_it_holds_nothing():
 
     asyncio.run(go())
 
+
+def test_the_controller_builds_one_runtime_from_discovery() -> None:
+    """What the engine decides for is fixed at start-up from what the API server serves (the
+    operator restarts itself when that changes): the gang mode, queueing through Kueue, the
+    optional kinds not served, and --node-lost-after. Observed says only what exists."""
+    from kubernetes_asyncio.client import ApiClient, Configuration
+
+    from t9k_jobs.cluster.client import KubeClient
+    from t9k_jobs.cluster.controller import Controller
+
+    async def go() -> list[tuple[str, bool, frozenset[str], float]]:
+        client = KubeClient(ApiClient(Configuration(host="https://127.0.0.1:1")))  # never contacted
+        out = []
+        try:
+            for kinds, native, after in (
+                ({"PodGroup", "TensorBoard"}, False, 60.0),
+                ({"TensorBoard", "Workload"}, True, 90.0),
+                (set(), False, 60.0),
+            ):
+                ctl = Controller(client, None, 1, optional_kinds=kinds, native_gang=native, node_lost_after=after)
+                r = ctl.runtime
+                out.append((r.gang, r.queueing, r.unserved, r.node_lost_after))
+                ctl.queue.shut_down()
+                await ctl.events_client.close()
+        finally:
+            await client.close()
+        return out
+
+    assert asyncio.run(go()) == [
+        ("t9k", False, frozenset({"Workload"}), 60.0),
+        ("native", True, frozenset(), 90.0),
+        ("none", False, frozenset({"PodGroup", "TensorBoard", "Workload"}), 60.0),
+    ]
+
+
 def terminated(code: int, reason: str, message: str | None = None, name: str = "pytorch") -> dict:
     state = {"exitCode": code, "reason": reason, "startedAt": "2026-01-01T00:00:00Z"}
     if message:

@@ -22,6 +22,7 @@ from t9k_jobs.engine import (
     Observed,
     ObservedPod,
     Plan,
+    Runtime,
     WorkloadState,
     desired_hash_of,
     reconcile,
@@ -51,8 +52,8 @@ class Sim:
         manifest = copy.deepcopy(manifest)
         # The PriorityClasses the cluster has (Observed.priority_classes; None: not known).
         self.priority_classes = priority_classes
-        self.gang = gang  # the runtime's gang mode for t9kScheduler (Observed.gang)
-        # Whether Kueue is served (Observed.queueing); the job's Workload's status, as Kueue
+        self.gang = gang  # the runtime's gang mode for t9kScheduler (Runtime.gang)
+        # Whether Kueue is served (Runtime.queueing); the job's Workload's status, as Kueue
         # writes it: a new Workload starts pending (tests admit or evict it with `workload`).
         self.queueing = queueing
         self.workload = WorkloadState()
@@ -67,7 +68,8 @@ class Sim:
         self.deleted: list[str] = []  # every pod name ever deleted by a plan, in order
         self.plans: list[Plan] = []
         self._uids = 0
-        # Nodes whose kubelet stopped answering (Observed.unreachable_nodes) and the limit.
+        # Nodes whose kubelet stopped answering (Observed.unreachable_nodes) and the limit
+        # (Runtime.node_lost_after).
         self.unreachable: dict[str, float] = {}
         self.node_lost_after = 60.0
         self.grace = 30.0  # a graceful deletion's grace period (deletion_deadline = now + grace)
@@ -83,17 +85,19 @@ class Sim:
             pods=dict(self.pods),
             others=frozenset(self.others),
             desired_hashes={key: desired_hash_of(obj) for key, obj in self.others.items() if key[0] != "Secret"},
-            gang=self.gang,
             priority_classes=self.priority_classes,
-            queueing=self.queueing,
             workload=self.workload if ("Workload", self.job.name) in self.others else None,
             unreachable_nodes=dict(self.unreachable),
-            node_lost_after=self.node_lost_after,
         )
+
+    def runtime(self) -> Runtime:
+        """The runtime the engine decides for: a cluster (Services, pods) in this sim's gang mode,
+        with or without Kueue, and its node-lost limit."""
+        return Runtime(gang=self.gang, queueing=self.queueing, node_lost_after=self.node_lost_after)  # type: ignore[arg-type]
 
     def plan(self) -> Plan:
         """One reconcile pass on the current world, without applying it."""
-        return reconcile(self.job, self.observed(), self.now)
+        return reconcile(self.job, self.observed(), self.now, self.runtime())
 
     def step(self, *, start: str | None = None) -> Plan:
         """Reconcile and apply. ``start``: state of new pods: None (unscheduled), "Pending", "Running"."""

@@ -1,6 +1,6 @@
 """Admission by a Kueue queue (issue 24; engine/admission.py, frameworks/queueing.py).
 
-Where the runtime queues (``Observed.queueing``: Kueue's Workload API is served) a job with
+Where the runtime queues (``Runtime.queueing``: Kueue's Workload API is served) a job with
 ``t9kScheduler`` owns one Workload and has no pod until Kueue admits it; an eviction stops its pods
 without counting anything and queues it again with a new Workload. The Workload's status is played
 here by ``Sim.workload`` (Kueue's conditions as :class:`WorkloadState`); tests/node/test_kueue.py

@@ -4,7 +4,7 @@ DeepSpeedJob of one name in one namespace want the same pods, Services and Confi
 from __future__ import annotations
 
 from t9k_jobs.api import parse_job
-from t9k_jobs.engine import Observed, reconcile
+from t9k_jobs.engine import Observed, Runtime, reconcile
 from t9k_jobs.engine.reconcile import CONFLICT_RECHECK
 
 from .jobs import deepspeed
@@ -20,7 +20,7 @@ def job():
 
 
 def test_names_held_by_others_are_not_created_and_the_status_says_whose() -> None:
-    plan = reconcile(job(), Observed(conflicts=dict(HELD)), T0)
+    plan = reconcile(job(), Observed(conflicts=dict(HELD)), T0, Runtime())
     made = {(o["kind"], o["metadata"]["name"]) for o in plan.create}
     assert ("Pod", "same-worker-0") not in made and ("Service", "same-worker-0") not in made
     assert {("Pod", "same-worker-1"), ("Service", "same-worker-1"), ("ConfigMap", "same-launch")} <= made
@@ -35,10 +35,10 @@ def test_names_held_by_others_are_not_created_and_the_status_says_whose() -> Non
 
 def test_the_warning_is_sent_once_and_the_condition_clears_when_the_names_are_free() -> None:
     j = job()
-    first = reconcile(j, Observed(conflicts=dict(HELD)), T0)
+    first = reconcile(j, Observed(conflicts=dict(HELD)), T0, Runtime())
     j = j.model_copy(update={"status": first.status})
-    again = reconcile(j, Observed(conflicts=dict(HELD)), T0 + 30)
+    again = reconcile(j, Observed(conflicts=dict(HELD)), T0 + 30, Runtime())
     assert not [e for e in again.events if e.reason == "ChildConflict"]
-    freed = reconcile(j, Observed(), T0 + 60)
+    freed = reconcile(j, Observed(), T0 + 60, Runtime())
     assert ("Pod", "same-worker-0") in {(o["kind"], o["metadata"]["name"]) for o in freed.create}
     assert freed.status.condition("Initialized").reason != "ChildConflict"

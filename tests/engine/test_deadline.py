@@ -91,10 +91,10 @@ def test_the_deadline_policy_returns_its_decision():
     sim.settle(start="Running")
     sim.step()
     sim.succeed("j-worker-0")
-    p, _ = begin(sim.job, sim.observed(), sim.now + 30)
+    p, _ = begin(sim.job, sim.observed(), sim.now + 30, sim.runtime())
     before = deadline(p, sim.status.start_time)
     assert before.outcome is None and before.stop == () and before.wake == pytest.approx(70)
-    p, _ = begin(sim.job, sim.observed(), sim.now + 100)
+    p, _ = begin(sim.job, sim.observed(), sim.now + 100, sim.runtime())
     after = deadline(p, sim.status.start_time)
     assert after.outcome is not None and after.outcome.reason == "DeadlineExceeded"
     assert sorted(pod.name for pod in after.stop) == ["j-master-0", "j-worker-1"]

@@ -305,7 +305,7 @@ def test_pytorch_tensorboard_child_named_like_the_job():
 def test_an_unserved_kind_is_never_planned():
     tb = {"trainingLogFilesets": ["t9k://pvc/logs/run1"]}
     sim = Sim(pytorch(name="j", tensorboardSpec=tb))
-    plan = reconcile(sim.job, replace(sim.observed(), unserved=frozenset({"TensorBoard"})), sim.now)
+    plan = reconcile(sim.job, sim.observed(), sim.now, replace(sim.runtime(), unserved=frozenset({"TensorBoard"})))
     assert [o for o in plan.create if o["kind"] == "TensorBoard"] == []
 
 

@@ -1,4 +1,4 @@
-"""``spec.scheduler.t9kScheduler`` in each gang mode a runtime reports (``Observed.gang``).
+"""``spec.scheduler.t9kScheduler`` in each gang mode a runtime reports (``Runtime.gang``).
 
 ``t9k``: T9k's PodGroup (test_desired.py covers it); ``native``: a ``scheduling.k8s.io/v1beta1``
 PodGroup and ``schedulingGroup`` on the pods (Kubernetes 1.37 with ``GenericWorkload``; the real
@@ -250,3 +250,13 @@ def test_a_queue_that_is_enforced_or_not_asked_for_says_nothing():
         sim.step()
         assert sim.condition("Queueing") is None, kw
         assert queue_events(sim) == [], kw
+
+
+def test_a_runtime_names_one_of_the_three_gang_modes():
+    """The gang mode is the runtime's, fixed for its life (``Runtime.gang``); a mode that is not
+    one of the three is a caller's mistake, said when the runtime is made, not on every pass."""
+    from t9k_jobs.engine import Runtime
+
+    assert [Runtime(gang=g).gang for g in ("t9k", "native", "none")] == ["t9k", "native", "none"]
+    with pytest.raises(ValueError, match="gang mode 'volcano' is not one of t9k, native, none"):
+        Runtime(gang="volcano")  # type: ignore[arg-type]

@@ -113,7 +113,7 @@ def test_a_pod_deleted_before_its_node_is_lost_is_force_deleted_once_both_have_p
     sim = running()
     sim.pods["gj-worker-1"] = replace(sim.pods["gj-worker-1"], deleting=True, deletion_deadline=sim.now + 5)
     sim.unreachable["n2"] = sim.now
-    assert wake(sim.observed(), sim.now) == pytest.approx(60.0)
+    assert wake(sim.observed(), sim.now, sim.node_lost_after) == pytest.approx(60.0)
     sim.tick(60)
     plan = sim.step()
     assert [(d.name, d.force) for d in plan.delete] == [("gj-worker-1", True)]
@@ -136,7 +136,7 @@ def test_pods_that_ended_before_the_node_was_lost_keep_their_end() -> None:
     sim = running(successRules=[{"worker": [0, 1]}])
     sim.succeed("gj-worker-1")
     sim.unreachable["n2"] = sim.now - 120
-    observed = project(sim.observed(), sim.now)
+    observed = project(sim.observed(), sim.now, sim.node_lost_after)
     assert observed.pods["gj-worker-1"].effective_phase == "Succeeded"
     plan = sim.step()
     assert deleted_pods(plan) == [] and sim.replica("gj-worker-1").phase == "Succeeded"

@@ -214,7 +214,7 @@ def test_the_preemption_policy_returns_its_decision() -> None:
     sim.settle(start="Running")
     sim.step()
     sim.disrupt("ds-worker-0", end=143)
-    p, t = begin(sim.job, sim.observed(), sim.now)
+    p, t = begin(sim.job, sim.observed(), sim.now, sim.runtime())
     walk = classify(p, t.backoff_count)
     assert [r.name for r in walk.replicas if r.preempted] == ["ds-worker-0"]
     decision = preemption(p, walk)

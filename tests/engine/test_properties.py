@@ -254,7 +254,7 @@ class JobMachine(RuleBasedStateMachine):
                 break
         else:
             raise AssertionError("no fixed point after 5 passes")
-        again = reconcile(sim.job, sim.observed(), sim.now)
+        again = reconcile(sim.job, sim.observed(), sim.now, sim.runtime())
         assert again.create == [] and again.delete == []
         assert again.status == sim.status
 

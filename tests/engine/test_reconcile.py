@@ -49,8 +49,8 @@ def world_states():
 @pytest.mark.parametrize("i", range(7))
 def test_reconcile_is_idempotent(i):
     sim = world_states()[i]
-    a = reconcile(sim.job, sim.observed(), sim.now)
-    b = reconcile(sim.job, sim.observed(), sim.now)
+    a = reconcile(sim.job, sim.observed(), sim.now, sim.runtime())
+    b = reconcile(sim.job, sim.observed(), sim.now, sim.runtime())
     assert a.create == b.create
     assert a.delete == b.delete
     assert a.status == b.status
@@ -72,12 +72,12 @@ def test_reconcile_does_not_mutate_its_inputs():
     sim = world_states()[3]
     job_before = sim.job.model_copy(deep=True)
     pods_before = dict(sim.pods)
-    reconcile(sim.job, sim.observed(), sim.now)
+    reconcile(sim.job, sim.observed(), sim.now, sim.runtime())
     assert sim.job == job_before
     assert sim.pods == pods_before
 
 
 def test_reconcile_uses_the_given_clock_only():
     sim = world_states()[0]
-    plan = reconcile(sim.job, sim.observed(), T0 + 5)
+    plan = reconcile(sim.job, sim.observed(), T0 + 5, sim.runtime())
     assert plan.status.start_time == "2023-11-14T22:13:25Z"

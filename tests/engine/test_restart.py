@@ -284,7 +284,7 @@ def test_the_restart_policy_decides_and_the_pass_applies():
     DeepSpeedJob, one backoff); nothing is counted until the pass applies it."""
     sim = started(deepspeed(3, name="ds", backoff=3))
     sim.fail("ds-worker-2", 137)
-    p, t = begin(sim.job, sim.observed(), sim.now)
+    p, t = begin(sim.job, sim.observed(), sim.now, sim.runtime())
     apply_walk(t, classify(p, t.backoff_count))
     decision = restarts(p, t)
     assert decision is not None and decision.every and decision.backoff_count == 1

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from t9k_jobs.api import parse_job
 from t9k_jobs.api.common import JobStatus
-from t9k_jobs.engine import Observed, reconcile
+from t9k_jobs.engine import Observed, Runtime, reconcile
 
 from .jobs import pytorch
 from .sim import T0
@@ -28,10 +28,11 @@ RUNNING = object()  # stands for a started process: the local pod's container ru
 
 
 class World:
-    """What exists, fed to one runtime's cache; ``observe`` is that runtime's own projection."""
+    """What exists, fed to one runtime's cache; ``observe`` is that runtime's own projection and
+    ``runtime`` what it hands the engine."""
 
-    def __init__(self, observe: Callable[[], Observed], add: Callable[[dict[str, Any]], None]) -> None:
-        self.observe, self.add = observe, add
+    def __init__(self, observe: Callable[[], Observed], add: Callable[[dict[str, Any]], None], runtime: Runtime) -> None:
+        self.observe, self.add, self.runtime = observe, add, runtime
 
 
 def settle(manifest: dict[str, Any], world_for: Callable[[Any], World], passes: int = 6) -> JobStatus:
@@ -42,7 +43,7 @@ def settle(manifest: dict[str, Any], world_for: Callable[[Any], World], passes: 
     job = parse_job(manifest)
     world = world_for(job)
     for _ in range(passes):
-        plan = reconcile(job, world.observe(), T0)
+        plan = reconcile(job, world.observe(), T0, world.runtime)
         job.status = plan.status
         if not plan.create:
             break
@@ -76,7 +77,7 @@ def local_world(tmp_path: Path) -> Callable[[Any], World]:
                 runner.others.add((obj["kind"], obj["metadata"]["name"]))
                 runner.objects.append(materialize(obj))
 
-        return World(runner._observe, add)
+        return World(runner._observe, add, runner.runtime)
 
     return make
 
@@ -111,7 +112,7 @@ def cluster_world(optional_kinds: set[str], made: list[Any]) -> Callable[[Any], 
             c = project_child(obj)
             ctl._on_child("ADDED", (job.namespace, c.name), c, None)
 
-        return World(lambda: ctl.observe(key, "job-uid"), add)
+        return World(lambda: ctl.observe(key, "job-uid"), add, ctl.runtime)
 
     return make
 

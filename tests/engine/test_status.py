@@ -137,10 +137,10 @@ def test_status_tensorboard_follows_the_tensorboard():
     sim.step()  # creates it; the next pass sees it
     sim.step()
     assert (sim.status.tensorboard.reason, sim.status.tensorboard.ready) == ("DependentNotReady", False)
-    ready = reconcile(sim.job, replace(sim.observed(), ready=frozenset({("TensorBoard", "j")})), sim.now)
+    ready = reconcile(sim.job, replace(sim.observed(), ready=frozenset({("TensorBoard", "j")})), sim.now, sim.runtime())
     board = ready.status.tensorboard
     assert (board.action, board.ready, board.reason, board.type) == ("NOP", True, "DependentReady", "Normal")
     assert board.note == "TensorBoard [j] is ready"
-    unserved = reconcile(sim.job, replace(sim.observed(), unserved=frozenset({"TensorBoard"})), sim.now)
+    unserved = reconcile(sim.job, sim.observed(), sim.now, replace(sim.runtime(), unserved=frozenset({"TensorBoard"})))
     assert (unserved.status.tensorboard.type, unserved.status.tensorboard.reason) == ("Warning", "DependentUnavailable")
     assert Sim(pytorch(name="n")).plan().status.tensorboard is None

@@ -690,11 +690,11 @@ def test_rank_gpus_script_sets_the_devices_then_becomes_the_rank(tmp_path: Path,
 
 def _local_pods(manifest: dict[str, Any], run_dir: Path) -> dict[str, dict[str, Any]]:
     """The pods a local run's first reconcile of ``manifest`` starts, by name."""
-    from t9k_jobs.engine import Observed, reconcile
+    from t9k_jobs.engine import Observed, Runtime, reconcile
     from t9k_jobs.local.launch import LocalLauncher
     from t9k_jobs.local.addressing import LocalAddressing
 
-    plan = reconcile(parse_job(manifest), Observed(), 0.0, LocalAddressing(run_dir), LocalLauncher())
+    plan = reconcile(parse_job(manifest), Observed(), 0.0, Runtime(LocalAddressing(run_dir), LocalLauncher()))
     return {o["metadata"]["name"]: o for o in plan.create if o["kind"] == "Pod"}
 
 

@@ -9,7 +9,8 @@ One reconcile pass for a job key ``Kind/namespace/name``:
    spec (``metadata.generation``), the condition ``SpecValid`` False (reason ``InvalidSpec``) in
    its status, and is left alone, not retried, until its spec changes;
 4. build :class:`~t9k_jobs.engine.Observed` from the cached children that carry this job's
-   controller owner reference, and call :func:`~t9k_jobs.engine.reconcile`;
+   controller owner reference, and call :func:`~t9k_jobs.engine.reconcile` with the
+   controller's one :class:`~t9k_jobs.engine.Runtime` (built at start-up from discovery);
 5. carry out the plan (:mod:`.actuator`): create what it creates (controller owner references
    are set by the engine), delete with UID preconditions, write the status through the status
    subresource when it changed (with the job's resourceVersion as precondition), emit the plan's
@@ -34,10 +35,11 @@ import aiohttp
 
 from ..api import Job, ManifestError
 from ..api.kinds import KINDS
-from ..engine import Observed, ObservedPod, reconcile, rfc3339
-from ..engine.node_loss import NODE_LOST_AFTER
+from ..engine import Observed, ObservedPod, Runtime, reconcile, rfc3339
+from ..engine.runtime import NODE_LOST_AFTER
 from ..frameworks import parse_job
 from ..frameworks.base import LABEL_OWNER_KIND, PRIORITY_CLASS_PREFIX
+from ..frameworks.types import GangMode
 from . import kueue, metrics
 from .actuator import Actuator
 from .client import (
@@ -85,9 +87,6 @@ class Controller(Actuator):
         node_lost_after: float = NODE_LOST_AFTER,
     ) -> None:
         self.client = client
-        # Seconds a node may be unreachable before the replicas on it count as lost (issue 25;
-        # :mod:`t9k_jobs.engine.node_loss`); the operator's --node-lost-after.
-        self.node_lost_after = node_lost_after
         # Whether scheduling.k8s.io/v1beta1 PodGroups are served (Kubernetes 1.37, gate
         # GenericWorkload): used for t9kScheduler jobs where T9k's own PodGroup is not served.
         self.native_gang = native_gang and "PodGroup" not in (optional_kinds or set())
@@ -101,6 +100,14 @@ class Controller(Actuator):
         self.namespaces: list[str | None] = list(namespaces) if namespaces else [None]
         self.workers = workers
         self.optional_kinds = optional_kinds or set()
+        # What the engine decides for, built once from discovery (the operator restarts itself when
+        # what the API server serves changes: operator.py). ``node_lost_after``: seconds a node may
+        # be unreachable before the replicas on it count as lost (issue 25; the operator's
+        # --node-lost-after).
+        self.runtime = Runtime(
+            gang=self.gang_mode, queueing=self.queueing, node_lost_after=node_lost_after,
+            unserved=frozenset(k for k in OPTIONAL_CHILDREN if k not in self.served_optional_kinds),
+        )  # fmt: skip
         self.identity = identity or f"t9k-jobs-{uuid.uuid4().hex[:8]}"
         self.queue: WorkQueue[JobKey] = WorkQueue()
         self.expectations: Expectations[JobKey, ChildRef] = Expectations()
@@ -394,13 +401,9 @@ class Controller(Actuator):
             conflicts={(ref.kind, ref.name): holder for ref, holder in state.conflicts.items()},
             desired_hashes=desired_hashes,
             ready=frozenset(ready),
-            unserved=frozenset(k for k in OPTIONAL_CHILDREN if k not in self.served_optional_kinds),
-            gang=self.gang_mode,
             priority_classes=self.known_priority_classes(),
-            queueing=self.queueing,
             workload=workload,
             unreachable_nodes=unreachable,
-            node_lost_after=self.node_lost_after,
         )
 
     @property
@@ -409,7 +412,7 @@ class Controller(Actuator):
         return kueue.serves_queueing(self.optional_kinds)
 
     @property
-    def gang_mode(self) -> str:
+    def gang_mode(self) -> GangMode:
         """How ``t9kScheduler`` jobs are scheduled here (:data:`~t9k_jobs.frameworks.types.GangMode`):
         ``t9k`` when T9k's PodGroup CRD is served; else ``native`` when Kubernetes' own
         ``scheduling.k8s.io/v1beta1`` PodGroup is (1.37+, gate ``GenericWorkload``); else ``none``
@@ -457,7 +460,7 @@ class Controller(Actuator):
         await self._recheck_conflicts(key, job)
         observed = self.observe(key, meta.get("uid"))
         try:
-            plan = reconcile(job, observed, time.time())
+            plan = reconcile(job, observed, time.time(), self.runtime)
             errors = await self._carry_out(key, job, raw, plan)
         except (ApiError, aiohttp.ClientError, OSError, TimeoutError, asyncio.CancelledError):
             raise

@@ -32,7 +32,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import leader
 from .client import DEFAULT_BURST, DEFAULT_QPS, NATIVE_PODGROUPS, OPTIONAL_CHILDREN, ApiError, BadAnswer, KubeClient
-from ..engine.node_loss import NODE_LOST_AFTER
+from ..engine.runtime import NODE_LOST_AFTER
 from .controller import Controller
 
 log = logging.getLogger("t9k_jobs.operator")

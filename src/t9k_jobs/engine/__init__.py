@@ -1,17 +1,17 @@
-"""The reconcile engine: pure functions from (job, observed children, now) to a :class:`Plan`.
+"""The reconcile engine: pure functions from (job, observed children, now, :class:`Runtime`) to a :class:`Plan`.
 
 Nothing here does I/O or draws randomness: what only creation can fill in (an ssh Secret's key
 pair) is left to the runtimes (:func:`t9k_jobs.sshkeys.materialize`)."""
 
 from __future__ import annotations
 
+from ..addressing import Addressing, ClusterAddressing, replica_name
 from .desired import build_pod, children, compute_desired_hash, desired_hash_of
 from .conditions import SPEC_VALID
 from .reconcile import parse_time, reconcile, rfc3339
+from .runtime import Runtime
 from .status import invalid_spec_status
 from .types import (
-    Addressing,
-    ClusterAddressing,
     ContainerState,
     Delete,
     Event,
@@ -19,7 +19,6 @@ from .types import (
     ObservedPod,
     Plan,
     WorkloadState,
-    replica_name,
     restart_attempt_label,
 )
 
@@ -32,6 +31,7 @@ __all__ = [
     "Observed",
     "ObservedPod",
     "Plan",
+    "Runtime",
     "SPEC_VALID",
     "WorkloadState",
     "build_pod",

@@ -1,6 +1,6 @@
 """Admission by a queue: a queued job has no replica pod until Kueue admits its Workload.
 
-Where the runtime queues (:attr:`~.types.Observed.queueing`: Kueue's Workload API is served) and
+Where the runtime queues (:attr:`~.runtime.Runtime.queueing`: Kueue's Workload API is served) and
 the job sets ``spec.scheduler.t9kScheduler``, the job owns one Workload
 (:func:`~t9k_jobs.frameworks.queueing.workload`) while it is active, neither paused nor finished.
 Admission is one more input of the pass, as a pause is:
@@ -27,20 +27,17 @@ from ..api.kinds import JobBase
 from ..frameworks.queueing import queued
 from .context import Pass
 from .decisions import Queue
+from .runtime import Runtime
 from .types import Delete, Observed
 
 
-def wants_workload(p: Pass) -> bool:
-    """Whether this pass goes through a queue (:func:`in_queue`)."""
-    return in_queue(p.job, p.observed, p.old)
-
-
-def in_queue(job: JobBase, observed: Observed, old: JobStatus) -> bool:
+def in_queue(job: JobBase, observed: Observed, old: JobStatus, runtime: Runtime) -> bool:
     """Whether ``job`` goes through a queue: the runtime queues, the job sets t9kScheduler, and it
     is not a job that was running before queueing began (Kueue installed later: pods of its own
     and no ``Queued`` condition ever written). Such a job is left to run; it is queued from its
-    next start with no pod (a restart of every replica, a pause)."""
-    if not (observed.queueing and queued(job)):
+    next start with no pod (a restart of every replica, a pause). Asked once per pass
+    (:attr:`~.context.Pass.queues`)."""
+    if not (runtime.queueing and queued(job)):
         return False
     return old.condition("Queued") is not None or not any(not pod.deleting for pod in observed.pods.values())
 
@@ -49,7 +46,7 @@ def admission(p: Pass) -> Queue | None:
     """``None`` when the job may have pods (not queued, or admitted); else what waiting asks:
     every pod to delete, every replica's status (``Creating``), and the Workload to delete (an
     evicted one whose pods are all gone)."""
-    if not wants_workload(p):
+    if not p.queues:
         return None
     wl = p.observed.workload
     present = ("Workload", p.job.name) in p.observed.others
@@ -71,7 +68,7 @@ def queue_row(p: Pass, queued_now: bool, phase: str) -> tuple[str, bool, str, st
     while it waits for admission, with Kueue's reason and words (``Inadmissible``: "LocalQueue q
     doesn't exist"), or while paused (its Workload deleted); False, reason ``Admitted``, once
     admitted."""
-    if not wants_workload(p):
+    if not p.queues:
         return None
     sched = p.job.scheduler.t9k_scheduler  # type: ignore[union-attr]
     queue = sched.queue_name if sched is not None else DEFAULT_QUEUE

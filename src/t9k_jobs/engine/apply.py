@@ -6,21 +6,80 @@ for its decision and hands it here; the status is then derived from the tally on
 
 from __future__ import annotations
 
+from typing import Any
+
 from .context import Tally
-from .decisions import CleanUp, Ending, Preemption, Queue, Replica, Restarts, Walk
+from .decisions import (
+    Clock,
+    CleanUp,
+    Deadline,
+    Ending,
+    ForceDeletes,
+    NodeLosses,
+    Pause,
+    Preemption,
+    Queue,
+    Replica,
+    Restarts,
+    Walk,
+)
+from .node_loss import NODE_LOST
 
 
-def apply_walk(t: Tally, walk: Walk) -> None:
-    """The replicas as classified: their statuses, pods to create and delete, ends, events."""
+def apply_deadline(t: Tally, d: Deadline) -> None:
+    """When the deadline passes (a wake-up), or, once it passed, the running pods to stop (the
+    pass then ends the job with the deadline's outcome: :func:`end`)."""
+    t.wake(d.wake)
+    for pod in d.stop:
+        t.delete_pod(pod, "DeadlineExceeded")
+
+
+def apply_pause(t: Tally, d: Pause) -> None:
+    """The job is paused: its pods go, every replica is reported ``Deleted``, the deadline's
+    clock stops (``startTime`` cleared)."""
+    for pod in d.stop:
+        t.delete_pod(pod, "Paused")
+    t.replicas = {rs.name: rs for rs in d.replicas}
+    t.start_time = None
+
+
+def apply_clock(t: Tally, d: Clock) -> None:
+    """The job starts: its ``startTime``, and a wake-up at its deadline."""
+    t.start_time = d.start_time
+    t.wake(d.wake)
+
+
+def apply_node_losses(t: Tally, d: NodeLosses) -> None:
+    """The pods of replicas whose node was lost on this pass are deleted, each said once."""
+    for pod, event in d.pods:
+        t.delete_pod(pod, NODE_LOST)
+        t.plan.events.append(event)
+
+
+def apply_force_deletes(t: Tally, d: ForceDeletes) -> None:
+    """Pods on a lost node past their grace period, force-deleted whoever deleted them first: they
+    are being deleted already, so no other decision deletes them (:meth:`Tally.delete_pod` skips
+    those); and a wake-up for the next node-loss decision."""
+    for delete, event in d.deletes:
+        t.plan.delete.append(delete)
+        t.plan.events.append(event)
+    t.wake(d.wake)
+
+
+def apply_walk(t: Tally, walk: Walk, unjudged: tuple[tuple[str, int], ...] = ()) -> None:
+    """The replicas as classified: their statuses, pods to create and delete, ends, events. The
+    ends of ``unjudged`` replicas (``(type, index)``: a preemption relaunches them, :func:`apply_preemption`)
+    are neither final nor restarts."""
     for r in walk.replicas:
         _replica(t, r)
         if r.create:
             t.creates.append((r.group, r.index))
         if r.preempted:
             t.preempted.append(r.name)
-        if r.restart is not None:
+        judged = (r.group.type, r.index) not in unjudged
+        if judged and r.restart is not None:
             t.restarts.append((r.group, r.index, r.restart))
-        if r.final is not None:
+        if judged and r.final is not None:
             t.finals[(r.group.type, r.index)] = r.final
         if r.event is not None:
             t.plan.events.append(r.event)
@@ -42,10 +101,8 @@ def apply_queue(t: Tally, d: Queue) -> None:
 
 
 def apply_preemption(t: Tally, d: Preemption) -> None:
-    """The replicas a preemption relaunches with it, unjudged and uncounted, and its event."""
-    for type_, i in d.unjudged:
-        t.finals.pop((type_, i), None)
-        t.restarts = [r for r in t.restarts if (r[0].type, r[1]) != (type_, i)]
+    """The replicas a preemption relaunches with it, uncounted (their ends were left unjudged:
+    :func:`apply_walk`), and its event."""
     for r in d.relaunched:
         _replica(t, r)
         if r.create:
@@ -75,19 +132,26 @@ def apply_restarts(t: Tally, d: Restarts) -> None:
         t.event("Normal", "RestartingReplica", message)
 
 
+def apply_creates(t: Tally, pods: tuple[dict[str, Any], ...]) -> None:
+    """The replica pods to create (:func:`~.desired.replica_pods`), after the other children."""
+    t.plan.create.extend(pods)
+
+
 def apply_clean_up(t: Tally, d: CleanUp) -> None:
+    """A finished job's clean-up: its pods to delete, its wake-up, its replicas as reported."""
     for pod in d.pods:
         t.delete_pod(pod, "CleanUp")
     t.wake(d.wake)
+    t.replicas = {rs.name: rs for rs in d.replicas}
 
 
 def end(t: Tally, d: Ending) -> str:
-    """End the job: set ``completionTime``, drop a deadline's wake-up (the clean-up may ask for its
-    own) and the pods still to be made, clean up, and say how it ended. Returns the phase."""
+    """End the job: set ``completionTime``, drop the wake-ups asked for so far (a deadline's, a
+    conflict's recheck; the clean-up may ask for its own), clean up, and say how it ended.
+    Returns the phase. The replicas it wanted created are never made: :func:`~.reconcile.decide`
+    returns before it builds their pods."""
     t.completion_time = d.completion_time
     t.plan.requeue_after = None
-    t.creates.clear()
-    t.plan.create = [o for o in t.plan.create if o["kind"] != "Pod"]
     apply_clean_up(t, d.clean_up)
     t.plan.events.append(d.event)
     if d.release is not None and all((x.kind, x.name) != ("Workload", d.release.name) for x in t.plan.delete):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from .context import UNFINISHED_GRACE, Pass, parse_time
 from .decisions import CleanUp
+from .replicas import reported
 
 
 def clean_up(p: Pass, completion_time: str | None) -> CleanUp:
-    """Pods of a finished job to delete by ``cleanUpPolicy`` [§1.6]; other children stay.
+    """Pods of a finished job to delete by ``cleanUpPolicy`` [§1.6]; other children stay. Every
+    replica is reported as the finished job's passes report it (:func:`~.replicas.reported`).
 
     ``Unfinished`` spares replicas still running for :data:`UNFINISHED_GRACE` seconds after
     ``completionTime`` and asks to look again then: ranks that end together (a DDP job's) reach
@@ -28,4 +30,4 @@ def clean_up(p: Pass, completion_time: str | None) -> CleanUp:
                 pods.append(pod)
             elif not pod.deleting:
                 wake = ends - p.now
-    return CleanUp(tuple(pods), wake)
+    return CleanUp(tuple(pods), wake, tuple(reported(p).values()))

@@ -27,7 +27,7 @@ def conditions(p: Pass, t: Tally, phase: str, outcome: Outcome | None) -> list[C
     # locally, or on a cluster without the CRD) is never made, so it is not waited for; the
     # job's status.tensorboard says so (DependentUnavailable). docs/decisions.md.
     made_all = all(
-        (o["kind"], o["metadata"]["name"]) in p.observed.others or o["kind"] in p.observed.unserved for o in p.owned
+        (o["kind"], o["metadata"]["name"]) in p.observed.others or o["kind"] in p.runtime.unserved for o in p.owned
     )
     pods_made = all(rs.phase != "Creating" or pod_made(p, t, rs) for rs in t.replicas.values())
     initialized = (old.condition("Initialized") is not None and old.condition("Initialized").status == "True") or (
@@ -127,7 +127,7 @@ def gang_not_enforced(p: Pass) -> str:
     sched = p.job.scheduler.t9k_scheduler if p.job.scheduler else None
     if sched is None or p.ctx.gang != "none":
         return ""
-    if p.observed.queueing:
+    if p.runtime.queueing:
         return (
             f"spec.scheduler.t9kScheduler (queue {sched.queue_name}, priority {sched.priority}) is "
             "enforced in part: Kueue admits the job by its queue and priority, but this cluster serves "
@@ -151,7 +151,7 @@ def queue_not_enforced(p: Pass) -> str:
     Where T9k's PodGroup is served its scheduler takes the queue; with gang mode ``none`` the
     ``GangScheduling`` condition says it."""
     sched = p.job.scheduler.t9k_scheduler if p.job.scheduler else None
-    if sched is None or not sched.queue or p.ctx.gang != "native" or p.observed.queueing:
+    if sched is None or not sched.queue or p.ctx.gang != "native" or p.runtime.queueing:
         return ""
     return (
         f"spec.scheduler.t9kScheduler.queue ({sched.queue}) is not enforced: this cluster gang-schedules with "
@@ -179,7 +179,7 @@ def priority_not_enforced(p: Pass) -> str:
 
     sched = p.job.scheduler.t9k_scheduler if p.job.scheduler else None
     known = p.observed.priority_classes
-    if sched is None or p.ctx.gang != "native" or p.observed.queueing or known is None:
+    if sched is None or p.ctx.gang != "native" or p.runtime.queueing or known is None:
         return ""
     name = priority_class_name(sched.priority)
     if name in known:

@@ -15,6 +15,7 @@ from typing import Any, Iterator
 from ..api.common import JobStatus, ReplicaStatus
 from ..api.kinds import JobBase
 from ..frameworks import BuildContext, Final, Framework, ReplicaGroup
+from .runtime import Runtime
 from .types import Delete, Event, Observed, ObservedPod, Plan
 
 ACTIVE = frozenset({"Creating", "Pending", "Running", "Unknown"})
@@ -44,8 +45,10 @@ def parse_time(text: str) -> float:
 @dataclass(frozen=True)
 class Pass:
     """What one reconcile pass reads: the job, its framework and replica groups, what exists,
-    ``now``, the build context, the status stored by the previous pass (``old``) and the children
-    other than pods the job owns. Policies read it; none changes it."""
+    ``now``, the build context, the status stored by the previous pass (``old``), the runtime,
+    whether the job goes through a queue (``queues``: :func:`~.admission.in_queue`) and the
+    children other than pods the job owns. Made once per pass (:func:`~.reconcile.begin`);
+    policies read it; none changes it."""
 
     job: JobBase
     fw: Framework
@@ -54,6 +57,8 @@ class Pass:
     now: float
     ctx: BuildContext
     old: JobStatus
+    runtime: Runtime
+    queues: bool = False
     owned: list[dict[str, Any]] = field(default_factory=list)
 
     def prior(self, name: str) -> ReplicaStatus | None:

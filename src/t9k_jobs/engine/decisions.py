@@ -95,18 +95,22 @@ class Restarts:
 
 @dataclass(frozen=True)
 class CleanUp:
-    """Pods of a finished job to delete by its clean-up policy, and when to look again (the
-    ``Unfinished`` grace), ``None`` for no wake-up (:func:`~.clean_up.clean_up`)."""
+    """Pods of a finished job to delete by its clean-up policy, when to look again (the
+    ``Unfinished`` grace), ``None`` for no wake-up, and every replica's status as a finished job
+    reports it (:func:`~.clean_up.clean_up`)."""
 
     pods: tuple[ObservedPod, ...] = ()
     wake: float | None = None
+    replicas: tuple[ReplicaStatus, ...] = ()
 
 
 @dataclass(frozen=True)
 class Ending:
     """The job ends on this pass with ``outcome`` (:func:`~.outcome.ending`): its terminal
     ``phase``, ``completionTime``, clean-up and one event saying how it ended; ``release``: its
-    queue's Workload to delete, giving its quota back at once (:mod:`~.admission`)."""
+    queue's Workload to delete, giving its quota back at once (:mod:`~.admission`). An ending pass
+    makes no replica pod: the pass turns the replicas it wants created into pods only when the job
+    goes on (:func:`~.reconcile.decide`)."""
 
     outcome: Outcome
     phase: str
@@ -155,3 +159,21 @@ class Queue:
     replicas: tuple[ReplicaStatus, ...]
     requeue: Delete | None = None
     evicted: bool = False
+
+
+@dataclass(frozen=True)
+class NodeLosses:
+    """Replicas whose node was lost on this pass (:func:`~.node_loss.losses`): each pod to delete
+    (reason ``NodeLost``) with its Warning event."""
+
+    pods: tuple[tuple[ObservedPod, Event], ...] = ()
+
+
+@dataclass(frozen=True)
+class ForceDeletes:
+    """Pods being deleted on a lost node past their grace period (:func:`~.node_loss.force_deletes`):
+    each forced delete with its Warning ``ForceDeleted`` event, whatever the job's phase; ``wake``:
+    when the next node-loss decision comes (a node reaching the limit, a grace period passing)."""
+
+    deletes: tuple[tuple[Delete, Event], ...] = ()
+    wake: float | None = None

@@ -21,10 +21,9 @@ from ..api.kinds import JobBase
 from ..frameworks import BuildContext, Framework, ReplicaGroup, framework_for
 from ..frameworks.base import LABEL_RESTART_GENERATION, base_pod, container, pod_group, replica_service, tensorboard
 from ..frameworks.queueing import workload
-from ..frameworks.types import GangMode, Launcher
-from .types import Addressing, ClusterAddressing, Delete, Observed
+from .context import Pass, Tally
+from .types import Delete, Observed
 
-CLUSTER = ClusterAddressing()
 #: Children deleted when no longer desired (a replica scaled away leaves its Service; a finished
 #: or paused job gives its Workload's quota back).
 PRUNED_KINDS = frozenset({"Service", "Workload"})
@@ -57,25 +56,16 @@ def desired_hash_of(obj: dict[str, Any]) -> str:
 
 
 def children(
-    job: JobBase,
-    addressing: Addressing = CLUSTER,
-    gang: GangMode = "t9k",
-    launcher: Launcher | None = None,
-    queueing: bool = False,
-    priority_classes: frozenset[str] | None = None,
+    job: JobBase, fw: Framework, groups: list[ReplicaGroup], ctx: BuildContext, queueing: bool
 ) -> list[dict[str, Any]]:
-    """Every object other than pods that ``job`` owns, in creation order, each with its desired hash;
-    ``gang`` picks which PodGroup, if any (:func:`~t9k_jobs.frameworks.base.pod_group`);
-    ``launcher`` as for :func:`~t9k_jobs.engine.reconcile`; ``queueing``: the runtime queues
-    ``t9kScheduler`` jobs through Kueue, so such a job owns a Workload
-    (:func:`~t9k_jobs.frameworks.queueing.workload`), made first: nothing else waits for it;
-    ``priority_classes``: the PriorityClasses the cluster has (``None``: all taken to exist), which
-    a native PodGroup may name."""
-    fw = framework_for(job)
-    groups = fw.groups(job)
-    ctx = BuildContext(
-        addressing, groups=tuple(groups), gang=gang, launcher=launcher, priority_classes=priority_classes
-    )
+    """Every object other than pods that ``job`` owns, in creation order, each with its desired hash.
+
+    ``fw``, ``groups`` and ``ctx`` are the pass's (:class:`~.context.Pass`, made once per pass):
+    ``ctx.gang`` picks which PodGroup, if any (:func:`~t9k_jobs.frameworks.base.pod_group`), which
+    may name one of ``ctx.priority_classes`` (the cluster's; ``None``: all taken to exist);
+    ``queueing``: the job goes through a queue (:func:`~.admission.in_queue`), so it owns a Workload
+    (:func:`~t9k_jobs.frameworks.queueing.workload`), made first: nothing else waits for it."""
+    gang = ctx.gang
     wl = workload(job, groups) if queueing else None
     out: list[dict[str, Any]] = [wl] if wl is not None else []
     out += fw.extra_children(job, groups, ctx)
@@ -87,7 +77,7 @@ def children(
     if gang == "native":
         # Every pod joins a native gang, a launcher too (base_pod): it is counted.
         min_member += sum(g.replicas for g in groups if not g.in_pod_group)
-    group_obj = pod_group(job, min_member, gang, _user_priority_class(groups), priority_classes)
+    group_obj = pod_group(job, min_member, gang, _user_priority_class(groups), ctx.priority_classes)
     if group_obj is not None:
         out.append(group_obj)
     tb = tensorboard(job, fw.tensorboard_spec(job))
@@ -144,13 +134,26 @@ def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext, 
     return _with_desired_hash(pod)
 
 
+def replica_pods(p: Pass, t: Tally) -> tuple[dict[str, Any], ...]:
+    """The pods of the replicas this pass creates (``t.creates``), in order, each labelled with its
+    replica's restart count as the tally holds it; not one whose name another object holds (the
+    job says so: :attr:`Observed.conflicts`)."""
+    out = []
+    for g, i in t.creates:
+        name = g.pod_name(p.job.name, i)
+        if ("Pod", name) not in p.observed.conflicts:
+            attempt = t.replicas[name].restart_count if name in t.replicas else 0
+            out.append(build_pod(p.job, g, i, p.ctx, attempt))
+    return tuple(out)
+
+
 def plan_children(
-    owned: list[dict[str, Any]], observed: Observed
+    owned: list[dict[str, Any]], observed: Observed, unserved: frozenset[str]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Delete]]:
     """``(create, update, delete)`` that bring the children other than pods to ``owned``.
 
     Missing children are created (not those whose name another object holds, nor kinds the
-    runtime does not serve); children whose reported desired hash differs are updated (a Workload
+    runtime does not serve: ``unserved``); children whose reported desired hash differs are updated (a Workload
     is deleted instead, and made again on a later pass); Services no longer desired (replicas
     scaled away) and a Workload no longer desired (the job finished or paused) are deleted.
     """
@@ -161,7 +164,7 @@ def plan_children(
     for obj in owned:
         key = (obj["kind"], obj["metadata"]["name"])
         wanted.add(key)
-        if key in observed.conflicts or obj["kind"] in observed.unserved:
+        if key in observed.conflicts or obj["kind"] in unserved:
             continue
         if key not in observed.others:
             create.append(obj)

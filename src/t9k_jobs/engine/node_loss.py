@@ -11,7 +11,8 @@ containers stopped. A job whose replica pods have fixed names (``<job>-<type>-<i
 never create that replica's new pod: the job hangs (kubeflow/trainer#720 reports it for TFJob).
 
 What the engine does, from :attr:`Observed.unreachable_nodes` (node -> since when it has not been
-Ready) and :attr:`Observed.node_lost_after` (the operator's ``--node-lost-after``, 60 s by default):
+Ready) and :attr:`~.runtime.Runtime.node_lost_after` (``after`` here; the operator's
+``--node-lost-after``, 60 s by default):
 
 - a pod that has not ended, on a node unreachable for ``node_lost_after`` seconds or more, is
   read as **ended Failed with reason** ``NodeLost`` (its running containers as terminated with no
@@ -37,32 +38,31 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .context import rfc3339
+from .decisions import ForceDeletes, NodeLosses
 from .types import ContainerState, Delete, Event, Observed, ObservedPod
 
 #: The replica reason and event reason for a replica whose node was lost.
 NODE_LOST = "NodeLost"
 #: The event reason when a pod on a lost node is deleted with a zero grace period.
 FORCE_DELETED = "ForceDeleted"
-#: The default of ``--node-lost-after``: seconds a node is unreachable before its replicas are lost.
-NODE_LOST_AFTER = 60.0
 
 
-def lost_node(observed: Observed, pod: ObservedPod, now: float) -> str | None:
-    """The node of ``pod`` when it has been unreachable for ``observed.node_lost_after`` seconds or
-    more at ``now`` (seconds since the epoch); ``None`` otherwise."""
+def lost_node(observed: Observed, pod: ObservedPod, now: float, after: float) -> str | None:
+    """The node of ``pod`` when it has been unreachable for ``after`` seconds or more at ``now``
+    (seconds since the epoch); ``None`` otherwise."""
     since = observed.unreachable_nodes.get(pod.node or "")
-    if since is None or now - since < observed.node_lost_after:
+    if since is None or now - since < after:
         return None
     return pod.node
 
 
-def lost_message(observed: Observed, node: str) -> str:
+def lost_message(observed: Observed, node: str, after: float) -> str:
     """``node unreachable since <time>, over the <limit> s limit``."""
     since = rfc3339(observed.unreachable_nodes[node])
-    return f"node {node} unreachable since {since}, over the {observed.node_lost_after:g} s limit"
+    return f"node {node} unreachable since {since}, over the {after:g} s limit"
 
 
-def project(observed: Observed, now: float) -> Observed:
+def project(observed: Observed, now: float, after: float) -> Observed:
     """``observed`` with every pod that has not ended on a lost node read as ended: phase
     ``Failed``, reason ``NodeLost`` and a message naming the node and since when, its running (or
     unknown) containers terminated without an exit code. Other pods, and pods on nodes that are
@@ -71,10 +71,10 @@ def project(observed: Observed, now: float) -> Observed:
         return observed
     pods = dict(observed.pods)
     for name, pod in observed.pods.items():
-        node = lost_node(observed, pod, now)
+        node = lost_node(observed, pod, now, after)
         if node is None or pod.terminal:
             continue
-        message = lost_message(observed, node)
+        message = lost_message(observed, node, after)
         containers = tuple(
             ContainerState(c.name, "Terminated", None, NODE_LOST, message) if c.state in ("Running", "Unknown") else c
             for c in pod.containers
@@ -83,25 +83,26 @@ def project(observed: Observed, now: float) -> Observed:
     return replace(observed, pods=pods)
 
 
-def losses(observed: Observed, now: float) -> list[tuple[ObservedPod, Event]]:
+def losses(observed: Observed, now: float, after: float) -> NodeLosses:
     """Pods lost on this pass that are not being deleted yet, each with its Warning ``NodeLost``
     event (said once: later passes see the pod being deleted)."""
     out = []
     for pod in observed.pods.values():
-        node = lost_node(observed, pod, now)
+        node = lost_node(observed, pod, now, after)
         if node is None or pod.deleting or pod.reason != NODE_LOST:
             continue
-        message = f"{lost_message(observed, node)}: replica pod {pod.name} counts as failed and is deleted"
+        message = f"{lost_message(observed, node, after)}: replica pod {pod.name} counts as failed and is deleted"
         out.append((pod, Event("Warning", NODE_LOST, message)))
-    return out
+    return NodeLosses(tuple(out))
 
 
-def force_deletes(observed: Observed, now: float) -> list[tuple[Delete, Event]]:
+def force_deletes(observed: Observed, now: float, after: float) -> ForceDeletes:
     """Pods being deleted on a lost node whose grace period has passed: a forced delete (UID
-    precondition, zero grace period) and a Warning ``ForceDeleted`` event for each."""
+    precondition, zero grace period) and a Warning ``ForceDeleted`` event for each; and when the
+    next node-loss decision about the job's pods comes (:func:`wake`)."""
     out = []
     for pod in observed.pods.values():
-        node = lost_node(observed, pod, now)
+        node = lost_node(observed, pod, now, after)
         if node is None or not pod.deleting:
             continue
         if pod.deletion_deadline is not None and now < pod.deletion_deadline:
@@ -112,10 +113,10 @@ def force_deletes(observed: Observed, now: float) -> list[tuple[Delete, Event]]:
             "stops its containers when it comes back"
         )
         out.append((Delete("Pod", pod.name, pod.uid, NODE_LOST, force=True), Event("Warning", FORCE_DELETED, message)))
-    return out
+    return ForceDeletes(tuple(out), wake(observed, now, after))
 
 
-def wake(observed: Observed, now: float) -> float | None:
+def wake(observed: Observed, now: float, after: float) -> float | None:
     """Seconds until the next node-loss decision about the job's pods: a pod's node reaching the
     limit, or a pod's grace period on a lost node passing; ``None`` when none is coming."""
     times = []
@@ -123,7 +124,7 @@ def wake(observed: Observed, now: float) -> float | None:
         since = observed.unreachable_nodes.get(pod.node or "")
         if since is None:
             continue
-        lost_at = since + observed.node_lost_after
+        lost_at = since + after
         if now < lost_at and (pod.deleting or not pod.terminal):
             times.append(lost_at - now)
         elif now >= lost_at and pod.deleting and pod.deletion_deadline is not None and now < pod.deletion_deadline:

@@ -12,9 +12,10 @@ from .types import Delete, Event
 def ending(p: Pass, outcome: Outcome) -> Ending:
     """The job ends on this pass with ``outcome`` (the framework's, or the deadline's): its terminal
     phase, ``Succeeded`` or ``Failed``, its ``completionTime``, the clean-up policy applied from
-    then, one event saying how it ended, and its queue's Workload to delete. Applying it also drops the pods still to be made and
-    a deadline's wake-up (:func:`~.apply.end`); the status is derived from it at the end of the
-    pass (:func:`~.status.finish_status`)."""
+    then (with every replica reported as the finished job's later passes will, so the status is
+    final on this pass), one event saying how it ended, and its queue's Workload to delete.
+    Applying it also drops the wake-ups asked for so far (:func:`~.apply.end`); the status is
+    derived from it at the end of the pass (:func:`~.status.finish_status`)."""
     completion = rfc3339(p.now)
     if outcome.succeeded:
         event = Event("Normal", "Succeeded", outcome.message)

@@ -1,9 +1,10 @@
-"""``reconcile(job, observed, now) -> Plan``: every behavioural decision about a job.
+"""``reconcile(job, observed, now, runtime) -> Plan``: every behavioural decision about a job.
 
 Pure: no I/O, no clock (``now`` is seconds since the epoch), no randomness. Level-triggered:
-the plan depends only on the job (spec and the counters kept in its status) and on what
-exists, so running it twice on the same input gives the same plan, and a restarted runtime
-converges without having seen any event.
+the plan depends only on the job (spec and the counters kept in its status), on what exists
+(:class:`~.types.Observed`) and on what the runtime can carry out (:class:`~.runtime.Runtime`,
+fixed for the runtime's life), so running it twice on the same input gives the same plan, and a
+restarted runtime converges without having seen any event.
 
 The pass, in order (reference sections in brackets):
 
@@ -24,11 +25,14 @@ The pass, in order (reference sections in brackets):
 8. phase, conditions, tasks, aggregate and counters are derived, once, from what the steps
    decided (:func:`decide` returns the phase and the outcome; :func:`~.status.finish_status`) [§1.8].
 
-Each policy reads the pass (:class:`.context.Pass`) and the replicas as classified
+The pass's inputs (the framework, the replica groups, the :class:`~t9k_jobs.frameworks.BuildContext`,
+whether the job goes through a queue) are computed once, by :func:`begin`, and kept on the
+:class:`.context.Pass`. Each policy reads the pass and the replicas as classified
 (:class:`.decisions.Walk`) and returns a decision, a small frozen value (:mod:`.decisions`);
-:func:`decide` applies it (:mod:`.apply`) to the pass's one accumulator (:class:`.context.Tally`),
-from which the status is derived, as JobSet's ``executeFailurePolicy``/``executeSuccessPolicy``
-read the classified child Jobs and make one status update.
+:func:`decide` only asks and applies it (:mod:`.apply`) to the pass's one accumulator
+(:class:`.context.Tally`), from which the status is derived, as JobSet's
+``executeFailurePolicy``/``executeSuccessPolicy`` read the classified child Jobs and make one
+status update.
 
 On the first pass (no status yet) the spec's warnings (fields accepted without effect, silent
 defaults: :func:`t9k_jobs.frameworks.spec_warnings`) are emitted as ``SpecWarning`` events.
@@ -47,22 +51,34 @@ from __future__ import annotations
 from ..api.common import TERMINAL_PHASES, JobStatus
 from ..api.kinds import JobBase
 from ..frameworks import BuildContext, Outcome, framework_for, spec_warnings
-from ..frameworks.types import GANG_MODES, GangMode, Launcher
 from .admission import admission, in_queue
-from .apply import apply_clean_up, apply_preemption, apply_queue, apply_restarts, apply_walk, end
+from .apply import (
+    apply_clean_up,
+    apply_clock,
+    apply_creates,
+    apply_deadline,
+    apply_force_deletes,
+    apply_node_losses,
+    apply_pause,
+    apply_preemption,
+    apply_queue,
+    apply_restarts,
+    apply_walk,
+    end,
+)
 from .clean_up import clean_up
 from .context import CONFLICT_RECHECK, UNFINISHED_GRACE, Pass, Tally, parse_time, rfc3339
 from .deadline import deadline, start_clock
-from .desired import CLUSTER, build_pod, children, plan_children
-from .node_loss import NODE_LOST, force_deletes, losses, project
-from .node_loss import wake as node_loss_wake
+from .desired import build_pod, children, plan_children, replica_pods
+from .node_loss import force_deletes, losses, project
 from .outcome import ending
 from .preemption import preemption
-from .replicas import classify, reported
+from .replicas import classify
 from .restart import restarts
 from .run_mode import paused
+from .runtime import Runtime
 from .status import active_phase, finish_status
-from .types import Addressing, Observed, Plan
+from .types import Observed, Plan
 from .waiting import waiting_events
 
 __all__ = [
@@ -78,60 +94,51 @@ __all__ = [
 ]
 
 
-def reconcile(
-    job: JobBase, observed: Observed, now: float, addressing: Addressing = CLUSTER, launcher: Launcher | None = None
-) -> Plan:
-    """Decide what to do about ``job`` given what exists (``observed``) at time ``now``.
+def reconcile(job: JobBase, observed: Observed, now: float, runtime: Runtime) -> Plan:
+    """Decide what to do about ``job`` given what exists (``observed``) at time ``now``, for
+    ``runtime`` (its addressing, launcher, gang mode, queueing, unserved kinds, node-lost limit).
 
-    ``now`` is seconds since the epoch. ``addressing`` maps replicas to hosts and ports
-    (Kubernetes Services by default; the local runtime passes its own); ``launcher`` starts
-    launches over ssh (pods by default; the local runtime passes its own). Returns a
-    :class:`Plan`; never raises for any valid job and any observed state.
+    ``now`` is seconds since the epoch. Returns a :class:`Plan`; never raises for any valid job
+    and any observed state.
     """
-    p, t = begin(job, observed, now, addressing, launcher)
+    p, t = begin(job, observed, now, runtime)
     phase, outcome = decide(p, t)
-    for d, ev in force_deletes(p.observed, now):
-        # A pod on a lost node past its grace period, whoever deleted it (issue 25). It is being
-        # deleted already, so no step above planned its delete (Tally.delete_pod skips those).
-        t.plan.delete.append(d)
-        t.plan.events.append(ev)
-    t.wake(node_loss_wake(p.observed, now))
+    # Pods on a lost node past their grace period, whoever deleted them (issue 25), whatever the
+    # job's phase.
+    apply_force_deletes(t, force_deletes(p.observed, now, runtime.node_lost_after))
     t.plan.status = finish_status(p, t, phase, outcome)  # the status, derived once, at the end
     return t.plan
 
 
-def begin(
-    job: JobBase, observed: Observed, now: float, addressing: Addressing = CLUSTER, launcher: Launcher | None = None
-) -> tuple[Pass, Tally]:
-    """A pass over ``job`` (what it reads) and its tally, holding step 1: the children other than
-    pods to create, update or delete, and the spec's warnings on the first pass."""
+def begin(job: JobBase, observed: Observed, now: float, runtime: Runtime) -> tuple[Pass, Tally]:
+    """A pass over ``job`` (what it reads, computed once: groups, build context, queueing) and its
+    tally, holding step 1: the children other than pods to create, update or delete, and the
+    spec's warnings on the first pass."""
     fw = framework_for(job)
-    observed = project(observed, now)  # replicas on lost nodes read as failed (:mod:`.node_loss`)
+    # Replicas on lost nodes read as failed (:mod:`.node_loss`).
+    observed = project(observed, now, runtime.node_lost_after)
     old = job.status or JobStatus()
     groups = fw.groups(job)
-    gang: GangMode = observed.gang if observed.gang in GANG_MODES else "t9k"  # type: ignore[assignment]
-    resumed = old.condition("Paused") is not None
     wl = observed.workload
     ctx = BuildContext(
-        addressing, resumed=resumed, groups=tuple(groups), gang=gang, launcher=launcher,
+        runtime.addressing, resumed=old.condition("Paused") is not None, groups=tuple(groups),
+        gang=runtime.gang, launcher=runtime.launcher,
         node_selectors=wl.node_selectors if wl is not None and wl.admitted else {},
         priority_classes=observed.priority_classes,
     )  # fmt: skip
-    owned = children(
-        job, addressing, ctx.gang, launcher, queueing=in_queue(job, observed, old),
-        priority_classes=observed.priority_classes,
-    )  # fmt: skip
+    queues = in_queue(job, observed, old, runtime)
+    owned = children(job, fw, groups, ctx, queues)
     if old.phase in TERMINAL_PHASES or job.run_mode.pause_enabled:
         # A finished or paused job holds no quota: its Workload is deleted (plan_children prunes it).
         owned = [o for o in owned if o["kind"] != "Workload"]
-    p = Pass(job, fw, groups, observed, now, ctx, old, owned)
+    p = Pass(job, fw, groups, observed, now, ctx, old, runtime, queues, owned)
     t = Tally.of(old)
     if old.condition("Initialized") is None:
         # The first pass (no status yet, or only the one of a spec that did not validate): fields
         # accepted without effect are said once, as `validate` says them.
         for line in spec_warnings(job):
             t.event("Warning", "SpecWarning", line)
-    t.plan.create, t.plan.update, t.plan.delete = plan_children(p.owned, observed)
+    t.plan.create, t.plan.update, t.plan.delete = plan_children(p.owned, observed, runtime.unserved)
     if observed.conflicts:
         # Names held by objects this job does not control: look again later, they may go away.
         t.plan.requeue_after = CONFLICT_RECHECK
@@ -145,21 +152,14 @@ def decide(p: Pass, t: Tally) -> tuple[str, Outcome | None]:
     job = p.job
     if p.old.phase in TERMINAL_PHASES:
         apply_clean_up(t, clean_up(p, t.completion_time))
-        t.replicas = reported(p)
         return p.old.phase, None
     passed = deadline(p, t.start_time)
-    t.wake(passed.wake)
+    apply_deadline(t, passed)
     if passed.outcome is not None:
-        for pod in passed.stop:
-            t.delete_pod(pod, "DeadlineExceeded")
-        t.replicas = reported(p)
         return end(t, ending(p, passed.outcome)), passed.outcome
     pause = paused(p)
     if pause is not None:
-        for pod in pause.stop:
-            t.delete_pod(pod, "Paused")
-        t.replicas = {rs.name: rs for rs in pause.replicas}
-        t.start_time = None
+        apply_pause(t, pause)
         return "Paused", None
     waits = admission(p)
     if waits is not None:
@@ -167,31 +167,23 @@ def decide(p: Pass, t: Tally) -> tuple[str, Outcome | None]:
         return "Pending", None
     clock = start_clock(p, t.start_time)
     if clock is not None:
-        t.start_time = clock.start_time
-        t.wake(clock.wake)
+        apply_clock(t, clock)
 
-    for pod, lost in losses(p.observed, p.now):
-        t.delete_pod(pod, NODE_LOST)
-        t.plan.events.append(lost)
+    apply_node_losses(t, losses(p.observed, p.now, p.runtime.node_lost_after))
     walk = classify(p, t.backoff_count)
-    apply_walk(t, walk)
     taken = preemption(p, walk)
+    apply_walk(t, walk, taken.unjudged if taken is not None else ())
     if taken is not None:
         apply_preemption(t, taken)
     outcome = None if job.run_mode.debug_enabled else p.fw.outcome(job, p.groups, t.finals)
     if outcome is not None:
-        # Replicas that were about to be (re)created never will be: report every replica as
-        # the finished job's later passes will, so the status is final on this pass.
-        t.replicas = reported(p)
+        # The replicas that were about to be (re)created never will be: the ending reports every
+        # replica as the finished job's later passes will, so the status is final on this pass.
         return end(t, ending(p, outcome)), outcome
 
     restarted = restarts(p, t)
     if restarted is not None:
         apply_restarts(t, restarted)
-    for g, i in t.creates:
-        name = g.pod_name(job.name, i)
-        if ("Pod", name) not in p.observed.conflicts:
-            attempt = t.replicas[name].restart_count if name in t.replicas else 0
-            t.plan.create.append(build_pod(job, g, i, p.ctx, attempt))
+    apply_creates(t, replica_pods(p, t))
     t.plan.events.extend(waiting_events(p, t.replicas))
     return active_phase(p, t), None

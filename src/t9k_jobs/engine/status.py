@@ -95,7 +95,7 @@ def tensorboard_status(p: Pass) -> DependentStatus | None:
     def dep(action: str, note: str, ready: bool, reason: str, type_: str = "Normal") -> DependentStatus:
         return DependentStatus(action=action, dependent=dependent, note=note, ready=ready, reason=reason, type=type_)  # type: ignore[arg-type]
 
-    if "TensorBoard" in p.observed.unserved:
+    if "TensorBoard" in p.runtime.unserved:
         return dep("NOP", f"TensorBoard [{name}] is not created: TensorBoards are not served here", False,
                    "DependentUnavailable", "Warning")  # fmt: skip
     if key in p.observed.conflicts:

@@ -1,9 +1,10 @@
 """Inputs and outputs of the reconcile engine.
 
 The engine sees the world as an :class:`Observed` snapshot (slim projections of the job's
-pods plus the names of its other children) and answers with a :class:`Plan`. Both runtimes,
-the Kubernetes operator and the local process supervisor, build the snapshot and carry out
-the plan; neither decides behaviour.
+pods plus the names of its other children: what exists, nothing of what the runtime can do,
+which is its :class:`~.runtime.Runtime`) and answers with a :class:`Plan`. Both runtimes, the
+Kubernetes operator and the local process supervisor, build the snapshot and carry out the
+plan; neither decides behaviour.
 """
 
 from __future__ import annotations
@@ -11,23 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..addressing import Addressing, ClusterAddressing, replica_name
 from ..api.common import JobStatus
 from ..frameworks.base import LABEL_RESTART_GENERATION
-
-__all__ = [
-    "Addressing",
-    "ClusterAddressing",
-    "ContainerState",
-    "Delete",
-    "Event",
-    "Observed",
-    "ObservedPod",
-    "WorkloadState",
-    "PREEMPTION_BY_SCHEDULER",
-    "Plan",
-    "replica_name",
-]
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 
@@ -181,10 +167,8 @@ class WorkloadState:
 
 @dataclass(frozen=True)
 class Observed:
-    """What exists now: the job's pods by name, and its other children as ``(kind, name)``.
-
-    A kind in ``unserved`` is never planned and never waited for (``Initialized`` does not count
-    it; ``status.tensorboard`` says it is unavailable); the runtime leaves it out of ``others``.
+    """What exists now: the job's pods by name, and its other children as ``(kind, name)`` (not
+    those of a kind the runtime does not serve: :attr:`~.runtime.Runtime.unserved`).
 
     ``conflicts``: ``(kind, name)`` of children the job needs whose name is taken by an object
     that this job does not control, mapped to who holds it (``"DeepSpeedJob/train"``, ``"no
@@ -203,31 +187,18 @@ class Observed:
     #: Where a ready child serves, when the runtime knows it: ``(kind, name)`` -> URL (a local
     #: run's TensorBoard on its loopback port); ``status.tensorboard``'s note gives it.
     served_at: dict[tuple[str, str], str] = field(default_factory=dict)
-    #: Kinds of optional children this runtime does not serve (no TensorBoard CRD, a local run).
-    unserved: frozenset[str] = frozenset()
-    #: How this runtime carries out ``spec.scheduler.t9kScheduler``
-    #: (:data:`~t9k_jobs.frameworks.types.GangMode`): ``t9k`` (T9k's PodGroup, the default, as
-    #: ``render`` assumes), ``native`` (``scheduling.k8s.io/v1beta1`` PodGroup) or ``none``
-    #: (default scheduler; the job gets a ``GangScheduling`` condition and one Warning).
-    gang: str = "t9k"
     #: The PriorityClasses the cluster has (names), read by the runtime: a native gang's pods and
     #: PodGroup name ``t9k-priority-<N>`` only when it is among them, else they run at the default
     #: priority and the job's ``Priority`` condition says so (the cluster admin makes the classes
     #: of the priorities they allow; docs/scheduling.md). ``None``: not known, every class is
     #: taken to exist (``render``, a local run).
     priority_classes: frozenset[str] | None = None
-    #: Whether this runtime queues ``t9kScheduler`` jobs through Kueue (its Workload API is
-    #: served): such a job gets a Workload and no pod until it is admitted (:mod:`.admission`).
-    queueing: bool = False
-    #: The job's Workload, when it exists and the runtime queues (``queueing``).
+    #: The job's Workload, when it exists and the runtime queues (:attr:`~.runtime.Runtime.queueing`).
     workload: WorkloadState | None = None
     #: Nodes of the job's pods whose kubelet stopped answering: node name -> when its ``Ready``
     #: condition left True (seconds since the epoch; ``False`` or ``Unknown`` since then). A node
     #: that is Ready, or that a runtime does not know (a local run), is absent (:mod:`.node_loss`).
     unreachable_nodes: dict[str, float] = field(default_factory=dict)
-    #: Seconds a node stays unreachable before the replicas on it count as lost (reason
-    #: ``NodeLost``); the operator's ``--node-lost-after``.
-    node_lost_after: float = 60.0
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,9 @@ The contract, stated as Kueue states its own for the jobs its reconciler manages
   differs) and the job queues again.
 - **Suspended** (``IsSuspended``, ``Suspend``; and ``RunWithPodSetsInfo``, which starts it with
   the admission's node labels): a T9k job has no ``suspend`` field; "suspended" is a job that
-  goes through a queue (:func:`queued`, and the runtime serves Kueue) whose Workload is not
-  admitted, or is evicted. It then has no replica pod: none is created, any left is deleted,
+  goes through a queue (:func:`queued`, and the runtime queues:
+  :attr:`t9k_jobs.engine.Runtime.queueing`) whose Workload is not admitted, or is evicted. It
+  then has no replica pod: none is created, any left is deleted,
   its replicas wait as ``Creating`` and its deadline's clock stands still
   (:mod:`t9k_jobs.engine.admission`). Admitted, the pass goes on as without a queue, and the
   pods carry, per pod set, the node labels of the ResourceFlavors it was admitted to

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from ..api import Job
-from ..engine import Observed, reconcile
+from ..engine import Observed, Runtime, reconcile
 from ..frameworks import LocalRequirement, framework_for
 from .addressing import LocalAddressing
 from .gpus import GpuInventory, gpu_shortage
@@ -30,7 +30,8 @@ MAX_LOCAL_REPLICAS = 256
 def own_objects(job: Job) -> frozenset[tuple[str, str]]:
     """The ConfigMaps and Secrets a local run of ``job`` makes itself (the hostfile, the ssh key
     pair), as ``(kind, name)``: a volume naming one is the job's own, not a ``--volume``."""
-    plan = reconcile(job, Observed(unserved=frozenset({"TensorBoard"})), 0.0, LocalAddressing(), LocalLauncher())
+    here = Runtime(LocalAddressing(), LocalLauncher(), unserved=frozenset({"TensorBoard"}))
+    plan = reconcile(job, Observed(), 0.0, here)
     return frozenset((o["kind"], o["metadata"]["name"]) for o in plan.create if o["kind"] in ("ConfigMap", "Secret"))
 
 

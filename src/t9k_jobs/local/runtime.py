@@ -22,7 +22,7 @@ from ..addressing import replica_prefix
 from ..api import Job, ManifestError, fixed_field_changes
 from ..api.common import TERMINAL_PHASES
 from ..api.created import as_created
-from ..engine import Event, Observed, Plan, desired_hash_of, reconcile, restart_attempt_label
+from ..engine import Event, Observed, Plan, Runtime, desired_hash_of, reconcile, restart_attempt_label
 from ..frameworks import load_manifest, parse_job
 from ..render import to_yaml
 from ..sshkeys import materialize
@@ -272,7 +272,11 @@ class LocalRunner:
         self.display = display
         self.watch = watch and self.manifest is not None
         self.addressing = LocalAddressing(run_dir.resolve())
-        self.launcher = LocalLauncher()
+        # What the engine decides for, one for the run: this machine's addressing and launcher,
+        # the default gang mode, no queue; without the tensorboard package no TensorBoard is
+        # served here, and the job's status says so.
+        unserved = frozenset() if tensorboard_available() else frozenset({"TensorBoard"})
+        self.runtime = Runtime(self.addressing, LocalLauncher(), unserved=unserved)
         self.pods: dict[str, LocalPod] = {}
         self.others: set[tuple[str, str]] = set()
         self.objects: list[dict[str, Any]] = []
@@ -447,7 +451,7 @@ class LocalRunner:
             if self.fatal is not None:
                 return EXIT_FAILED
             self._reload_manifest()
-            plan = reconcile(self.job, self._observe(), time.time(), self.addressing, self.launcher)
+            plan = reconcile(self.job, self._observe(), time.time(), self.runtime)
             try:
                 self._apply(plan)
             except OSError as exc:  # status, events or objects could not be written
@@ -481,8 +485,6 @@ class LocalRunner:
             desired_hashes={(o["kind"], o["metadata"]["name"]): desired_hash_of(o) for o in self.objects},
             ready=frozenset({("TensorBoard", tb.name)}) if tb is not None and served else frozenset(),
             served_at={("TensorBoard", tb.name): tb.url} if tb is not None and served else {},
-            # without the tensorboard package no TensorBoard is served here; status says so
-            unserved=frozenset() if tensorboard_available() else frozenset({"TensorBoard"}),
         )
 
     def _start_tensorboard(self, obj: dict[str, Any]) -> None:
