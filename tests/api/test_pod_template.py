@@ -212,7 +212,7 @@ def test_a_template_is_not_changed_but_for_its_nulls() -> None:
 
 
 def test_the_kubernetes_types_are_up_to_date_with_the_client() -> None:
-    """``pod_types.py`` is generated from the locked ``kubernetes_asyncio``'s models."""
+    """````pod_types.json`` is generated from the locked ``kubernetes_asyncio``'s models."""
     assert TYPES_FILE.read_text(encoding="utf-8") == generate_types(), f"regenerate with: {GENERATE_COMMAND}"
 
 

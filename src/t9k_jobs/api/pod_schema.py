@@ -7,8 +7,8 @@ job was accepted (a plug-in reading ``volumes: 5``, a pod the API server will no
 - **types** of every field Kubernetes defines in a PodTemplateSpec (``volumes``, ``volumeMounts``,
   ``resources``, ``env``, ``envFrom``, ``ports``, probes, ``securityContext``...): the shapes
   of the Kubernetes OpenAPI (``k8s.io/api/core/v1``), as the ``kubernetes_asyncio`` client's
-  models give them, held in :mod:`.pod_types` (generated: ``python -m t9k_jobs.api.pod_schema
-  --write``). Fields Kubernetes requires (a volume's ``name``, a mount's ``mountPath``, a port's
+  models give them, held in ``pod_types.json`` beside this module (generated: ``python -m
+  t9k_jobs.api.pod_schema --write``). Fields Kubernetes requires (a volume's ``name``, a mount's ``mountPath``, a port's
   ``containerPort``) are required. Fields it does not define are kept, unchecked: T9k passes the
   template through, and a newer cluster knows fields this client does not;
 - **values** the API server checks in ``ValidatePodSpec`` (``pkg/apis/core/validation``) for what
@@ -35,11 +35,21 @@ from pathlib import Path
 from typing import Any
 
 from .fields import INT64_MAX, FieldError
-from .pod_types import MODELS
 
-#: The model of a PodTemplateSpec in :data:`.pod_types.MODELS`.
+#: The model of a PodTemplateSpec in :data:`MODELS`.
 POD_TEMPLATE = "V1PodTemplateSpec"
 GENERATE_COMMAND = "python -m t9k_jobs.api.pod_schema --write"
+#: The generated table of the Kubernetes models a PodTemplateSpec holds (:func:`generate_types`).
+TYPES_FILE = Path(__file__).with_name("pod_types.json")
+
+
+def _load_models() -> dict[str, tuple[dict[str, str], tuple[str, ...]]]:
+    table = json.loads(TYPES_FILE.read_text(encoding="utf-8"))["models"]
+    return {name: (m["fields"], tuple(m["required"])) for name, m in table.items()}
+
+
+#: ``{model: ({wire name: OpenAPI type}, required wire names)}``, read from :data:`TYPES_FILE`.
+MODELS = _load_models()
 
 #: Fields whose values are Kubernetes quantities (``resource.Quantity``): a string such as ``500m``
 #: or ``4Gi``, or a number. The client's models type them as strings.
@@ -393,11 +403,11 @@ def _check_key(key: str, where: str) -> None:
         )
 
 
-# --------------------------------------------------------------------------- generating pod_types
+# --------------------------------------------------------------------------- generating pod_types.json
 
 
 def generate_types() -> str:
-    """The source of :mod:`.pod_types`: every model reachable from ``V1PodTemplateSpec`` in the
+    """The text of :data:`TYPES_FILE` (JSON): every model reachable from ``V1PodTemplateSpec`` in the
     ``kubernetes_asyncio`` client, as ``{wire name: OpenAPI type}`` and the names it requires."""
     import importlib
     import inspect
@@ -428,34 +438,19 @@ def generate_types() -> str:
             if inner[:1].isupper():
                 todo.append(inner)
         found[name] = (fields, required)
-    lines = [
-        f'"""Generated from kubernetes_asyncio {kubernetes_asyncio.__version__} by: {GENERATE_COMMAND}. Do not edit.',
-        "",
-        "The Kubernetes models a PodTemplateSpec holds: ``{model: ({wire name: OpenAPI type}, required names)}``",
-        '(:mod:`.pod_schema` checks templates against them)."""',
-        "",
-        "from __future__ import annotations",
-        "",
-        "MODELS: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {",
-    ]
-    for name in sorted(found):
-        fields, required = found[name]
-        lines.append(f"    {name!r}: (")
-        lines.append("        {")
-        lines += [f"            {k!r}: {v!r}," for k, v in sorted(fields.items())]
-        lines.append("        },")
-        lines.append(f"        ({''.join(f'{r!r}, ' for r in sorted(required)).rstrip()}),")
-        lines.append("    ),")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
-
-
-TYPES_FILE = Path(__file__).with_name("pod_types.py")
+    table = {
+        "generated": f"from kubernetes_asyncio {kubernetes_asyncio.__version__} by: {GENERATE_COMMAND}; do not edit",
+        "models": {
+            name: {"fields": dict(sorted(fields.items())), "required": sorted(required)}
+            for name, (fields, required) in sorted(found.items())
+        },
+    }
+    return json.dumps(table, indent=1) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m t9k_jobs.api.pod_schema [--write | --check]``: print, write or check
-    :mod:`.pod_types` (``--check`` returns 1 when it is out of date)."""
+    :data:`TYPES_FILE` (``--check`` returns 1 when it is out of date)."""
     parser = argparse.ArgumentParser(prog="python -m t9k_jobs.api.pod_schema", description=generate_types.__doc__)
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--write", action="store_true", help=f"write {TYPES_FILE.name}")
