@@ -114,7 +114,7 @@ def test_thirty_closed_pages_leave_no_thread_and_no_file_handle(runs: Runs, dash
     board = dashboard()
     pid = board.proc.pid
     streams = ["/api/job/gj/quiet/logs/follow", "/api/job/gj/quiet/logs/follow?type=worker&index=1",
-               "/api/job/gj/quiet/events"]
+               "/api/job/gj/quiet/events", "/api/job/gj/quiet/metrics/follow"]
     paths = [streams[i % len(streams)] for i in range(30)]
 
     # Once, to let the dashboard's pools grow to what thirty pages need.
@@ -134,6 +134,34 @@ def test_thirty_closed_pages_leave_no_thread_and_no_file_handle(runs: Runs, dash
     after = wait_until(back, f"threads and file handles back to {baseline} (during: {during})", 60, interval=0.5)
     assert after[0] <= baseline[0] and after[1] <= baseline[1]
     gate.touch()
+
+
+def test_a_metrics_stream_says_its_points_at_once_even_none(runs: Runs, dashboard: Any, tmp_path: Path) -> None:
+    """A running job that printed no metric yet: the first thing its metrics stream sends is the
+    ``points`` event, empty (not a keepalive comment 15 s later), so the page says "no metrics
+    yet" as it opens."""
+    gate = tmp_path / "go"
+    runs.start(generic("nometrics", gated(gate, "no metric here", "end"), replicas=1))
+    wait_until(lambda: runs.phase("nometrics") == "Running", "the run to be Running", LIMIT)
+    board = dashboard()
+    where = urlsplit(board.url)
+    conn = http.client.HTTPConnection(where.hostname, where.port, timeout=LIMIT)
+    try:
+        conn.request("GET", "/api/job/gj/nometrics/metrics/follow",
+                     headers={"Authorization": f"Bearer {board.token}", "Accept": "text/event-stream"})
+        answer = conn.getresponse()
+        assert answer.status == 200
+        first = b""
+        while b"\n\n" not in first:
+            chunk = answer.read1(4096)  # de-chunked
+            assert chunk, first
+            first += chunk
+    finally:
+        conn.close()
+        gate.touch()
+    message = first.split(b"\n\n")[0].decode()
+    assert message.startswith("event: points\ndata: "), message
+    assert json.loads(message.split("data: ", 1)[1]) == {"points": [], "dropped": 0}
 
 
 def _settled(pid: int) -> tuple[int, int] | None:

@@ -552,16 +552,18 @@ class MetricsTracker:
         self.changes.bump()
 
     async def follow(self) -> AsyncIterator[tuple[str, Any]]:
-        """``("points", {...})`` with every point so far, then each new batch; ``("end", {...})``
-        once the log is complete."""
+        """``("points", {...})`` with every point so far (at once, even none: the page knows its
+        stream is open and shows "no metrics yet" without waiting for a keepalive), then each new
+        batch; ``("end", {...})`` once the log is complete."""
         self.readers += 1
         self.idle_since = None
         self.start()
-        sent = 0
+        sent, first = 0, True
         seen = -1
         try:
             while True:
-                if len(self.points) > sent:
+                if first or len(self.points) > sent:
+                    first = False
                     yield "points", {"points": self.points[sent:], "dropped": self.series.dropped}
                     sent = len(self.points)
                 if self.done:
