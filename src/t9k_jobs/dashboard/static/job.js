@@ -104,10 +104,15 @@
       dialog.showModal();
     });
   }
-  dialog.addEventListener("close", function () {
-    if (dialog.returnValue !== "ok" || !pending) { pending = null; return; }
+  // The action is taken from the Confirm button itself, not from the dialog's "close" event: that
+  // event is queued, so a Cancel's close could arrive after the next opening and drop its action.
+  // Each opening sets `pending` afresh; Cancel and Escape just close.
+  document.getElementById("confirm-ok").addEventListener("click", function (ev) {
+    ev.preventDefault();
     const act = pending;
     pending = null;
+    dialog.close("ok");
+    if (!act) return;
     text("action-result", act.verb + "…");
     const body = act.verb === "scale" ? JSON.stringify({ replicas: act.replicas }) : "{}";
     fetch(base + "/actions/" + act.verb + query(ns), {
