@@ -30,6 +30,8 @@ Fixtures:
 
 from __future__ import annotations
 
+import fcntl
+import os
 import secrets
 import subprocess
 import sys
@@ -68,6 +70,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if _is_node_item(item):
             item.add_marker(pytest.mark.node)
+            # One node per session: with pytest-xdist's ``--dist loadgroup`` (scripts/test.sh) every
+            # node test goes to one worker, in this order, while the others run the rest.
+            item.add_marker(pytest.mark.xdist_group("node"))
     # Taking the node down is the last thing the session does with it.
     items.sort(key=lambda i: i.name == LAST)
 
@@ -86,9 +91,18 @@ def _run(*cmd: str) -> str:
 
 
 def _prepare() -> None:
-    """Check the machine, install the packages and build everything once per session."""
+    """Check the machine, install the packages and build everything once per session. Workers of
+    one pytest-xdist run take turns (a file lock): the first builds, the others find it built."""
     if _build:
         return
+    lock = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "t9k-jobs" / "node-prepare.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        _prepare_locked()
+
+
+def _prepare_locked() -> None:
     try:
         preflight_root()
         _run("bash", str(REPO / "tools" / "node" / "packages.sh"))
@@ -107,8 +121,6 @@ def _prepare() -> None:
 
 def preflight_root() -> None:
     """The node tests need root; say so in one line before anything is installed."""
-    import os
-
     if os.geteuid() != 0:
         raise NodeError("a real node needs root (containerd, cgroups, network namespaces)")
 
