@@ -113,10 +113,10 @@ fi
 [ "$node" = 1 ] || args=(-m "not node" "${args[@]}")
 step "pytest"
 set +e
-# Two lanes (pytest-xdist): the node tests share one node, so they are one work unit (their
-# conftest groups them) and run in order in one worker, while the other worker takes the rest one
-# test at a time; `-n 0` after the script's name runs everything in this process instead.
-"$bin/python" -m pytest -p no:cacheprovider --durations=20 -n 2 --dist loadgroup "${args[@]}"
+# Two lanes (pytest-xdist): the node tests share one node, so they are one work unit that runs in
+# order in one worker, while the other worker takes the rest a module at a time (tests/conftest.py);
+# `-n 0` after the script's name runs everything in this one process instead.
+"$bin/python" -m pytest -p no:cacheprovider --durations=20 -n 2 "${args[@]}"
 code=$?
 set -e
 step "done (pytest exit $code)"

@@ -70,9 +70,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if _is_node_item(item):
             item.add_marker(pytest.mark.node)
-            # One node per session: with pytest-xdist's ``--dist loadgroup`` (scripts/test.sh) every
-            # node test goes to one worker, in this order, while the others run the rest.
-            item.add_marker(pytest.mark.xdist_group("node"))
     # Taking the node down is the last thing the session does with it.
     items.sort(key=lambda i: i.name == LAST)
 
