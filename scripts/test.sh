@@ -8,7 +8,8 @@
 # about 45 GB of disk under ~/.cache/t9k-jobs: the images' archives, 14 GB, and the containerd
 # stores of the two nodes, 13-14 GB each); everything else runs as any user with Python, Go and PyPI.
 # The order is random (pytest-randomly); the seed is printed first, and --randomly-seed=N replays
-# it (-p no:randomly runs the files in their own order). Python packages come from uv.lock
+# it (-p no:randomly runs the files in their own order). Two workers (pytest-xdist, -n 2) run it:
+# the node tests in one, in order, the rest beside them (tests/conftest.py); -n 0 runs it in one. Python packages come from uv.lock
 # (scripts/bootstrap.sh), Go tools from the committed go.mod/go.sum files, Debian packages by name
 # (docs/install.md lists the versions measured).
 set -euo pipefail

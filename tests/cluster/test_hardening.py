@@ -255,3 +255,44 @@ def test_a_bare_pod_with_a_jobs_labels_is_not_its_replica(kube: Kube, namespace:
     kube.create(pod_path(ns), pod("owned-worker-0", [ref]))
     described = cli(control_plane.kubeconfig, "describe", "dj", "owned", "-n", ns)
     assert "owned-worker-0" in described.stdout and "impostor" not in described.stdout, described.stdout
+
+
+def test_a_stopped_campaign_ends_the_work_it_started_while_leading(control_plane, namespace: str) -> None:
+    """The operator's stop cancels its leader campaign; the workers it started while leading
+    (kubernetes_asyncio runs them as a task of their own, cancelled only on a lost lease) must end
+    with it, not go on mid-request after the process closed its HTTP session (seen: a pass of a
+    worker left running wrote a status through the closed session, and the job was logged as a
+    spec t9k-jobs cannot reconcile)."""
+    import asyncio
+
+    from t9k_jobs.cluster import leader
+    from t9k_jobs.cluster.client import KubeClient
+
+    async def go() -> tuple[bool, bool]:
+        client = await KubeClient.from_config(control_plane.kubeconfig)
+        leading = asyncio.Event()
+        work: dict[str, asyncio.Task[Any]] = {}
+
+        async def on_started() -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            work["task"] = task
+            leading.set()
+            await asyncio.Event().wait()  # a worker that only a cancel ends
+
+        async def on_stopped() -> None:
+            pass
+
+        campaign = asyncio.create_task(
+            leader.lead(client, "t9k-jobs-campaign", namespace, "op", on_started, on_stopped)
+        )
+        try:
+            await asyncio.wait_for(leading.wait(), timeout=60)
+            campaign.cancel()
+            await asyncio.gather(campaign, return_exceptions=True)
+            return work["task"].done(), work["task"].cancelled()
+        finally:
+            await client.close()
+
+    done, cancelled = asyncio.run(go())
+    assert done and cancelled, "the work started while leading outlived the campaign's cancel"

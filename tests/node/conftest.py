@@ -70,8 +70,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if _is_node_item(item):
             item.add_marker(pytest.mark.node)
-    # Taking the node down is the last thing the session does with it.
-    items.sort(key=lambda i: i.name == LAST)
+    # Taking the node down is the last thing the session does with it. Under pytest-xdist the node
+    # tests come first, so that their lane (tests/conftest.py) starts at once.
+    xdist = bool(os.environ.get("PYTEST_XDIST_WORKER"))
+    items.sort(key=lambda i: (xdist and not _is_node_item(i), i.name == LAST))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -51,10 +51,18 @@ async def lead(
     """Campaign for Lease ``namespace/name`` as ``identity``; run ``on_started`` while leading.
 
     Returns after leadership was lost (``on_stopped`` has run then). Durations are seconds.
+    Cancelled (the operator's stop), it cancels ``on_started`` too and waits for it to end:
+    kubernetes_asyncio runs ``on_started`` as a task of its own that it cancels only when the
+    lease is lost, so a stop would leave the workers running, mid-request, after the process
+    closed its HTTP session.
     """
     gauge = metrics.LEADER.labels(name=name)
+    leading: set[asyncio.Task[Any]] = set()
 
     async def started() -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            leading.add(task)
         gauge.set(1)
         log.info("%s became the leader (lease %s/%s)", identity, namespace, name)
         await on_started()
@@ -74,7 +82,12 @@ async def lead(
         onstarted_leading=started,
         onstopped_leading=stopped,
     )
-    await leaderelection.LeaderElection(config).run()
+    try:
+        await leaderelection.LeaderElection(config).run()
+    finally:
+        for task in leading:
+            task.cancel()
+        await asyncio.gather(*leading, return_exceptions=True)
 
 
 class _TolerantLeaseLock(LeaseLock):
