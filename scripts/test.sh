@@ -9,9 +9,9 @@
 # stores of the two nodes, 13-14 GB each); everything else runs as any user with Python, Go and PyPI.
 # The order is random (pytest-randomly); the seed is printed first, and --randomly-seed=N replays
 # it (-p no:randomly runs the files in their own order). Two workers (pytest-xdist, -n 2) run it:
-# the node tests in one, in order, the rest beside them (tests/conftest.py); -n 0 runs it in one. Python packages come from uv.lock
-# (scripts/bootstrap.sh), Go tools from the committed go.mod/go.sum files, Debian packages by name
-# (docs/install.md lists the versions measured).
+# the node tests in one, in order, the rest beside them (tests/conftest.py); -n 0 runs it in one
+# process. Python packages come from uv.lock (scripts/bootstrap.sh), Go tools from the committed
+# go.mod/go.sum files, Debian packages by name (docs/install.md lists the versions measured).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 node=1

@@ -151,7 +151,12 @@ def test_ddp_ranks_on_two_nodes_train_to_accuracy(node, second_node: str, kube: 
     final = re.search(r"final test_accuracy ([\d.]+)", logs[f"{name}-worker-0"])
     assert final and float(final.group(1)) >= 0.90, logs[f"{name}-worker-0"]
     assert "rank 1 of 2 joined" in logs[f"{name}-worker-1"], logs[f"{name}-worker-1"]
-    assert all(rs["phase"] == "Succeeded" for rs in replicas(done).values()), done["status"]
+    # The job succeeds when its master (worker-0) does (T9k). Rank 1 leaves the same final barrier,
+    # but its kubelet, on the other node, may report it a moment after the job ended: Running then
+    # (the clean-up takes it), never Failed (seen once with the suite's two lanes loading the node).
+    phases = {n: rs["phase"] for n, rs in replicas(done).items()}
+    assert phases[f"{name}-worker-0"] == "Succeeded", done["status"]
+    assert phases[f"{name}-worker-1"] in ("Succeeded", "Running"), done["status"]
 
 
 @pytest.mark.timeout(900)
