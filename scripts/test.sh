@@ -114,9 +114,7 @@ fi
 [ "$node" = 1 ] || args=(-m "not node" "${args[@]}")
 step "pytest"
 set +e
-# Two lanes (pytest-xdist): the node tests share one node, so they are one work unit that runs in
-# order in one worker, while the other worker takes the rest a module at a time (tests/conftest.py);
-# `-n 0` after the script's name runs everything in this one process instead.
+# Two lanes (see the top): the node tests share one node, so one worker runs them all, in order.
 "$bin/python" -m pytest -p no:cacheprovider --durations=20 -n 2 "${args[@]}"
 code=$?
 set -e

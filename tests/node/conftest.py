@@ -48,7 +48,7 @@ from . import hoststate
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO / "tools" / "node"))
-from node import PRIVATE_PATHS, Node, NodeError, preflight  # noqa: E402
+from node import CACHE, PRIVATE_PATHS, Node, NodeError, preflight  # noqa: E402
 
 SECOND_NODE_IMAGES = ("pause", "training")
 
@@ -94,9 +94,8 @@ def _prepare() -> None:
     one pytest-xdist run take turns (a file lock): the first builds, the others find it built."""
     if _build:
         return
-    lock = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "t9k-jobs" / "node-prepare.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with lock.open("a") as held:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / "prepare.lock").open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         _prepare_locked()
 
