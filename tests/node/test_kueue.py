@@ -173,6 +173,17 @@ def test_restarts_of_the_operator_and_of_kueue_lose_nothing_and_duplicate_nothin
         .get("readyReplicas", 0) >= 1 and len(kube.list(pod_path("kueue-system"))) == 1,
         timeout=240, interval=0.5, what="Kueue back with one ready pod",
     )
+    # Ready is not leading: Kueue's new pod answers its probes before it holds its Lease, and a
+    # quota freed in that window was seen to strand the waiter (its Workload parked as inadmissible
+    # by a replica not yet leading, never tried again; 1 run in ~20). The quota is freed once the
+    # new pod leads, which is what this test is about: restarts that lose nothing.
+    def kueue_leads() -> bool:
+        names = [p["metadata"]["name"] for p in kube.list(pod_path("kueue-system"))]
+        leases = kube.list("/apis/coordination.k8s.io/v1/namespaces/kueue-system/leases")
+        held = [(lease.get("spec") or {}).get("holderIdentity") or "" for lease in leases]
+        return len(names) == 1 and any(h.startswith(names[0]) for h in held)
+
+    Kube.wait_for(kueue_leads, timeout=120, interval=0.5, what="Kueue's new pod to hold its Lease")
     assert job_pods(kube, namespace, "waiter") == []
     kubectl("exec", "-n", namespace, "holder-worker-0", "--", "touch", "/tmp/done")
     try:
