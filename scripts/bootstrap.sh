@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Installs exactly what uv.lock pins (this checkout and the given extras) into a virtual
-# environment under ~/.cache/t9k-jobs, and prints that environment's bin dir. Sourced by the other
-# scripts:
+# Installs exactly what uv.lock pins (this checkout and the given extras) into this checkout's own
+# virtual environment, and prints that environment's bin dir: `.venv` for the default extras (what
+# scripts/run-example.sh uses: `.venv/bin/t9k-jobs`), `.venv-<extras>` for another set (the test
+# suite's: `.venv-examples-launchers-test`). One environment per clone: a second clone never
+# changes what the first one runs. uv itself and its package cache live under ~/.cache (the
+# packages are hard links into uv's cache, so a clone's environment costs little disk). Sourced by
+# the other scripts:
 #
 #   bash scripts/bootstrap.sh [EXTRAS]      # EXTRAS: comma-separated, default "examples"
 #   bash scripts/bootstrap.sh --uv          # only uv: prints its path (scripts/lock.sh uses it)
@@ -43,12 +47,17 @@ fi
 # One environment per set of extras (sorted), so that each command gets exactly its part of the
 # lock; the packages themselves are hard links into uv's cache, so a second environment costs little.
 extras_sorted="$(echo "$extras" | tr ',' '\n' | sed '/^$/d' | sort -u | paste -sd, -)"
-venv="$cache/venv-$pyver-${extras_sorted//,/-}"
+if [ "$extras_sorted" = "examples" ]; then
+  venv="$root/.venv"
+else
+  venv="$root/.venv-${extras_sorted//,/-}"
+fi
 extra_args=()
 for e in ${extras_sorted//,/ }; do extra_args+=(--extra "$e"); done
-stamp="$venv/.locked-$(cat "$root/uv.lock" "$root/pyproject.toml" | sha256sum | cut -c1-16)-$(echo "$root" | sha256sum | cut -c1-8)"
-# The environment is shared by every checkout on the machine: another clone's sync repoints the
-# editable t9k_jobs at itself, so the stamp alone is not trusted; the import must resolve here.
+stamp="$venv/.locked-$(cat "$root/uv.lock" "$root/pyproject.toml" | sha256sum | cut -c1-16)-$(echo "$root" | sha256sum | cut -c1-8)-$pyver"
+# The environment is this checkout's; a checkout moved or copied elsewhere carries one whose
+# editable t9k_jobs points at the old place, so the stamp alone is not trusted: the import must
+# resolve here.
 installed_here() {
   "$venv/bin/python" - "$root" <<'PY' 2>/dev/null
 import os, sys

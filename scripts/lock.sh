@@ -56,7 +56,10 @@ fi
 # The images install with pip --require-hashes --no-deps from these exports of the lock:
 #  operator.txt  the package's runtime dependencies and its build backend (the build group);
 #  training.txt  the examples and launchers extras, less deepspeed, which is built afterwards
-#                against the installed torch (--no-build-isolation) from deepspeed.txt.
+#                against the installed torch (--no-build-isolation) from deepspeed.txt, and less
+#                py-spy (a local runtime reads its replicas' stacks with it from outside; the
+#                image runs replicas, and a 7 GB image rebuilt on every machine for 3 MB costs
+#                the disk of two containerd stores).
 export_lock() {
   "$uv" export --locked --quiet --no-emit-project --no-header --format requirements-txt "$@"
 }
@@ -66,7 +69,7 @@ export_lock() {
 } >"$out/operator.txt"
 {
   echo "# uv.lock exported for the training image (images/training/Dockerfile): made by scripts/lock.sh, do not edit."
-  export_lock --extra examples --extra launchers --no-emit-package deepspeed
+  export_lock --extra examples --extra launchers --no-emit-package deepspeed --no-emit-package py-spy
 } >"$out/training.txt"
 {
   echo "# uv.lock's deepspeed, built in the training image against its torch: made by scripts/lock.sh, do not edit."

@@ -2,8 +2,14 @@
 # Installs what is needed and runs the whole test suite (engine, render, CLI, local end-to-end,
 # cluster, and real pods on a real node), in a random order.
 #
-#   bash scripts/test.sh [--no-node] [PYTEST ARGS...]
+#   bash scripts/test.sh [--no-node] [--stress [--since=REV] [--repeat=N] [--hogs=N]] [PYTEST ARGS...]
 #
+# --stress (issue 40: what a fresh or busy machine finds that a quiet warm one hides) runs the
+# suite under load: one CPU hog per core beside it (--hogs=N), and three workers instead of two
+# (the two lanes plus one); then, still under the hogs, the tests of what changed since REV
+# (default HEAD~1; the stop routine gives the commit its session started from), N times over
+# (default 3), each round in a new random order: the test files changed, and those that name a
+# changed module of src/ (t9k_jobs.local.volumes, ...). Its exit is the first failing step's.
 # --no-node leaves out tests/node (real pods on a kubelet built here: they need root, cgroups and
 # about 45 GB of disk under ~/.cache/t9k-jobs: the images' archives, 14 GB, and the containerd
 # stores of the two nodes, 13-14 GB each); everything else runs as any user with Python, Go and PyPI.
@@ -16,10 +22,18 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 node=1
 seeded=0
+stress=0
+since=HEAD~1
+repeat=3
+hogs="$(nproc)"
 args=()
 for arg in "$@"; do
   case "$arg" in
     --no-node) node=0 ;;
+    --stress) stress=1 ;;
+    --since=*) since="${arg#--since=}" ;;
+    --repeat=*) repeat="${arg#--repeat=}" ;;
+    --hogs=*) hogs="${arg#--hogs=}" ;;
     --randomly-seed=* | -pno:randomly | no:randomly) seeded=1; args+=("$arg") ;;
     *) args+=("$arg") ;;
   esac
@@ -112,6 +126,40 @@ if [ "$node" = 1 ] && [ "$(id -u)" = 0 ]; then
   images_pid=
 fi
 [ "$node" = 1 ] || args=(-m "not node" "${args[@]}")
+if [ "$stress" = 1 ]; then
+  case "$repeat$hogs" in *[!0-9]*) echo "--repeat and --hogs take a whole number" >&2; exit 2 ;; esac
+  git -C "$root" rev-parse --verify -q "$since^{commit}" >/dev/null || { echo "--since=$since: not a commit here" >&2; exit 2; }
+  hog_pids=()
+  for _ in $(seq "$hogs"); do
+    # A busy loop per core, bounded in time, ended with the script (the trap below).
+    timeout 14400 bash -c 'while :; do :; done' &
+    hog_pids+=($!)
+  done
+  trap 'rm -f "$images_log"; [ -z "$images_pid" ] || kill "$images_pid" 2>/dev/null || true; kill "${hog_pids[@]}" 2>/dev/null || true' EXIT
+  step "pytest under load ($hogs CPU hogs beside it; three workers: the two lanes plus one)"
+  set +e
+  "$bin/python" -m pytest -p no:cacheprovider --durations=20 -n 3 "${args[@]}"
+  code=$?
+  set -e
+  [ "$code" -ne 5 ] || code=1
+  mapfile -t changed < <(cd "$root" && "$bin/python" scripts/changed_tests.py "$since")
+  if [ "${#changed[@]}" -eq 0 ]; then
+    echo "no test file changed since $since, and none names a changed module of src/: nothing to repeat" >&2
+  fi
+  for round in $(seq "$repeat"); do
+    [ "${#changed[@]}" -gt 0 ] || break
+    round_seed="$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')"
+    step "the tests of what changed since $since, round $round of $repeat under load (seed $round_seed): ${changed[*]}"
+    set +e
+    "$bin/python" -m pytest -p no:cacheprovider -q -n 2 --randomly-seed="$round_seed" "${changed[@]}"
+    again=$?
+    set -e
+    [ "$code" -ne 0 ] || code=$again
+  done
+  step "done (stress, exit $code)"
+  summary
+  exit "$code"
+fi
 step "pytest"
 set +e
 # Two lanes (see the top): the node tests share one node, so one worker runs them all, in order.

@@ -35,6 +35,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import NoReturn
 
 # ColossalAI warns on import about optional CUDA kernels (apex, flash attention) it cannot use on CPU.
 warnings.filterwarnings("ignore", message=r".*(apex|fused|flash).*", category=UserWarning)
@@ -101,7 +102,21 @@ def sum_over_ranks(values: list[float]) -> list[float]:
     return tensor.tolist()
 
 
-def main(argv: list[str] | None = None) -> int:
+def leave(code: int) -> NoReturn:
+    """End the process with ``code`` now, from inside main() while the model still holds its process
+    group. Freeing the last reference to a gloo process group (main() returning frees the DDP model,
+    whose reducer holds it; so can destroy_process_group(), which is why it is not called) runs
+    its destructor, which joins gloo's worker threads while it holds the GIL; a worker still
+    dropping its last collective's tensors needs the GIL to do so: a deadlock (torch 2.5; seen
+    under load as a rank that never ends after the final barrier, its job Running for ever).
+    Interpreter finalization has a hazard of its own (gloo's threads torn down there can abort
+    the process with SIGABRT). Everything worth keeping is written by now."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
     args = parse_args(argv)
     torch.set_num_threads(1)
     started = time.monotonic()
@@ -164,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             print(line, flush=True)
         if args.fail_rank == rank:
             print(f"rank {rank}: failing on purpose (--fail-rank)", file=sys.stderr, flush=True)
-            return 7
+            leave(7)
 
     if is_main:
         print(f"final test_accuracy {accuracy:.4f}", flush=True)
@@ -178,19 +193,13 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds": round(time.monotonic() - started, 3),
             }
             args.output.write_text(json.dumps(metrics, indent=2) + "\n")
-    dist.barrier()
-    dist.destroy_process_group()
+    dist.barrier()  # every rank is done; the group is left to the process's end (leave())
     if args.min_accuracy is not None and accuracy < args.min_accuracy:
         if is_main:
             print(f"test accuracy {accuracy:.4f} is below {args.min_accuracy}", file=sys.stderr, flush=True)
-        return 3
-    return 0
+        leave(3)
+    leave(0)
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Skip interpreter finalization: gloo's threads can abort the process there after
-    # destroy_process_group() (see examples/pytorch-ddp/train_colossalai.py).
-    os._exit(code)
+    main()

@@ -33,11 +33,11 @@ import argparse
 import importlib
 import json
 import os
-import shutil
 import socket
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 # Pick the CPU accelerator before deepspeed is imported (it reads this once, on import).
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
@@ -104,12 +104,14 @@ def sum_over_ranks(values: list[float]) -> list[float]:
     return tensor.tolist()
 
 
-def skip_shm_op_without_compiler() -> None:
-    """On CPU, DeepSpeed JIT-builds its shared-memory collectives op (deepspeed_shm_comm) on the
-    first init_distributed, with the C++ compiler (``$CXX``, else ``c++``); without one that build
-    fails and so does the run. Then go on with plain gloo collectives instead: same results."""
-    if shutil.which(os.environ.get("CXX", "c++")) is not None:
-        return
+def skip_shm_op() -> None:
+    """On CPU, DeepSpeed JIT-builds its shared-memory collectives op (deepspeed_shm_comm) at the
+    first init_distributed: a C++ build of a minute or more, under a lock file in
+    ~/.cache/torch_extensions that a build killed midway leaves behind, after which every later run
+    waits on it for ever (seen: a run stopped during that build; another environment's torch,
+    another clone's, rebuilds it). The op speeds up collectives among the ranks of one machine;
+    each worker here runs one rank, so it would have nothing to do. It is not built, and plain
+    gloo collectives run instead: the same results."""
     # By module name: the attribute deepspeed.comm.torch is the torch package itself.
     importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
 
@@ -121,7 +123,21 @@ def describe(optimizer: object) -> str:
     return f"{name}({type(inner).__name__})" if inner is not None else name
 
 
-def main(argv: list[str] | None = None) -> int:
+def leave(code: int) -> NoReturn:
+    """End the process with ``code`` now, from inside main() while the model still holds its process
+    group. Freeing the last reference to a gloo process group (main() returning frees the DDP model,
+    whose reducer holds it; so can destroy_process_group(), which is why it is not called) runs
+    its destructor, which joins gloo's worker threads while it holds the GIL; a worker still
+    dropping its last collective's tensors needs the GIL to do so: a deadlock (torch 2.5; seen
+    under load as a rank that never ends after the final barrier, its job Running for ever).
+    Interpreter finalization has a hazard of its own (gloo's threads torn down there can abort
+    the process with SIGABRT). Everything worth keeping is written by now."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
     args = parse_args(argv)
     torch.set_num_threads(1)
     started = time.monotonic()
@@ -134,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         defaults = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1"}
         for name, value in {**defaults, "MASTER_PORT": str(port)}.items():
             os.environ.setdefault(name, value)
-    skip_shm_op_without_compiler()
+    skip_shm_op()
     # gloo on CPU; DeepSpeed's own CPU default is oneCCL, used only when its torch binding is installed.
     deepspeed.init_distributed(dist_backend="gloo")
     rank, world_size = dist.get_rank(), dist.get_world_size()
@@ -190,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             print(line, flush=True)
         if args.fail_rank == rank:
             print(f"rank {rank}: failing on purpose (--fail-rank)", file=sys.stderr, flush=True)
-            return 7
+            leave(7)
 
     if is_main:
         print(f"final test_accuracy {accuracy:.4f}", flush=True)
@@ -205,19 +221,13 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds": round(time.monotonic() - started, 3),
             }
             args.output.write_text(json.dumps(metrics, indent=2) + "\n")
-    dist.barrier()
-    dist.destroy_process_group()
+    dist.barrier()  # every rank is done; the group is left to the process's end (leave())
     if args.min_accuracy is not None and accuracy < args.min_accuracy:
         if is_main:
             print(f"test accuracy {accuracy:.4f} is below {args.min_accuracy}", file=sys.stderr, flush=True)
-        return 3
-    return 0
+        leave(3)
+    leave(0)
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Skip interpreter finalization: gloo's threads can abort the process there after
-    # destroy_process_group() (see examples/pytorch-ddp/train_deepspeed.py).
-    os._exit(code)
+    main()

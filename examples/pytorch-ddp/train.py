@@ -25,6 +25,13 @@ Every rank trains on its own shard of the training set (DistributedSampler)
 and evaluates its own shard of the test set; losses and accuracy counts are
 summed across ranks with all_reduce. Rank 0 prints one line per epoch and the
 final test accuracy, and, with ``--output PATH``, writes them as JSON.
+
+With ``--checkpoint DIR`` (a folder every rank sees: the job's volume), rank 0
+saves the model and optimizer after each epoch, and a restarted run resumes
+from there: ``T9K_JOBS_RESTART_ATTEMPT`` (set by t9k-jobs in every container,
+0 on the first run) above 0 tells a restart from a new job, whose old
+checkpoint is ignored (docs/hangs.md). ``--pace S`` makes each epoch last at
+least S seconds, for rehearsals of failures mid-run (``--inject``).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 import torch
@@ -60,7 +68,41 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--output", type=Path, default=None, help="rank 0 writes final metrics as JSON here"
     )
+    parser.add_argument(
+        "--checkpoint", type=Path, default=None, help="folder of the checkpoint (resumed on a restart)"
+    )
+    parser.add_argument("--pace", type=float, default=0.0, help="least seconds per epoch (default: 0)")
     return parser.parse_args(argv)
+
+
+def resume(
+    path: Path | None, model: nn.Module, optimizer: torch.optim.Optimizer, distributed: bool
+) -> int:
+    """The first epoch to run: 1, or the one after the checkpoint's when this is a restart
+    and rank 0 finds one; every rank loads the same file. A restart: any rank's container was
+    restarted (T9K_JOBS_RESTART_ATTEMPT > 0) or torchrun restarted its worker in place
+    (TORCHELASTIC_RESTART_COUNT > 0); a new job ignores an old checkpoint."""
+    attempt = int(os.environ.get("T9K_JOBS_RESTART_ATTEMPT", "0"))
+    restarted = attempt > 0 or int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
+    rank = dist.get_rank() if distributed else 0
+    found = rank == 0 and path is not None and (path / "checkpoint.pt").exists()
+    votes, have = all_reduce_sum([float(restarted), float(found)], distributed)
+    if not (votes and have):
+        return 1
+    assert path is not None
+    state = torch.load(path / "checkpoint.pt", weights_only=True)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    print(f"attempt {attempt}: resumed from {path / 'checkpoint.pt'} after epoch {state['epoch']}", flush=True)
+    return int(state["epoch"]) + 1
+
+
+def save(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: int) -> None:
+    """Write the checkpoint whole (a new file renamed over the old): a kill mid-write leaves the last one."""
+    path.mkdir(parents=True, exist_ok=True)
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}
+    torch.save(state, path / "checkpoint.pt.new")
+    os.replace(path / "checkpoint.pt.new", path / "checkpoint.pt")
 
 
 def setup_distributed() -> tuple[int, int, int, bool]:
@@ -124,7 +166,21 @@ def evaluate(
     return correct / total
 
 
-def main(argv: list[str] | None = None) -> int:
+def leave(code: int) -> NoReturn:
+    """End the process with ``code`` now, from inside main() while the model still holds its process
+    group. Freeing the last reference to a gloo process group (main() returning frees the DDP model,
+    whose reducer holds it; so can destroy_process_group(), which is why it is not called) runs
+    its destructor, which joins gloo's worker threads while it holds the GIL; a worker still
+    dropping its last collective's tensors needs the GIL to do so: a deadlock (torch 2.5; seen
+    under load as a rank that never ends after the final barrier, its job Running for ever).
+    Interpreter finalization has a hazard of its own (gloo's threads torn down there can abort
+    the process with SIGABRT). Everything worth keeping is written by now."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
     args = parse_args(argv)
     torch.set_num_threads(1)  # one process per core; avoid oversubscription
     start = time.monotonic()
@@ -145,19 +201,22 @@ def main(argv: list[str] | None = None) -> int:
     loader = DataLoader(train, batch_size=args.batch_size, sampler=sampler)
 
     model = build_model(args.hidden)
-    if distributed:
-        model = DistributedDataParallel(model)  # CPU: no device_ids
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    first = resume(args.checkpoint, model, optimizer, distributed)
+    net = model
+    if distributed:
+        net = DistributedDataParallel(model)  # CPU: no device_ids
     loss_fn = nn.CrossEntropyLoss()
 
     accuracy = 0.0
     mean_loss = float("nan")
-    for epoch in range(1, args.epochs + 1):
+    for epoch in range(first, args.epochs + 1):
+        began = time.monotonic()
         sampler.set_epoch(epoch)  # a different shuffle per epoch, same on all ranks
         loss_sum, sample_count = 0.0, 0
         for inputs, targets in loader:
             optimizer.zero_grad()
-            loss = loss_fn(model(inputs), targets)
+            loss = loss_fn(net(inputs), targets)
             loss.backward()  # DDP averages the gradients across ranks here
             optimizer.step()
             loss_sum += loss.item() * len(targets)
@@ -165,12 +224,15 @@ def main(argv: list[str] | None = None) -> int:
 
         loss_sum, sample_count = all_reduce_sum([loss_sum, sample_count], distributed)
         mean_loss = loss_sum / sample_count
-        accuracy = evaluate(model, test, rank, world_size, distributed)
+        accuracy = evaluate(net, test, rank, world_size, distributed)
         if is_main:
             print(
                 f"epoch {epoch}/{args.epochs} loss {mean_loss:.4f} test_accuracy {accuracy:.4f}",
                 flush=True,
             )
+            if args.checkpoint is not None:
+                save(args.checkpoint, model, optimizer, epoch)
+        time.sleep(max(0.0, args.pace - (time.monotonic() - began)))
 
     elapsed = time.monotonic() - start
     if is_main:
@@ -187,17 +249,9 @@ def main(argv: list[str] | None = None) -> int:
             args.output.write_text(json.dumps(metrics, indent=2) + "\n")
 
     if distributed:
-        dist.barrier()
-        dist.destroy_process_group()
-    return 0
+        dist.barrier()  # every rank is done; the group is left to the process's end (leave())
+    leave(0)
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Leave without interpreter finalization: torch's gloo threads can still be torn down there
-    # after destroy_process_group() and abort the process (SIGABRT, "terminate called without an
-    # active exception"), turning a finished training into a failed replica; seen about once in
-    # a few runs of the local end-to-end test. Everything worth keeping is written by now.
-    os._exit(code)
+    main()

@@ -243,3 +243,42 @@ def test_queue_names_accepted(queue: str | None) -> None:
 def test_queue_names_that_are_no_queue_or_label_are_refused(queue: str) -> None:
     (line,) = refused(generic({"worker": 1}, scheduler={"t9kScheduler": {"queue": queue}}))
     assert line.startswith("spec.scheduler.t9kScheduler.queue: ") and "is not a queue name" in line, line
+
+
+# --------------------------------------------------------------------------- nothing to run (issue 41)
+
+
+def _deepspeed(run: dict[str, Any]) -> dict[str, Any]:
+    return job("DeepSpeedJob", "ds", {"config": {"run": run}, "worker": {"replicas": 2, "template": _tpl("worker")}})
+
+
+@pytest.mark.parametrize(
+    ("run", "expected"),
+    [
+        ({"python": []}, "spec.config.run.python: nothing to run: give the training script and its arguments"),
+        ({"python": [""]}, "spec.config.run.python: nothing to run"),
+        ({"python": "  "}, "spec.config.run.python: nothing to run"),
+        ({"module": []}, "spec.config.run.module: nothing to run: give the module and its arguments"),
+        ({"exec": []}, "spec.config.run.exec: nothing to run: give the program and its arguments"),
+        ({"exec": [" ", "x"]}, "spec.config.run.exec: nothing to run"),
+    ],
+)
+def test_a_deepspeedjob_with_nothing_to_run_is_refused(run: dict[str, Any], expected: str) -> None:
+    """``config.run.python: []`` (one of T9k's own manifests has that shape) started deepspeed with no
+    script: the cluster's command ended in ``--launcher=pdsh``, a local run failed after 71 s."""
+    (line,) = refused(_deepspeed(run))
+    assert line.startswith(expected), line
+    assert parse_job(_deepspeed({"python": "train.py --epochs 3"})).spec.config.run.python == ["train.py", "--epochs", "3"]
+
+
+@pytest.mark.parametrize(
+    ("manifest", "expected"),
+    [
+        (colossalai(worker={"replicas": 2, "command": [], "template": _tpl("worker")}), "spec.worker.command: nothing to run"),
+        (colossalai(worker={"replicas": 2, "command": [""], "template": _tpl("worker")}), "spec.worker.command: nothing to run"),
+        (colossalai_older(script=[]), "spec.torchConfig.script: nothing to run"),
+    ],
+)  # fmt: skip
+def test_a_colossalaijob_with_nothing_to_run_says_so_in_plain_words(manifest: dict[str, Any], expected: str) -> None:
+    (line,) = refused(manifest)
+    assert line.startswith(expected) and "List should have" not in line, line

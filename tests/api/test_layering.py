@@ -30,7 +30,7 @@ SRC = Path(t9k_jobs.__file__).resolve().parent
 #: Bottom first. A layer may import from the levels below its own, never from its own level's
 #: other layers or from above.
 LEVELS: list[set[str]] = [
-    {"errors", "addressing", "loglines", "changes"},  # vocabulary that needs nothing of ours
+    {"errors", "addressing", "loglines", "changes", "threads"},  # vocabulary that needs nothing of ours
     {"startup"},  # what the command line loads first (typer's help and values without the heavy parts)
     {"api"},  # typed models, defaults, validation, manifest reading
     {"words"},  # ages, tables, -o name, a name in a URL: said by the runtimes and the SDK (the kinds' table)

@@ -58,6 +58,56 @@ def test_a_rule_that_names_no_replica_is_refused(field: str, rules: list[Any], e
     assert line.startswith(expected), line
 
 
+def _with_tokens(service: dict[str, Any] | None, command: list[str], env: str | None = None) -> dict[str, Any]:
+    """A GenericJob (worker x2, ps x1) whose worker runs ``command`` with ``TF_CONFIG=env``."""
+    manifest = generic(**({"service": service} if service is not None else {}))
+    c = manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    c["command"] = command
+    if env is not None:
+        c["env"] = [{"name": "A", "value": "plain"}, {"name": "TF_CONFIG", "value": env}]
+    return manifest
+
+
+PORTS = {"ports": [{"name": "http", "port": 2222}, {"name": "grpc", "port": 2223}]}
+WORKER = "spec.replicaSpecs[0].template.spec.containers[0]"
+
+
+@pytest.mark.parametrize(
+    ("service", "command", "env", "expected"),
+    [
+        (PORTS, ["run"], "$(service.worker[0].host):$(service.port[htp])",
+         f"{WORKER}.env[1].value: $(service.port[htp]) names no port of spec.service.ports (named ports: http, grpc)"),
+        (PORTS, ["run", "--peer=$(service.worker[2].host)"], None,
+         f"{WORKER}.command[1]: $(service.worker[2].host) names rank 2, but type 'worker' has 2 replicas (ranks from 0 to 1)"),
+        (PORTS, ["run", "$(service.chief[0].host)"], None,
+         f"{WORKER}.command[1]: $(service.chief[0].host) names no replica type of replicaSpecs (types: worker, ps)"),
+        (PORTS, ["run", "--n=$(replicas[chief])"], None,
+         f"{WORKER}.command[1]: $(replicas[chief]) names no replica type of replicaSpecs (types: worker, ps)"),
+        (None, ["run"], "$(service.worker[0].host):$(service.port[http])",
+         f"{WORKER}.env[1].value: $(service.worker[0].host) needs spec.service, which the job lacks"),
+        (None, ["run", "$(service.port[http])"], None, f"{WORKER}.command[1]: $(service.port[http]) needs spec.service"),
+        (PORTS, ["run", "$(service.worker[0].address)"], None,
+         f"{WORKER}.command[1]: $(service.worker[0].address) is not a GenericJob variable"),
+        ({"ports": [{"port": 2222}]}, ["run", "$(service.port[http])"], None,
+         f"{WORKER}.command[1]: $(service.port[http]) names no port of spec.service.ports (named ports: none with a name)"),
+    ],
+)  # fmt: skip
+def test_a_genericjob_variable_that_names_nothing_is_refused(
+    service: dict[str, Any] | None, command: list[str], env: str | None, expected: str
+) -> None:
+    """Issue 41: such a token stayed as text in the replica's command or env and the program failed
+    later, far from the cause; now the manifest is refused at the value holding it."""
+    (line,) = refused(_with_tokens(service, command, env))
+    assert line.startswith(expected), line
+
+
+def test_genericjob_variables_that_name_something_and_kubernetes_own_pass() -> None:
+    ok = _with_tokens(PORTS, ["run", "$(service.ps[0].host):$(service.port[grpc])", "$(replicas[worker])", "$(rank)",
+                              "$(type)", "$(HOME)", "$$(service.nothing[9].host)"],
+                      "$(service.worker[1].host):$(service.port[http]) $(MY_VAR) $(service.port)")  # fmt: skip
+    assert parse_job(ok).kind == "GenericJob"
+
+
 def test_an_empty_list_of_rules_is_no_rules() -> None:
     """``successRules: []`` used to replace "all succeed" by nothing, so a job whose replicas all
     exited 0 ended Failed (NoRuleMatched); the engine reads it as absent (tests/engine/test_outcome.py)."""

@@ -448,6 +448,43 @@ def test_wait_rides_out_a_restarting_and_overloaded_server(tmp_path: Path, serve
     assert took < WELL_UNDER + 30
 
 
+def test_get_tries_a_503_again_when_it_says_when(tmp_path: Path, serve) -> None:
+    """A ``503`` with ``Retry-After`` (a server starting, or shedding load) is tried again after
+    it, as client-go does and as a ``429`` is; a ``503`` that does not say when is an answer
+    (one line, exit 1, asked once)."""
+    shedding = (503, {"Retry-After": "1", "Content-Type": "application/json"},
+                status_body(503, "ServiceUnavailable", "the server is shedding load"))  # fmt: skip
+    gets = Script(shedding, shedding, (200, {}, job("Running")))
+    server = serve(lambda method, path: gets.next())
+    done, took = cli(kubeconfig(tmp_path / "kc", server.url), "get", "gj", "x")
+    assert done.returncode == 0, done.stderr
+    assert "x" in done.stdout and "Running" in done.stdout, done.stdout
+    assert len([a for a in server.asked if a.startswith(f"GET {JOBS}/x")]) == 3, server.asked
+    server = serve(lambda method, path: STARTING)
+    done, took = cli(kubeconfig(tmp_path / "kc2", server.url), "get", "gj", "x")
+    assert "503" in one_line(done, 1) and len(server.asked) == 1 and took < WELL_UNDER, server.asked
+
+
+def test_a_server_that_answers_too_slowly_is_not_called_unreachable(tmp_path: Path, serve) -> None:
+    """The connection is made, the answer does not come within ``--request-timeout``: the line says
+    the server did not answer in that time, not that it cannot be reached."""
+    release = threading.Event()
+
+    def slow(method: str, path: str) -> Answer:
+        release.wait(20)  # bounded: the test's end releases it
+        return 200, {}, job("Running")
+
+    server = serve(slow)
+    try:
+        done, took = cli(kubeconfig(tmp_path / "kc", server.url), "get", "gj", "x", "--request-timeout", "2s")
+    finally:
+        release.set()
+    line = one_line(done, 1)
+    assert line == f"the API server at {server.url} did not answer within 2 s (--request-timeout): it may be " \
+                   "overloaded, or the request too large for that time", line
+    assert took < WELL_UNDER
+
+
 def test_wait_does_not_retry_what_retrying_cannot_change(tmp_path: Path, serve) -> None:
     server = serve(lambda method, path: (403, {}, status_body(403, "Forbidden", "genericjobs.batch.tensorstack.dev \"x\" is forbidden")))
     done, took = cli(kubeconfig(tmp_path / "kc", server.url), "wait", "gj", "x", "--for", "Succeeded", "--timeout", "60")

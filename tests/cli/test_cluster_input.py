@@ -110,10 +110,11 @@ def test_wait_timeout_holds_against_a_server_that_never_answers(tmp_path: Path, 
 def test_a_request_timeout_bounds_every_call(tmp_path: Path, silent_server: str) -> None:
     kc = kubeconfig(tmp_path / "kc", silent_server)
     line = one_line(cli(kc, "get", "gj", "--request-timeout", "1s"), 1)
-    assert line.startswith(f"cannot reach the API server at {silent_server}"), line
+    # Connected, never answered (not even TLS's handshake): said as such, with the time it had.
+    assert line.startswith(f"the API server at {silent_server} did not answer within 1 s"), line
     with Client.cluster(kc, request_timeout="1s") as client:
         started = time.monotonic()
-        with pytest.raises(ClusterError, match="cannot reach the API server"):
+        with pytest.raises(ClusterError, match="did not answer within 1 s"):
             client.delete("gj", "x")
         assert time.monotonic() - started < WELL_UNDER
     refused = one_line(cli(kc, "get", "gj", "--request-timeout", "soon"), 2)

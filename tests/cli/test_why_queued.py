@@ -42,3 +42,19 @@ def test_the_row_has_the_queue_and_priority():
     assert (cells["wide"]["queue"], cells["wide"]["priority"]) == ("default", 7)
     cells = present.row(raw_view(job([]), [], None), now=0.0)
     assert (cells["wide"]["queue"], cells["wide"]["priority"]) == (None, None)
+
+
+def test_a_job_whose_pod_group_the_api_server_refused_says_so():
+    """Issue 41: ``Why:`` said ``Creating`` while the cause was only in the event list below it."""
+    raw = job([], {"queue": "team-a"})
+    events = [
+        {"type": "Normal", "reason": "Created", "message": "created service g-worker-0", "lastTimestamp": "2026-12-04T10:00:00Z",
+         "involvedObject": {"kind": "GenericJob", "name": "g"}},
+        {"type": "Warning", "reason": "FailedCreatePodGroup", "lastTimestamp": "2026-12-04T10:00:01Z",
+         "message": "cannot create podgroup g: admission webhook denied the request: queue team-a is closed",
+         "involvedObject": {"kind": "GenericJob", "name": "g"}},
+    ]  # fmt: skip
+    assert present.why(raw_view(raw, [], None, events, detail=True)) == (
+        "cannot create podgroup g: admission webhook denied the request: queue team-a is closed (FailedCreatePodGroup)"
+    )
+    assert present.why(raw_view(raw, [], None, events[:1], detail=True)) == "Pending: no pods yet"

@@ -215,3 +215,13 @@ class Kube:
     ) -> T:
         """``wait_until`` where a ``KubeError`` or ``AssertionError`` raised by ``fn`` counts as "not yet"."""
         return wait_until(fn, what, timeout, interval=interval, ignore=(KubeError, AssertionError))
+
+    def wait_for_events(
+        self, ns: str, match: Callable[[dict[str, Any]], bool], timeout: float = 30, what: str = "events"
+    ) -> list[dict[str, Any]]:
+        """The namespace's Events that ``match``, once there is at least one. Recorders (ours, the
+        scheduler's, Kueue's) write Events in the background after the status they explain, so a
+        test that saw a condition waits for its Event rather than listing once."""
+        return self.wait_for(
+            lambda: [e for e in self.list(core_path(ns, "events")) if match(e)], timeout=timeout, interval=0.3, what=what
+        )

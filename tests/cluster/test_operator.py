@@ -560,11 +560,11 @@ def test_two_kinds_with_one_name_say_the_names_are_taken(kube: Kube, namespace: 
     )
     assert "Pod same-worker-0 belongs to PyTorchTrainingJob/same" in init["message"], init
     assert "Service same-worker-0 belongs to PyTorchTrainingJob/same" in init["message"], init
-    warnings = [
-        e for e in kube.list(core_path(ns, "events"))
-        if e["involvedObject"]["kind"] == "DeepSpeedJob" and e["reason"] == "ChildConflict"
-    ]
-    assert warnings and warnings[0]["type"] == "Warning", warnings
+    warnings = kube.wait_for_events(
+        ns, lambda e: e["involvedObject"]["kind"] == "DeepSpeedJob" and e["reason"] == "ChildConflict",
+        what="the DeepSpeedJob's ChildConflict Warning",
+    )
+    assert warnings[0]["type"] == "Warning", warnings
     assert status(kube, ns, "DeepSpeedJob", "same")["phase"] == "Pending"
     # The PyTorchTrainingJob keeps its pods; once it is gone, the DeepSpeedJob gets its own.
     owner_kind = lambda p: p["metadata"]["ownerReferences"][0]["kind"]  # noqa: E731

@@ -136,6 +136,13 @@ def test_create_then_get_in_every_format(kc: Path, kube: Kube, namespace: str, t
 
     again = cli(kc, "create", "-f", str(path), "-n", namespace)
     assert one_line_error(again, 1) == f"GenericJob 'two' already exists in namespace '{namespace}'"
+    # FILE alone, as run, validate and render take it (issue 41), is the same create.
+    positional = cli(kc, "create", str(path), "-n", namespace)
+    assert one_line_error(positional, 1) == f"GenericJob 'two' already exists in namespace '{namespace}'"
+    assert one_line_error(cli(kc, "create", str(path), "-f", str(path), "-n", namespace), 2).startswith(
+        "give the manifest once: -f FILE (as kubectl create -f) or FILE"
+    )
+    assert one_line_error(cli(kc, "create", "-n", namespace), 2).startswith("no manifest given: t9k-jobs create -f FILE")
 
     table = cli(kc, "get", "gj", "-n", namespace).stdout.splitlines()
     assert table[0].split() == ["NAME", "PHASE", "READY", "RESTARTS", "AGE"]

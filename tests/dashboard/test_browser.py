@@ -106,6 +106,12 @@ def test_a_local_runs_page_follows_its_replicas_to_succeeded_and_its_logs_live(r
     assert set(state["replicas"]) == {"live-worker-0", "live-worker-1"}
     timeline = js(browser, "return document.getElementById('timeline').textContent")
     assert "Running -> Succeeded" in timeline
+    # The list's numbers fit its margin up to three digits (issue 41: items 10 and 11 showed "0." and "1.").
+    room, needed = js(browser, "const ol = document.getElementById('timeline'); const s = document.createElement('span'); "
+                               "s.textContent = '100. '; s.style.font = getComputedStyle(ol).font; document.body.append(s); "
+                               "const w = s.getBoundingClientRect().width; s.remove(); "
+                               "return [parseFloat(getComputedStyle(ol).paddingLeft), w]")  # fmt: skip
+    assert room >= needed, (room, needed)
 
     # One replica's log: its own lines, without prefix, as `logs --type worker --index 1` prints them.
     js(
@@ -152,6 +158,10 @@ def test_a_local_runs_page_follows_its_replicas_to_succeeded_and_its_logs_live(r
         "the list to show live Succeeded",
         LIMIT,
     )
+    # Its "Why not Running" cell is empty, and so not tinted as a reason is (issue 41).
+    cell = js(browser, "const c = document.querySelector('#jobs tbody tr[data-name=\"live\"]').children[9]; "
+                       "return [c.textContent, c.className]")  # fmt: skip
+    assert cell == ["", ""], cell
 
 
 def test_a_job_that_cannot_start_shows_why_in_describes_words(runs, dashboard, browser) -> None:

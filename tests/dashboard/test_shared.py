@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from t9k_jobs.dashboard.server import READ_POOL, READ_THREADS
+from t9k_jobs.sdk.local_aio import ACTING_POOL, ACTING_THREADS
 from tests.dashboard.conftest import LIMIT, Dashboard, Runs, gated, generic
 from tests.helpers import wait_until
 
@@ -85,9 +87,49 @@ def test_another_account_of_the_machine_sees_nothing_and_stops_nothing(runs: Run
 # ----------------------------------------------------------------------------- nothing left behind
 
 
+#: The dashboard's bounded thread pools (their system names) and their most threads: they grow to
+#: what the load has needed so far and stay (asyncio's default executor does the same); any other
+#: thread is counted.
+POOLS = {READ_POOL: READ_THREADS, ACTING_POOL: ACTING_THREADS}
+
+
 def _counts(pid: int) -> tuple[int, int]:
-    """``(threads, open file descriptors)`` of process ``pid``."""
-    return len(os.listdir(f"/proc/{pid}/task")), len(os.listdir(f"/proc/{pid}/fd"))
+    """``(threads outside the bounded pools, open file descriptors)`` of process ``pid``."""
+    return sum(1 for name in _threads(pid) if name not in POOLS), len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _pools(pid: int) -> dict[str, int]:
+    """How many threads each bounded pool of process ``pid`` has now."""
+    names = _threads(pid)
+    return {pool: names.count(pool) for pool in POOLS}
+
+
+def _fds(pid: int) -> list[str]:
+    """What each open file descriptor of process ``pid`` is (for a failure's message)."""
+    out = []
+    for fd in sorted(os.listdir(f"/proc/{pid}/fd"), key=int):
+        try:
+            out.append(f"{fd}:{os.readlink(f'/proc/{pid}/fd/{fd}')}")
+        except OSError:
+            pass
+    return out
+
+
+def _threads(pid: int) -> list[str]:
+    """The names of process ``pid``'s threads (for a failure's message)."""
+    out = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out.append(Path(f"/proc/{pid}/task/{task}/comm").read_text().strip())
+        except OSError:
+            pass
+    return sorted(out)
+
+
+def _connections(pid: int) -> str:
+    """The TCP connections of process ``pid`` with their states (``ss``), for a failure's message."""
+    out = subprocess.run(["ss", "-tanp"], capture_output=True, text=True, check=False).stdout
+    return "\n".join(line for line in out.splitlines() if f"pid={pid}," in line)
 
 
 def _open_streams(board: Dashboard, paths: list[str]) -> list[http.client.HTTPConnection]:
@@ -107,7 +149,8 @@ def _open_streams(board: Dashboard, paths: list[str]) -> list[http.client.HTTPCo
 def test_thirty_closed_pages_leave_no_thread_and_no_file_handle(runs: Runs, dashboard: Any, tmp_path: Path) -> None:
     """Pages of a quiet running job (nothing written for as long as they are open) that go away:
     their followed logs, metric readers and job streams end, and the dashboard's threads and file
-    handles come back to what they were."""
+    handles come back to what they were; its bounded pools stay within their bounds (they keep the
+    threads they grew, as a thread pool does, so they are counted apart)."""
     gate = tmp_path / "go"
     runs.start(generic("quiet", gated(gate, "one line, then quiet", "end"), replicas=2))
     wait_until(lambda: runs.phase("quiet") == "Running", "the run to be Running", LIMIT)
@@ -125,14 +168,21 @@ def test_thirty_closed_pages_leave_no_thread_and_no_file_handle(runs: Runs, dash
     opened = _open_streams(board, paths)
     during = _counts(pid)
     assert during[1] >= baseline[1] + 30, (during, baseline)  # thirty connections: the count sees them
+    assert _pools(pid)[READ_POOL] >= 1, _threads(pid)  # the streams read in the named pool (so it is told apart)
     for conn in opened:
         conn.close()
     def back() -> tuple[int, int] | None:
         now = _counts(pid)
         return now if now[0] <= baseline[0] and now[1] <= baseline[1] else None
 
-    after = wait_until(back, f"threads and file handles back to {baseline} (during: {during})", 60, interval=0.5)
+    try:
+        after = wait_until(back, f"threads and file handles back to {baseline} (during: {during})", 60, interval=0.5)
+    except AssertionError as exc:
+        raise AssertionError(
+            f"{exc}; now {_counts(pid)}; threads: {_threads(pid)}; open: {_fds(pid)}; connections: {_connections(pid)}"
+        ) from None
     assert after[0] <= baseline[0] and after[1] <= baseline[1]
+    assert all(_pools(pid)[pool] <= most for pool, most in POOLS.items()), _threads(pid)
     gate.touch()
 
 

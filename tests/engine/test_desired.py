@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from t9k_jobs.api import ManifestError
 from t9k_jobs.engine import reconcile
 
 from .jobs import colossalai, ctr, deepspeed, generic, pytorch, tmpl
@@ -198,14 +199,11 @@ def test_genericjob_substitutes_variables_with_service():
     assert sim.container("g-master-0")["command"] == ["run", "--type=master", "--rank=0"]
 
 
-def test_genericjob_service_variables_untouched_without_service():
-    sim = Sim(generic([("worker", 2)], name="g", template=SUBST))
-    plan = sim.step()
-    c = sim.container("g-worker-1")
-    assert c["command"] == ["run", "--type=worker", "--rank=1"]
-    assert c["args"] == ["--n=2", "--peer=$(service.worker[1].host):$(service.port[http])", "$(FOO)"]
-    assert sim.env("g-worker-1")["PORT"] == "$(service.port[http])"
-    assert not [o for o in plan.create if o["kind"] == "Service"]
+def test_genericjob_service_variables_refused_without_service():
+    """§2.2: service variables exist only with ``spec.service``; without it they would stay as
+    text, so the job is refused where they are (issue 41)."""
+    with pytest.raises(ManifestError, match=r"args\[1\]: \$\(service\.worker\[1\]\.host\) needs spec\.service"):
+        Sim(generic([("worker", 2)], name="g", template=SUBST))
 
 
 def test_genericjob_service_per_replica_with_declared_ports():
@@ -217,13 +215,11 @@ def test_genericjob_service_per_replica_with_declared_ports():
     assert services["g-worker-1"]["spec"]["selector"] == {"genericjob-replica": "g-worker-1"}
 
 
-def test_genericjob_unknown_replica_type_or_rank_untouched():
-    t = tmpl(ctr("main", command=["x", "$(replicas[nope])", "$(service.worker[5].host)"]))
-    sim = Sim(
-        generic([("worker", 2)], name="g", template=t, service={"ports": [{"name": "http", "port": 1}]})
-    )
-    sim.step()
-    assert sim.container("g-worker-0")["command"] == ["x", "$(replicas[nope])", "$(service.worker[5].host)"]
+def test_genericjob_unknown_replica_type_or_rank_refused():
+    for token, said in (("$(replicas[nope])", "names no replica type"), ("$(service.worker[5].host)", "names rank 5")):
+        t = tmpl(ctr("main", command=["x", token]))
+        with pytest.raises(ManifestError, match=said):
+            Sim(generic([("worker", 2)], name="g", template=t, service={"ports": [{"name": "http", "port": 1}]}))
 
 
 def test_deepspeed_worker0_runs_deepspeed_and_others_sshd():

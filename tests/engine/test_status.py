@@ -144,3 +144,17 @@ def test_status_tensorboard_follows_the_tensorboard():
     unserved = reconcile(sim.job, sim.observed(), sim.now, replace(sim.runtime(), unserved=frozenset({"TensorBoard"})))
     assert (unserved.status.tensorboard.type, unserved.status.tensorboard.reason) == ("Warning", "DependentUnavailable")
     assert Sim(pytorch(name="n")).plan().status.tensorboard is None
+
+
+def test_a_tensorboard_not_served_is_one_warning_event_with_why():
+    """Issue 41: on a cluster without T9k's TensorBoard API the status said it, but no Event did
+    (a queue not enforced has one): now one ``TensorBoardUnavailable`` Warning, at the first pass
+    that sees it, with the runtime's reason; none at the passes after."""
+    sim = Sim(pytorch(name="j", tensorboardSpec={"trainingLogFilesets": ["t9k://pvc/logs/run1"]}))
+    runtime = replace(sim.runtime(), unserved=frozenset({"TensorBoard"}), unserved_hint="no TensorBoard API here")
+    sim.runtime = lambda: runtime  # type: ignore[method-assign]
+    for _ in range(3):
+        sim.step()
+    events = [(e.type, e.reason, e.message) for plan in sim.plans for e in plan.events if "TensorBoard" in e.reason]
+    assert events == [("Warning", "TensorBoardUnavailable", "spec.tensorboardSpec is not served: no TensorBoard API here")]
+    assert not [e for e in Sim(pytorch(name="n")).step().events if "TensorBoard" in e.reason]

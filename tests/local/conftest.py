@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +19,15 @@ import yaml
 from tests.helpers import ConditionTimeout, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A folder every user may enter (pytest's is root's own, mode 0700), removed after."""
+    path = Path(tempfile.mkdtemp(prefix="t9k-vol-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 class Run:

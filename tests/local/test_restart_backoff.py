@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from t9k_jobs.local.runtime import BACKOFF_RESET, Crashes, restart_delay
+from t9k_jobs.local.processes import BACKOFF_RESET, Crashes, restart_delay
 from tests.helpers import job, template, wait_until
 
 from .conftest import py

@@ -142,3 +142,37 @@ def test_a_detached_run_is_its_run_dir_run_by_python_m_t9k_jobs_local(tmp_path: 
     finally:
         kill_run(run_dir)
     wait_until(lambda: not alive(runtime), "the runtime to end", 30)
+
+
+def test_a_delete_while_run_d_starts_stops_the_new_run_not_an_older_one(tmp_path: Path) -> None:
+    """Issue 40: ``delete`` a moment after ``run -d`` (before ``run -d`` returned) found only the
+    older, stopped run of the name, said "nothing to stop" and exited 0 while the new run went on.
+    Now a run that ``run -d`` is starting (``starting.json``) is waited for, and it is the one
+    stopped."""
+    doc = job("GenericJob", "racer", {"replicaSpecs": [
+        {"type": "worker", "replicas": 1, "restartPolicy": {"policy": "Never"},
+         "template": template(py("import time; time.sleep(120)"))}]})
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(doc))
+    first = cli("run", "-d", str(manifest), "--gpus", "none", cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert cli("delete", "gj", "racer", cwd=tmp_path).returncode == 0  # an older run, stopped
+    starting = subprocess.Popen([sys.executable, "-m", "t9k_jobs.cli", "run", "-d", str(manifest), "--gpus", "none"],
+                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        marker = wait_until(lambda: next((tmp_path / "t9k-runs").glob("*/starting.json"), None),
+                            "run -d to start its run", 60, interval=0.01)  # fmt: skip
+        deleted = cli("delete", "gj", "racer", cwd=tmp_path)
+        out, err = starting.communicate(timeout=120)
+        assert starting.returncode == 0, out + err
+        assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+        assert "nothing to stop" not in deleted.stdout and "stopping GenericJob racer" in deleted.stdout, deleted.stdout
+        assert f"logs and status kept in {marker.parent}" in deleted.stdout, deleted.stdout
+        assert not marker.exists()
+        runtime = int((marker.parent / "runtime.pid").read_text())
+        wait_until(lambda: not alive(runtime), "the new run's runtime to end", 60)
+    finally:
+        if starting.poll() is None:
+            starting.kill()
+        for run_dir in (tmp_path / "t9k-runs").iterdir():
+            kill_run(run_dir)

@@ -119,6 +119,9 @@ def test_a_sandbox_without_mounts_says_what_to_install() -> None:
     refused = mounts_refused(Sandbox("none", why_not_bwrap="bubblewrap is not installed (apt-get install bubblewrap)"))
     assert refused is not None and "mount namespace" in refused and "apt-get install bubblewrap" in refused
     assert mounts_refused(Sandbox(BWRAP, "/usr/bin/bwrap")) is None
+    # Chosen by name, unshare skips bubblewrap without a reason of its own: the line says what it lacks.
+    chosen = mounts_refused(Sandbox(sandbox.UNSHARE, "/usr/bin/unshare"))
+    assert chosen is not None and "None" not in chosen and "T9K_JOBS_SANDBOX=unshare" in chosen and "bwrap" in chosen
 
 
 def test_a_sandbox_mode_that_is_not_one_is_refused() -> None:
@@ -263,6 +266,18 @@ def test_tensorboard_filesets_resolve_through_the_claims(tmp_path: Path) -> None
     ]
     _folders, problems = tensorboard_folders(pj, {})
     assert "claim 'tutorial' has no folder here: give one with --volume tutorial=DIR" in problems[-1]
+    # A link in the claim to a folder outside it is refused, as a subPath through one is.
+    claim, outside = tmp_path / "claim", tmp_path / "outside"
+    claim.mkdir()
+    (outside / "log").mkdir(parents=True)
+    (claim / "a").symlink_to(outside)
+    folders, problems = tensorboard_folders(pj, {"tutorial": claim})
+    assert folders == [] and "spec.tensorboardSpec: tutorial/a/log leads outside the claim through a symbolic link" in problems
+    (claim / "a").unlink()
+    (claim / "real").mkdir()
+    (claim / "a").symlink_to(claim / "real")  # a link that stays inside is followed, once
+    folders, _ = tensorboard_folders(pj, {"tutorial": claim})
+    assert folders == [claim / "real" / "log"]
 
 
 def test_a_saved_manifest_is_read_as_a_create() -> None:
@@ -274,3 +289,40 @@ def test_a_saved_manifest_is_read_as_a_create() -> None:
     assert doc["metadata"] == {"name": "g", "labels": {"keep": "me"}} and "status" not in doc
     assert saved["status"] == {"phase": "Succeeded"}, "the input is left as it was"
     assert as_created(doc) == (doc, [])
+
+
+def test_a_runner_embedded_in_a_program_never_ends_that_programs_children(tmp_path: Path) -> None:
+    """Without namespaces a runtime sweeps what an ended container left among its own children
+    (it is their subreaper). A :class:`LocalRunner` used inside another program (a test, a tool)
+    that never ran :meth:`run` did that to the program's own children: the suite's control plane,
+    a child of the pytest worker, was killed mid-session (issue 40). Only a runtime that runs
+    sweeps; the program's child lives on."""
+    import asyncio
+    import subprocess
+
+    from t9k_jobs.api import parse_job
+    from t9k_jobs.local.display import Display
+    from t9k_jobs.local.gpus import GpuInventory
+    from t9k_jobs.local.runtime import LocalRunner
+    from t9k_jobs.render import render
+
+    bystander = subprocess.Popen(["sleep", "120"])
+    try:
+        the_job = parse_job(job("GenericJob", "embedded", {"replicaSpecs": [
+            {"type": "worker", "replicas": 1, "template": template(["python", "-c", "print('done')"], name="main")}]}))  # fmt: skip
+        (pod,) = [o for o in render(the_job) if o["kind"] == "Pod"]
+
+        async def scenario() -> None:
+            runner = LocalRunner(the_job, None, tmp_path, Display(quiet=True), False, GpuInventory.declared("none"))
+            runner._start_pod(pod)
+            task = runner.pods["embedded-worker-0"].task
+            assert task is not None
+            await asyncio.wait_for(task, 60)
+            runner.job_log.close()
+            runner.events_log.close()
+
+        asyncio.run(scenario())
+        assert bystander.poll() is None, "the program's own child was killed"
+    finally:
+        bystander.kill()
+        bystander.wait()

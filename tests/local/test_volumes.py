@@ -18,10 +18,8 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,15 +65,6 @@ def needs_bubblewrap() -> None:
     _bin("bwrap")
     found = sandbox.detect("auto")
     assert found.kind == sandbox.BWRAP, found.why_not_bwrap
-
-
-@pytest.fixture
-def shared_tmp() -> Iterator[Path]:
-    """A folder every user may enter (pytest's is root's own, mode 0700), removed after."""
-    path = Path(tempfile.mkdtemp(prefix="t9k-vol-", dir="/tmp"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def claim(base: Path, *scripts: tuple[Path, str]) -> Path:
@@ -326,14 +315,9 @@ def test_deepspeedjob_d2_shape_with_its_code_on_the_claim_and_shm_in_memory(shar
     seen = whereabouts(folder)
     assert seen and {(s["cwd"], s["file"]) for s in seen} == {("/t9k/mnt", "/t9k/mnt/tutorial-examples/ds/entry.py")}
     assert json.loads((code / "metrics.json").read_text())
-    # The Memory emptyDirs went with their pods.
-    assert not Path(f"/dev/shm/t9k-jobs-{_run_id(shared_tmp / 'r')}").exists()
-
-
-def _run_id(run_dir: Path) -> str:
-    from t9k_jobs.local.volumes import shm_dir
-
-    return shm_dir(run_dir.resolve()).name.removeprefix("t9k-jobs-")
+    # The Memory emptyDirs went with their pods, and the run's own folder under /dev/shm with them.
+    shm = Path((shared_tmp / "r" / "shm.path").read_text().strip())
+    assert shm.parent == Path("/dev/shm") and shm.name.startswith("t9k-jobs-") and not shm.exists(), shm
 
 
 @pytest.mark.parametrize("as_nobody", [False, True], ids=["root-or-user", "nobody"])
@@ -412,6 +396,41 @@ def test_a_daemon_with_a_clean_environment_ends_with_its_replica(shared_tmp: Pat
         assert done.returncode == 0, done.stdout + done.stderr
         assert "left a daemon behind" in (shared_tmp / "r" / "leaver-worker-0.main.log").read_text()
         assert _sleeping(token) == []
+    finally:
+        for pid in _sleeping(token):
+            os.kill(pid, signal.SIGKILL)
+
+
+#: A daemon as a daemon makes itself: fork, setsid, fork again, a cleared environment; the first
+#: child exits at once, so the daemon's parent is never the replica's command.
+DOUBLE_FORKER = (
+    "import os, sys\n"
+    "if os.fork() == 0:\n"
+    "    os.setsid()\n"
+    "    if os.fork() == 0:\n"
+    "        os.execve('/bin/sleep', ['sleep', sys.argv[1]], {})\n"
+    "    os._exit(0)\n"
+    "os.wait()\n"
+    "print('left a daemon behind', flush=True)\n"
+)
+
+
+def test_without_namespaces_a_double_forked_daemon_is_found_and_ended(shared_tmp: Path) -> None:
+    """``T9K_JOBS_SANDBOX=none`` (what a user without bubblewrap gets): the replica's command is the
+    subreaper of what it starts, as a container's PID 1, and the run the subreaper of what is left
+    when it ends; the daemon is ended with the replica and named in a Warning event."""
+    token = f"{6000 + os.getpid() % 1000}.{int(time.time() * 1000) % 100000}"
+    manifest = job("GenericJob", "forker", {"replicaSpecs": [{"type": "worker", "replicas": 1, "template": template(
+        ["python", "-c", DOUBLE_FORKER, token], name="main")}]})  # fmt: skip
+    (shared_tmp / "job.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    done = run_cli(["run", "job.yaml", "--run-dir", "r", "--quiet"], shared_tmp, env={sandbox.MODE_ENV: "none"})
+    try:
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "left a daemon behind" in (shared_tmp / "r" / "forker-worker-0.main.log").read_text()
+        assert _sleeping(token) == []
+        events = (shared_tmp / "r" / "events.log").read_text()
+        assert "Warning LeftoverProcesses: forker-worker-0/main left 1 process(es) running" in events, events
+        assert "(sleep)" in events, events
     finally:
         for pid in _sleeping(token):
             os.kill(pid, signal.SIGKILL)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ..cluster.kube import Kube, core_path, pod_path
-from .conftest import KUEUE, delete_queues, lease_holder, make_queues, wait_phase
+from .conftest import KUEUE, delete_queues, exec_ending_its_container, lease_holder, make_queues, wait_phase
 from .test_gang import create, describe, free_millicpu, gang_job, job_pods
 
 
@@ -185,7 +185,7 @@ def test_restarts_of_the_operator_and_of_kueue_lose_nothing_and_duplicate_nothin
 
     Kube.wait_for(kueue_leads, timeout=120, interval=0.5, what="Kueue's new pod to hold its Lease")
     assert job_pods(kube, namespace, "waiter") == []
-    kubectl("exec", "-n", namespace, "holder-worker-0", "--", "touch", "/tmp/done")
+    exec_ending_its_container(kubectl, namespace, "holder-worker-0", "touch", "/tmp/done")
     try:
         done = wait_phase(kube, waiter, ("Succeeded", "Failed"), timeout=240)
     except AssertionError as exc:  # what the cluster shows then, to tell which step stopped

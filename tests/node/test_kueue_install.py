@@ -20,7 +20,8 @@ from ..cluster.kube import Kube, job_path, pod_path
 from . import hoststate
 from .conftest import KUEUE, REPO, TRAINING_IMAGE, delete_queues, make_queues, wait_phase
 
-from node import HOST_IP, KUEUE_DEPLOYMENT, KUEUE_NAMESPACE, KUEUE_TIMEOUT, NODE_IP, POD_CIDR  # noqa: E402
+from node import (  # noqa: E402
+    HOST_IP, KUEUE_CERT_SECRET, KUEUE_DEPLOYMENT, KUEUE_NAMESPACE, KUEUE_TIMEOUT, NODE_IP, POD_CIDR)
 
 KUEUE_V1BETA1 = "/apis/kueue.x-k8s.io/v1beta1"
 KUEUE_VERSION = re.search(r"^require sigs\.k8s\.io/kueue (v\S+)", (REPO / "tools/kueue/go.mod").read_text(),
@@ -58,6 +59,40 @@ def test_kueue_runs_and_answers(node, kube: Kube) -> None:
         assert [v["name"] for v in crd["spec"]["versions"] if v["storage"]] == ["v1beta2"], plural
     assert node.kueue_seconds is not None and 0 < node.kueue_seconds < KUEUE_TIMEOUT
     print(f"Kueue {KUEUE_VERSION}: installed and answering in {node.kueue_seconds:.1f} s")
+
+
+def test_a_manager_replaced_once_its_certificate_is_made_mounts_it_at_start(node, kube: Kube) -> None:
+    """The remedy ``install_kueue`` applies when the kubelet is slow to project the certificate
+    Kueue made into its pod's volume (node.KUEUE_REMOUNT_AFTER): the manager's pod is deleted, and
+    its replacement finds the certificate in the Secret and in its volume at start (no new
+    certificate made), is Ready, leads, and its webhooks answer."""
+    deployment = f"/apis/apps/v1/namespaces/{KUEUE_NAMESPACE}/deployments/{KUEUE_DEPLOYMENT}"
+    Kube.wait_for(lambda: kube.get(deployment)["status"].get("readyReplicas") == 1, timeout=120, interval=0.5,
+                  what="Kueue ready before the test")
+    secret = kube.get(f"/api/v1/namespaces/{KUEUE_NAMESPACE}/secrets/{KUEUE_CERT_SECRET}")
+    before = [p["metadata"]["name"] for p in kube.list(pod_path(KUEUE_NAMESPACE))]
+    replaced = node._kueue_remount()
+    assert replaced and sorted(replaced) == sorted(before), (replaced, before)
+
+    def back() -> str:
+        pods = kube.list(pod_path(KUEUE_NAMESPACE))
+        names = [p["metadata"]["name"] for p in pods]
+        assert len(names) == 1 and names[0] not in before, names
+        assert all(c["ready"] for c in pods[0]["status"].get("containerStatuses") or [{"ready": False}]), names
+        leases = kube.list(f"/apis/coordination.k8s.io/v1/namespaces/{KUEUE_NAMESPACE}/leases")
+        assert any(((lease.get("spec") or {}).get("holderIdentity") or "").startswith(names[0])
+                   for lease in leases), leases
+        return names[0]
+
+    new = Kube.wait_for(back, timeout=180, interval=0.5, what="Kueue's replacement pod Ready and leading")
+    log = "\n".join(f.read_text(errors="replace") for f in (node.dir / "pod-logs").glob(f"{KUEUE_NAMESPACE}_{new}_*/*/*.log"))
+    assert "certs are ready" in log and "no cert refresh needed" in log, log[-3000:]
+    assert "refreshing CA and server certs" not in log, "the replacement made a new certificate"
+    assert kube.get(f"/api/v1/namespaces/{KUEUE_NAMESPACE}/secrets/{KUEUE_CERT_SECRET}")["data"] == secret["data"]
+    probe = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"generateName": "probe-"}}
+    answer = Kube.wait_for(lambda: kube.create(f"{KUEUE}/resourceflavors?dryRun=All", probe), timeout=60,
+                           interval=0.5, what="Kueue's admission webhooks to answer")
+    assert answer["kind"] == "ResourceFlavor"
 
 
 def test_the_host_routes_the_pod_network_into_the_node(node) -> None:

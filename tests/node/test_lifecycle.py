@@ -8,8 +8,8 @@ from typing import Any
 from tests import helpers
 from tests.helpers import replica, template
 
-from ..cluster.kube import Kube, core_path, job_path, pod_path
-from .conftest import TRAINING_IMAGE, lease_holder, wait_phase
+from ..cluster.kube import Kube, job_path, pod_path
+from .conftest import TRAINING_IMAGE, exec_ending_its_container, lease_holder, wait_phase
 
 # The main process is a shell: PID 1 of a container cannot SIGKILL itself, so the test kills the
 # shell's child (a python waiting for /tmp/done) from outside; the shell then exits 128 + 9 = 137.
@@ -52,21 +52,22 @@ def test_exit_codes_in_real_pods(node, kube: Kube, kubectl, namespace: str) -> N
     killed = create(kube, namespace, pytorch("killed", ["sh", "-c", WAIT_FOR_DONE]))
     failing = create(kube, namespace, pytorch("failing", ["sh", "-c", "echo failing on purpose; exit 1"]))
     first = running_pod(kube, namespace, "killed-master-0")
-    kubectl("exec", "-n", namespace, "killed-master-0", "--", "pkill", "-9", "-x", "python")
+    exec_ending_its_container(kubectl, namespace, "killed-master-0", "pkill", "-9", "-x", "python")
     # The replacement: the same name, a new uid, created by the operator after the exit 137.
     second = Kube.wait_for(
         lambda: (p := running_pod(kube, namespace, "killed-master-0", timeout=5))["metadata"]["uid"]
         != first["metadata"]["uid"] and p,
         timeout=180, interval=0.5, what="killed-master-0 to be replaced",
     )
-    kubectl("exec", "-n", namespace, second["metadata"]["name"], "--", "touch", "/tmp/done")
+    exec_ending_its_container(kubectl, namespace, second["metadata"]["name"], "touch", "/tmp/done")
     done = wait_phase(kube, killed, ("Succeeded", "Failed"), timeout=180)
     assert done["status"]["phase"] == "Succeeded", done["status"]
     master = done["status"]["tasks"][0]
     assert master["restartCount"] == 1 and done["status"]["backoffCount"] == 1, done["status"]
-    restarts = [e["message"] for e in kube.list(core_path(namespace, "events"))
-                if e["involvedObject"]["name"] == "killed" and e["reason"] == "RestartingReplica"]
-    assert restarts and "exit code 137" in restarts[0], restarts
+    restarts = [e["message"] for e in kube.wait_for_events(
+        namespace, lambda e: e["involvedObject"]["name"] == "killed" and e["reason"] == "RestartingReplica",
+        what="the RestartingReplica Event")]
+    assert "exit code 137" in restarts[0], restarts
 
     failed = wait_phase(kube, failing, ("Succeeded", "Failed"), timeout=180)
     assert failed["status"]["phase"] == "Failed", failed["status"]
@@ -122,7 +123,7 @@ def test_operator_pod_deleted_mid_job(node, kube: Kube, kubectl, namespace: str)
     kubectl("delete", "pod", "-n", "t9k-jobs-system", leader_pod, "--wait=false")
     Kube.wait_for(lambda: (h := lease_holder(kube)) and not h.startswith(leader_pod), timeout=120,
                   interval=0.5, what="another operator pod to take the Lease")
-    kubectl("exec", "-n", namespace, "steady-master-0", "--", "touch", "/tmp/done")
+    exec_ending_its_container(kubectl, namespace, "steady-master-0", "touch", "/tmp/done")
     done = wait_phase(kube, path, ("Succeeded", "Failed"), timeout=180)
     assert done["status"]["phase"] == "Succeeded", done["status"]
     after = kube.get(pod_path(namespace, "steady-master-0"))

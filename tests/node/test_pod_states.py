@@ -42,7 +42,11 @@ def test_pods_that_cannot_start_say_why(node, kube: Kube, namespace: str) -> Non
         job = kube.get(paths[name])
         assert job["status"]["phase"] == "Pending", job["status"]
         assert condition(job, "Running")["status"] == "False"
-    warnings = [e for e in kube.list(core_path(namespace, "events")) if e["reason"] == "ReplicaWaiting"]
+    warnings = kube.wait_for(
+        lambda: (w := [e for e in kube.list(core_path(namespace, "events")) if e["reason"] == "ReplicaWaiting"])
+        and len({e["involvedObject"]["name"] for e in w}) >= len(expected) and w,
+        timeout=30, interval=0.3, what="a ReplicaWaiting Warning for each job",
+    )
     assert sorted(e["involvedObject"]["name"] for e in warnings) == sorted(expected), warnings
 
 
@@ -57,6 +61,8 @@ def test_oom_killed_container_is_reported_as_such(node, kube: Kube, namespace: s
     assert done["status"]["phase"] == "Failed", done["status"]
     message = condition(done, "ReplicaFailure")["message"]
     assert "hungry-master-0 failed with exit code 137 (OOMKilled)" in message, message
-    failed = [e["message"] for e in kube.list(core_path(namespace, "events"))
-              if e["involvedObject"]["name"] == "hungry" and e["type"] == "Warning" and e["reason"] != "ReplicaWaiting"]
-    assert any("OOMKilled" in m for m in failed), failed
+    failed = kube.wait_for_events(
+        namespace, lambda e: e["involvedObject"]["name"] == "hungry" and e["type"] == "Warning"
+        and "OOMKilled" in e["message"], what="the job's OOMKilled Warning",
+    )
+    assert failed[0]["reason"] != "ReplicaWaiting", failed

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from .render_support import FAKE_KEYS, MANIFESTS, manifest_names, render_manifest
-from t9k_jobs.api import load_manifest, parse_job
+from t9k_jobs.api import ManifestError, load_manifest, parse_job
 from t9k_jobs.frameworks import framework_for
 from t9k_jobs.render import render, to_yaml
 from tests import helpers
@@ -178,9 +178,10 @@ def test_generic_tf_config_substituted_with_service_hosts_and_port() -> None:
 
 
 def test_generic_injects_no_env_of_its_own() -> None:
-    """§2.2: GenericJob is the low-automation kind: no MASTER_ADDR etc."""
+    """§2.2: GenericJob is the low-automation kind: no MASTER_ADDR etc.; only the restart attempt
+    every container of every kind is told (issue 42)."""
     for pod in of_kind(render_manifest("generic-service"), "Pod"):
-        assert list(env(ctr(pod))) == ["TF_CONFIG", "WORKER_COUNT", "LEFT_ALONE"]
+        assert list(env(ctr(pod))) == ["T9K_JOBS_RESTART_ATTEMPT", "TF_CONFIG", "WORKER_COUNT", "LEFT_ALONE"]
 
 
 def test_generic_services_carry_the_declared_port() -> None:
@@ -198,14 +199,17 @@ def test_generic_restart_and_cleanup_policy_are_parsed() -> None:
     assert job.spec.failure_rules == [{"worker": [i]} for i in range(4)]
 
 
-def test_generic_without_service_has_no_services_and_leaves_service_tokens() -> None:
-    """§2.2: the service variables are available only when ``spec.service`` is set."""
-    peer = {"name": "PEER", "value": "$(service.worker[0].host):$(rank)"}
-    worker = replica("worker", 2, _tpl("main", env=[peer]))
+def test_generic_without_service_has_no_services_and_refuses_service_tokens() -> None:
+    """§2.2: the service variables are available only when ``spec.service`` is set; without it a
+    job has no Services, and a service variable (which would stay as text) is refused (issue 41)."""
+    worker = replica("worker", 2, _tpl("main", env=[{"name": "PEER", "value": "$(rank)"}]))
     job = parse_job(helpers.job("GenericJob", "nosvc", {"replicaSpecs": [worker]}))
     objects = render(job, keygen=lambda: dict(FAKE_KEYS))
     assert of_kind(objects, "Service") == []
-    assert env(ctr(one(objects, "Pod", "nosvc-worker-1")))["PEER"] == "$(service.worker[0].host):1"
+    assert env(ctr(one(objects, "Pod", "nosvc-worker-1")))["PEER"] == "1"
+    peer = {"name": "PEER", "value": "$(service.worker[0].host):$(rank)"}
+    with pytest.raises(ManifestError, match=r"env\[0\]\.value: \$\(service\.worker\[0\]\.host\) needs spec\.service"):
+        parse_job(helpers.job("GenericJob", "nosvc", {"replicaSpecs": [replica("worker", 2, _tpl("main", env=[peer]))]}))
 
 
 def test_generic_created_paused_makes_no_pods() -> None:
@@ -309,7 +313,7 @@ def test_pytorch_torchrun_config_builds_the_command() -> None:
         assert "--max_restarts=1" in flags
         assert "--monitor_interval=2" in flags  # extraOptions
         values = env(c)
-        assert set(values) == {"MASTER_ADDR", "MASTER_PORT"}
+        assert set(values) == {"MASTER_ADDR", "MASTER_PORT", "T9K_JOBS_RESTART_ATTEMPT"}
         assert values["MASTER_ADDR"] == "bert-finetune-master-0"
 
 
@@ -372,7 +376,7 @@ def test_pytorch_debug_mode_defaults_for_an_unlisted_type() -> None:
     assert c["command"] == ["sleep", "inf"]
     assert c["args"] == []
     assert [ic["name"] for ic in pod["spec"]["initContainers"]] == ["fetch-data"]
-    assert set(env(c)) == {"MASTER_ADDR", "MASTER_PORT"}
+    assert set(env(c)) == {"MASTER_ADDR", "MASTER_PORT", "T9K_JOBS_RESTART_ATTEMPT"}
     assert env(c)["MASTER_ADDR"] == "seg-debug-node-0"
     assert c["resources"]["limits"]["nvidia.com/gpu"] == 2
     assert c["resources"]["requests"]["nvidia.com/gpu"] == 2

@@ -7,7 +7,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cmd="${1:?usage: cp.sh start|stop|status [DIR]}"
 dir="${2:-${XDG_RUNTIME_DIR:-/tmp}/t9k-jobs-cp}"
 py=python3  # the project venv (scripts/bootstrap.sh) has `cryptography`; fall back to python3
-for cand in "${T9K_JOBS_CACHE:-$HOME/.cache/t9k-jobs}"/venv-3.*/bin/python; do
+for cand in "$here"/../../.venv*/bin/python; do
   [ -x "$cand" ] && py="$cand"
 done
 exec "$py" "$here/controlplane.py" "$cmd" --dir "$dir" "${@:3}"

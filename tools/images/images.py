@@ -1233,7 +1233,8 @@ def containerd_images(socket: str) -> dict[str, str]:
 
 
 def import_archives(socket: str, archives: list[Path]) -> list[tuple[str, str, bool]]:
-    """Import each archive unless its ref is already there with the same manifest digest."""
+    """Import each archive unless its ref is already there with the same manifest digest; an
+    image of that ref with another digest (an older build) is removed first."""
     ensure_commands("ctr")
     if not Path(socket).exists():
         raise Failure("import", f"no containerd socket at {socket}")
@@ -1248,6 +1249,12 @@ def import_archives(socket: str, archives: list[Path]) -> list[tuple[str, str, b
             done.append((ref, digest, False))
             continue
         t = time.monotonic()
+        if ref in present:
+            # Another build of the image: it goes first, with what only it used (--sync waits for
+            # containerd's garbage collection), so a store holds one training image (~13 GB
+            # unpacked), not one per build, and the disk is not full before the import ends.
+            run(f"ctr images rm {ref}", ctr(socket, "images", "rm", "--sync", ref))
+            say(f"import: {ref} {present[ref][:19]} removed (another build of it)")
         run(f"ctr images import {archive.name}", ctr(socket, "images", "import", str(archive)))
         present = containerd_images(socket)
         if present.get(ref) != digest:

@@ -64,6 +64,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +91,17 @@ APISERVER_ARGS = ("--enable-aggregator-routing=true",)
 KUEUE_NAMESPACE, KUEUE_DEPLOYMENT = "kueue-system", "kueue-controller-manager"
 KUEUE_API = "/apis/kueue.x-k8s.io"
 KUEUE_TIMEOUT = 180.0  # seconds for Kueue to be Available and answer once its manifests are applied
+# Kueue's manager makes its webhook certificate itself (cert-controller) into the Secret its pod
+# mounts, then waits until the kubelet projects the new content into the mounted volume. The
+# kubelet does that on the pod's next sync (syncFrequency, 1 min by default, plus its cache's
+# delay), and cert-controller looks for the files with an exponential backoff (1 s doubling, with
+# jitter): a miss at ~60 s means the next look at ~130-250 s, past KUEUE_TIMEOUT
+# (kubernetes-sigs/kueue#1372, open-policy-agent/cert-controller#35). Once the Secret holds the
+# certificate and the manager is still not Ready after this many seconds, its pod is deleted:
+# the replacement mounts the filled Secret at its start (cert-controller's own remedy,
+# RestartOnSecretRefresh) and is Ready in seconds.
+KUEUE_REMOUNT_AFTER = 45.0
+KUEUE_CERT_SECRET = "kueue-webhook-server-cert"
 CLUSTER_DNS = NODE_IP
 CNI_BIN = Path("/usr/lib/cni")
 SANDBOX_IMAGE = "registry.k8s.io/pause:3.10"
@@ -1020,12 +1032,17 @@ healthzBindAddress: {m.ip}:10256
             "--force-conflicts", "-f", str(manifests), timeout=timeout)
         deployment = f"/apis/apps/v1/namespaces/{KUEUE_NAMESPACE}/deployments/{KUEUE_DEPLOYMENT}"
 
+        remounted: list[str] = []
+
         def available() -> str:
             _, dep = self.call("GET", deployment)
             conditions = dep.get("status", {}).get("conditions", [])
             if any(c["type"] == "Available" and c["status"] == "True" for c in conditions):
                 return ""
-            return self._kueue_pods()
+            if not remounted and time.monotonic() - started > KUEUE_REMOUNT_AFTER:
+                remounted.extend(self._kueue_remount())
+            return self._kueue_pods() + (f" (replaced {', '.join(remounted)}: its certificate was not "
+                                         "projected into its volume yet)" if remounted else "")
 
         def dry_run(version: str, plural: str, kind: str, spec: dict) -> str:
             obj = {"apiVersion": f"kueue.x-k8s.io/{version}", "kind": kind,
@@ -1059,6 +1076,24 @@ healthzBindAddress: {m.ip}:10256
                 time.sleep(0.5)
         self.kueue_seconds = time.monotonic() - started
         return self.kueue_seconds
+
+    def _kueue_remount(self) -> list[str]:
+        """Delete the manager's pods once the Secret holds the webhook certificate
+        (KUEUE_REMOUNT_AFTER says why); returns the names deleted, none while the Secret is empty."""
+        status, secret = self.call("GET", f"/api/v1/namespaces/{KUEUE_NAMESPACE}/secrets/{KUEUE_CERT_SECRET}")
+        if status != 200 or not (secret.get("data") or {}).get("tls.crt"):
+            return []
+        _, dep = self.call("GET", f"/apis/apps/v1/namespaces/{KUEUE_NAMESPACE}/deployments/{KUEUE_DEPLOYMENT}")
+        labels = (dep.get("spec", {}).get("selector") or {}).get("matchLabels") or {}
+        selector = urllib.parse.quote(",".join(f"{k}={v}" for k, v in sorted(labels.items())))
+        _, pods = self.call("GET", f"/api/v1/namespaces/{KUEUE_NAMESPACE}/pods?labelSelector={selector}")
+        names = [p["metadata"]["name"] for p in pods.get("items", [])]
+        for name in names:
+            self.call("DELETE", f"/api/v1/namespaces/{KUEUE_NAMESPACE}/pods/{name}")
+        if names:
+            print(f"node: Kueue's manager not Ready {KUEUE_REMOUNT_AFTER:.0f} s after its install, its "
+                  f"certificate in the Secret: replaced {', '.join(names)} to mount it", file=sys.stderr)
+        return names
 
     def _kueue_pods(self) -> str:
         """Kueue's pods in a few words: name, phase, readiness, why a container waits."""

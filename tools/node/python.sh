@@ -3,7 +3,7 @@
 # venv when it exists, else the one scripts/bootstrap.sh makes.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-for cand in "${T9K_JOBS_CACHE:-$HOME/.cache/t9k-jobs}"/venv-3.*/bin/python; do
+for cand in "$root"/.venv*/bin/python; do
   if [ -x "$cand" ] && "$cand" -c "import cryptography" 2>/dev/null; then
     echo "$cand"
     exit 0

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from .extensions import extensions
 from .fields import INT32_MAX, INT64_MAX, FieldError
 
 GROUP = "batch.tensorstack.dev"
@@ -486,6 +487,13 @@ class ObjectMeta(Model):
     @classmethod
     def _name_is_label(cls, value: str) -> str:
         return check_dns_label(value, "metadata.name")
+
+    @field_validator("annotations")
+    @classmethod
+    def _extensions_are_valid(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        """Our ``t9k-jobs.io/`` annotations are validated like fields (:mod:`.extensions`)."""
+        extensions(value)
+        return value
 
     @field_validator("namespace")
     @classmethod

@@ -13,7 +13,15 @@ from __future__ import annotations
 import shlex
 from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import Field, PrivateAttr, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from .common import (
     API_VERSION,
@@ -37,6 +45,7 @@ from .common import (
     validate_pod_template,
 )
 from .pod_schema import check_env_vars, check_resources
+from .tokens import check_generic_tokens
 from .torchrun import PYTORCH_CONTAINERS, TorchrunError, TorchrunScript, torchrun_script
 
 IntOrString = Annotated[int | str, Field(json_schema_extra={"x-kubernetes-int-or-string": True})]
@@ -176,6 +185,9 @@ class GenericJobSpec(Model):
         counts = {r.type: r.replicas for r in self.replica_specs}
         for field, rules in (("successRules", self.success_rules), ("failureRules", self.failure_rules)):
             _check_rule_members(field, rules or [], counts)
+        ports = None if self.service is None else [p.name for p in self.service.ports if p.name]
+        for i, r in enumerate(self.replica_specs):
+            check_generic_tokens(f"replicaSpecs[{i}].template", r.template, counts, ports)
         return self
 
 
@@ -290,13 +302,19 @@ class DeepSpeedRun(Model):
 
     @field_validator("python", "module", "exec", mode="after")
     @classmethod
-    def _as_list(cls, value: list[str] | str | None) -> list[str] | None:
+    def _as_list(cls, value: list[str] | str | None, info: ValidationInfo) -> list[str] | None:
+        """A scalar split into words; nothing to run (``[]``, ``""``, a first word that is blank)
+        refused in plain words: deepspeed would start with no script (issue 41)."""
         if isinstance(value, str):
             try:
-                words = shlex.split(value)
+                value = shlex.split(value)
             except ValueError as exc:
                 raise ValueError(f"cannot split {value!r} into arguments: {exc}") from None
-            return words or [value]
+        if value is not None and (not value or not value[0].strip()):
+            what = {"python": "the training script", "module": "the module", "exec": "the program"}[str(info.field_name)]
+            example = {"python": '["train.py", "--epochs", "3"]', "module": '["mypackage.train", "--epochs", "3"]',
+                       "exec": '["./train.sh", "--epochs", "3"]'}[str(info.field_name)]  # fmt: skip
+            raise ValueError(f"nothing to run: give {what} and its arguments, e.g. {example}")
         return value
 
     @property
@@ -472,6 +490,17 @@ def check_launch_args(torch_args: list[str]) -> list[str]:
     return torch_args
 
 
+def check_colossalai_not_empty(value: Any) -> Any:
+    """An empty command (``[]``, or a blank first word) in plain words, before the list's own
+    checks would say it in pydantic's. Raises ``ValueError``."""
+    if isinstance(value, list) and (not value or (isinstance(value[0], str) and not value[0].strip())):
+        raise ValueError(
+            'nothing to run: give the training script (a .py file) or -m and a module, and their arguments '
+            '(e.g. ["train.py", "--epochs", "3"])'
+        )
+    return value
+
+
 def check_colossalai_command(value: list[str]) -> list[str]:
     """``colossalai run`` (0.5) takes a ``.py`` script or ``-m module`` and starts it with torchrun
     itself; anything else (``python train.py``, ``run.sh``) is a usage error after which it exits
@@ -491,6 +520,11 @@ class ColossalAIWorker(Model):
     command: Annotated[list[str], Field(min_length=1)]
     torch_args: list[str] = Field(default_factory=list)
     template: PodTemplate
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _something_to_run(cls, value: Any) -> Any:
+        return check_colossalai_not_empty(value)
 
     @field_validator("command")
     @classmethod
@@ -545,6 +579,11 @@ class ColossalAITorchConfig(Model):
     command: Annotated[list[str], Field(min_length=1)] | None = None
     torch_args: list[str] = Field(default_factory=list)
     extra_args: list[str] = Field(default_factory=list)
+
+    @field_validator("script", "command", mode="before")
+    @classmethod
+    def _something_to_run(cls, value: Any) -> Any:
+        return check_colossalai_not_empty(value)
 
     @field_validator("script", "command")
     @classmethod

@@ -63,18 +63,25 @@ def _dump(doc: object, output: str) -> None:
 
 @takes_target(cluster_only=True)
 def create(
+    given: Annotated[
+        Optional[Path], typer.Argument(metavar="FILE", help="The job manifest, as -f gives it (as run and validate take it).")
+    ] = None,
     file: Annotated[
-        Path, typer.Option("--filename", "-f", help="The job manifest (YAML or JSON), or - for standard input.")
-    ],
+        Optional[Path], typer.Option("--filename", "-f", help="The job manifest (YAML or JSON), or - for standard input.")
+    ] = None,
     output: Annotated[Optional[CreateOutput], typer.Option("--output", "-o", help="name, yaml or json.")] = None,
     *,
     target: Target,
 ) -> None:
-    """Create the job in FILE on the cluster (validated here first). `t9k-jobs run` runs one on this machine."""
+    """Create the job in FILE (-f FILE, as kubectl, or FILE alone) on the cluster (validated here first).
+    `t9k-jobs run` runs one on this machine."""
     from ..words import ref
 
+    if (given is None) == (file is None):
+        fail(["give the manifest once: -f FILE (as kubectl create -f) or FILE" if given else
+              "no manifest given: t9k-jobs create -f FILE (or - for standard input)"])  # fmt: skip
     with verb_errors():
-        job = _load_for_create(file)
+        job = _load_for_create(given if given is not None else file)  # type: ignore[arg-type]
         with target.client() as client:
             created = client.create(job, target.namespace)
     if output is CreateOutput.name:

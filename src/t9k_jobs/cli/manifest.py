@@ -149,6 +149,15 @@ def run(
             "with the job's dependencies; default: the one t9k-jobs runs in).",
         ),
     ] = None,
+    inject: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--inject",
+            help="ACTION:REPLICA@SECONDS (repeatable): make a failure happen on purpose, SECONDS after the job is "
+            "Running, to rehearse resume code: kill (SIGKILL), hang (SIGSTOP), node-lost, preempt; REPLICA like "
+            "worker-1 (docs/hangs.md).",
+        ),
+    ] = None,
 ) -> None:
     """Run the job in FILE on this machine; exit 0 only when it Succeeded (with -d: once it started)."""
     from ..local.gpus import GpuInventory
@@ -172,7 +181,12 @@ def run(
         except ValueError as exc:
             fail([f"--python: {exc}"])
     if detach:
+        from ..local.checks import start_notes
         from ..sdk.client import Client
+
+        if str(file) != "-":  # a manifest from standard input is read once, by the run
+            for line in start_notes(_load(file, created=True), volumes):
+                typer.echo(f"note: {line}", err=True)
 
         with verb_errors():
             started = Client.local().run(
@@ -183,10 +197,18 @@ def run(
                 allow_duplicate=allow_duplicate,
                 volumes=volumes,
                 python=python,
+                inject=inject,
             )
         _print_detached(started)
         raise typer.Exit(0)
     job = _load(file, created=True)
+    from ..local.inject import InjectError
+    from ..local.inject import parse as parse_injections
+
+    try:
+        injections = parse_injections(inject or [], job)
+    except InjectError as exc:
+        fail([str(exc)])
     from_stdin = str(file) == "-"
     code = run_job(
         job,
@@ -198,6 +220,7 @@ def run(
         allow_duplicate=allow_duplicate,
         volumes=volumes,
         python=python,
+        injections=injections,
     )
     raise typer.Exit(code)
 

@@ -20,11 +20,12 @@ import time
 from typing import Any
 
 from ..api import Job, JobStatus
-from ..engine import Plan, invalid_spec_status
+from ..engine import Observed, Plan, invalid_spec_status
 from ..sshkeys import materialize
 from . import metrics
 from .client import JOB_RESOURCES, OPTIONAL_CHILDREN, ApiError, KubeClient, Resource
 from .expectations import Expectations
+from .last_words import LastWords
 from .projection import ChildRef, JobKey
 from .state import JobState, Written
 from .workqueue import WorkQueue
@@ -40,8 +41,12 @@ class Actuator:
     expectations: Expectations[JobKey, ChildRef]
     queue: WorkQueue[JobKey]
     jobs: dict[JobKey, JobState]
+    last_words: LastWords
 
     def _state(self, key: JobKey) -> JobState:
+        raise NotImplementedError
+
+    def observe(self, key: JobKey, uid: str | None) -> Observed:
         raise NotImplementedError
 
     def resource(self, kind: str) -> Resource:
@@ -72,6 +77,8 @@ class Actuator:
             results = await asyncio.gather(*(self._update(key, job, raw, o) for o in plan.update), return_exceptions=True)
             errors += [r for r in results if isinstance(r, Exception)]
         if plan.delete:
+            # What the pods to delete printed last, kept before their logs go with them.
+            await self.last_words.keep(job, plan.delete, self.observe(key, job.metadata.uid).pods)
             self.expectations.expect(key, deletes={ChildRef(d.kind, d.name) for d in plan.delete})
             results = await asyncio.gather(
                 *(self._delete(key, job, d) for d in plan.delete), return_exceptions=True
@@ -107,6 +114,12 @@ class Actuator:
                     log.info("%s: phase %s", key, new_status.get("phase"))
         for ev in plan.events:
             self._emit_event(raw, ev.type, ev.reason, ev.message)
+        if plan.dump_stacks:
+            # A job that made no progress: its stacks are read locally (py-spy), not here, where that
+            # would take pods/exec into every job's containers (docs/hangs.md).
+            self._emit_event(raw, "Normal", "StacksNotDumped", (
+                f"the stacks of {', '.join(plan.dump_stacks)} are not dumped: the operator does not exec into "
+                "pods; rehearse the hang locally (t9k-jobs run FILE --inject hang:REPLICA@SECONDS) to see them"))  # fmt: skip
         return errors
 
     async def _create_all(

@@ -7,8 +7,8 @@ models: bodies are plain ``dict``s decoded with orjson, which is what an informe
 thousands of pods needs (``reference/python-stack.md`` §1.6: the model layer is the slow part).
 
 Client-side flow control follows client-go: a token bucket (``qps``, ``burst``) in front of
-every request except long-running watches, and ``429 Too Many Requests`` retried after the
-server's ``Retry-After``.
+every request except long-running watches, and ``429 Too Many Requests`` (and a ``5xx`` that
+carries ``Retry-After``) retried after the server's ``Retry-After``.
 
 Every answer is bounded and checked before use (issue 33): a body is read up to
 :data:`MAX_ANSWER` bytes (a watch event up to :data:`MAX_WATCH_LINE`), must be JSON, a JSON
@@ -418,8 +418,8 @@ class KubeClient:
         when it runs out).
 
         ``verb`` labels the request in the metrics (default from ``method``: get, create,
-        update, patch, delete). ``429`` answers are retried (up to 5 times) after
-        ``Retry-After`` seconds.
+        update, patch, delete). ``429`` answers, and ``5xx`` ones that carry ``Retry-After``, are
+        retried (up to 5 times) after ``Retry-After`` seconds (:func:`retried`).
         """
         import aiohttp
 
@@ -446,7 +446,7 @@ class KubeClient:
                     proxy=self._proxy,
                 ) as resp:
                     code = str(resp.status)
-                    if resp.status == 429 and attempt < 5:
+                    if retried(resp.status, resp.headers.get("Retry-After")) and attempt < 5:
                         await asyncio.sleep(_retry_after(resp.headers.get("Retry-After")))
                         continue
                     what = f"{method} {path}"
@@ -663,6 +663,13 @@ def _param(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     return str(v)
+
+
+def retried(status: int, retry_after: str | None) -> bool:
+    """Whether an answer is tried again after its ``Retry-After``, as client-go does: a ``429``
+    always (the server shed it), a ``5xx`` when it says when to come back (a 503 of an API server
+    that is starting, or shedding with priority and fairness: the request was not processed)."""
+    return status == 429 or (status >= 500 and retry_after is not None)
 
 
 def _retry_after(value: str | None) -> float:

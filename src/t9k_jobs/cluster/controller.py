@@ -56,6 +56,8 @@ from .client import (
 )
 from .expectations import Expectations
 from .informer import Informer, Key
+from .last_words import LastWords
+from .output_probe import OutputProbe
 from .projection import Child, ChildRef, JobKey, project_child, unreachable_since
 from .state import JobState, Written
 from .workqueue import ShutDown, WorkQueue
@@ -64,6 +66,11 @@ log = logging.getLogger("t9k_jobs.controller")
 
 CHILD_SELECTOR = f"{LABEL_OWNER_KIND} in ({','.join(sorted(KINDS))})"
 COMPONENT = "t9k-jobs-operator"
+#: Why a job's TensorBoard is not made on a cluster that does not serve T9k's TensorBoard API.
+TENSORBOARD_HINT = (
+    "this cluster does not serve T9k's TensorBoard API (tensorboards.tensorstack.dev/v1beta1): install T9k's "
+    "TensorBoard controller, or leave tensorboardSpec out"
+)
 
 
 class Controller(Actuator):
@@ -87,6 +94,10 @@ class Controller(Actuator):
         node_lost_after: float = NODE_LOST_AFTER,
     ) -> None:
         self.client = client
+        #: When the replicas of jobs with a progress deadline last wrote to their logs.
+        self.output = OutputProbe(client)
+        #: What replica pods printed last, kept when they are deleted.
+        self.last_words = LastWords(client)
         # Whether scheduling.k8s.io/v1beta1 PodGroups are served (Kubernetes 1.37, gate
         # GenericWorkload): used for t9kScheduler jobs where T9k's own PodGroup is not served.
         self.native_gang = native_gang and "PodGroup" not in (optional_kinds or set())
@@ -107,6 +118,7 @@ class Controller(Actuator):
         self.runtime = Runtime(
             gang=self.gang_mode, queueing=self.queueing, node_lost_after=node_lost_after,
             unserved=frozenset(k for k in OPTIONAL_CHILDREN if k not in self.served_optional_kinds),
+            unserved_hint=TENSORBOARD_HINT,
         )  # fmt: skip
         self.identity = identity or f"t9k-jobs-{uuid.uuid4().hex[:8]}"
         self.queue: WorkQueue[JobKey] = WorkQueue()
@@ -237,6 +249,7 @@ class Controller(Actuator):
         state = self.jobs.get(key)
         if state is not None and state.empty:
             del self.jobs[key]
+            self.output.forget(key)
 
     def _on_job(self, event: str, key: Key, new: dict[str, Any] | None, old: dict[str, Any] | None) -> None:
         obj = new if new is not None else old
@@ -458,7 +471,7 @@ class Controller(Actuator):
             await self._write_invalid(key, raw)
             return "invalid"
         await self._recheck_conflicts(key, job)
-        observed = self.observe(key, meta.get("uid"))
+        observed = await self.output.fill(key, job, self.observe(key, meta.get("uid")))
         try:
             plan = reconcile(job, observed, time.time(), self.runtime)
             errors = await self._carry_out(key, job, raw, plan)

@@ -50,6 +50,11 @@ API_ERRORS = Counter(
     "API calls of the reconciler that failed, by verb and reason.",
     ["verb", "reason"],
 )
+LOG_PROBES = Counter(
+    "t9k_jobs_log_probes_total",
+    "Last-line reads of a running container's log for a job's progress deadline, by outcome (read, failed).",
+    ["outcome"],
+)
 API_REQUESTS = Counter("rest_client_requests_total", "HTTP requests to the API server.", ["verb", "code"])
 API_LATENCY = Histogram(
     "rest_client_request_duration_seconds",

@@ -44,6 +44,7 @@ from .client import (
     _param,
     _retry_after,
     decode_answer,
+    retried,
 )
 
 #: The fields of a kubeconfig cluster and user that :func:`plain_connection` reads; any other
@@ -218,7 +219,7 @@ class OneShotClient(KubeClient):
             await self._bucket.take()
             exchange = self._in_thread(method, target, data, content_type, limit)
             status, retry_after, answer_type, raw = await asyncio.wait_for(exchange, limit)
-            if status == 429 and attempt < 5:
+            if retried(status, retry_after) and attempt < 5:
                 await asyncio.sleep(_retry_after(retry_after))
                 continue
             if status >= 300:

@@ -173,7 +173,17 @@ def _project_pod(obj: dict[str, Any], labels: dict[str, str], deleting: bool) ->
         init_containers=_project_containers(status.get("initContainerStatuses")),
         desired_hash=desired_hash_of(obj) or None,
         restart_attempt=restart_attempt_label(labels),
+        started_at=_started_at(status.get("containerStatuses")),
     )
+
+
+def _started_at(statuses: list[dict[str, Any]] | None) -> float | None:
+    """When the last of the pod's running containers started (``state.running.startedAt``),
+    ``None`` while none runs."""
+    starts = [_epoch(((cs.get("state") or {}).get("running") or {}).get("startedAt")) for cs in statuses or []
+              if isinstance(cs, dict) and "running" in (cs.get("state") or {})]  # fmt: skip
+    known = [t for t in starts if t is not None]
+    return max(known) if known else None
 
 
 def _epoch(stamp: Any) -> float | None:

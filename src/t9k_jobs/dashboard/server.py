@@ -22,9 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import JobsError, UsageError
+from ..threads import thread_pool
 
 DEFAULT_ADDRESS = "127.0.0.1"
 DEFAULT_PORT = 8700
+#: The dashboard's pool for blocking reads (asyncio's default executor): its name and its most
+#: threads (asyncio's own default on a machine of 4 cores).
+READ_POOL = "t9k-read"
+READ_THREADS = 8
 
 
 @dataclass(frozen=True)
@@ -249,6 +254,9 @@ async def _main(
     from .source import JobSource
     from .web import MIN_INTERVAL
 
+    # The reads that block (files, to_thread) run in a bounded pool named for what it is: a
+    # process that runs for days shows which of its threads are this pool's.
+    asyncio.get_running_loop().set_default_executor(thread_pool(READ_POOL, READ_THREADS))
     client = await make_client()
     try:
         sock = open_socket(bind)
@@ -279,6 +287,6 @@ async def _main(
 
 
 __all__ = [
-    "Bind", "DEFAULT_ADDRESS", "DEFAULT_PORT", "allowed_hosts", "check_host_name", "is_loopback", "open_socket",
-    "parse_bind", "serve", "url_of",
+    "Bind", "DEFAULT_ADDRESS", "DEFAULT_PORT", "READ_POOL", "READ_THREADS", "allowed_hosts", "check_host_name",
+    "is_loopback", "open_socket", "parse_bind", "serve", "url_of",
 ]

@@ -173,6 +173,9 @@ def cluster_role() -> dict[str, Any]:
         # watched through a label-selected informer. Pod status is written by the kubelet, not
         # by us, so no pods/status.
         _rule(PODS.group, [PODS.plural], list(_CHILD_VERBS)),
+        # The last line of a running replica's log, for a job with a progress deadline
+        # (t9k-jobs.io/progress-deadline-seconds; cluster/output_probe.py): read only.
+        _rule(PODS.group, ["pods/log"], ["get"]),
         # Per-replica headless Services and launch ConfigMaps (hostfile): created and deleted
         # with the job, watched label-selected; patched when the spec changes what they hold
         # (an elastic job's hostfile), and a scaled-away replica's Service deleted.

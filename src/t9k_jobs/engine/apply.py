@@ -24,6 +24,8 @@ from .decisions import (
     Walk,
 )
 from .node_loss import NODE_LOST
+from .progress import NO_PROGRESS, Stall
+from .types import ObservedPod
 
 
 def apply_deadline(t: Tally, d: Deadline) -> None:
@@ -64,6 +66,17 @@ def apply_force_deletes(t: Tally, d: ForceDeletes) -> None:
         t.plan.delete.append(delete)
         t.plan.events.append(event)
     t.wake(d.wake)
+
+
+def apply_no_progress(t: Tally, stall: Stall, stop: tuple[ObservedPod, ...] = ()) -> None:
+    """The job made no progress (:mod:`.progress`): its replicas' stacks are dumped first, the
+    stall said (the job's ending says it when it fails), and ``stop``'s pods deleted."""
+    t.stalled = True
+    t.plan.dump_stacks = tuple(pod.name for pod, _, _ in stall.silent)
+    if not stop:
+        t.plan.events.append(stall.event)
+    for pod in stop:
+        t.delete_pod(pod, NO_PROGRESS)
 
 
 def apply_walk(t: Tally, walk: Walk, unjudged: tuple[tuple[str, int], ...] = ()) -> None:

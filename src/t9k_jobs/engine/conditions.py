@@ -7,6 +7,7 @@ from ..frameworks import Outcome
 from .admission import queue_row
 from .context import Pass, Tally, rfc3339
 from .preemption import preempted_row
+from .progress import progressing_row
 from .replica_status import final_from_status
 from .waiting import waiting_message
 
@@ -91,6 +92,9 @@ def conditions(p: Pass, t: Tally, phase: str, outcome: Outcome | None) -> list[C
             rows.append(("ReplicaFailure", False, "ReplicaWaiting", waiting))
         else:
             rows.append(("ReplicaFailure", False, "-", "All pods are running normally."))
+    progressing = progressing_row(p, t.stalled)
+    if progressing is not None:
+        rows.append(progressing)
     preempted = preempted_row(p, t, terminal)
     if preempted is not None:
         rows.append(preempted)

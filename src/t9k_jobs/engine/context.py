@@ -101,6 +101,8 @@ class Tally:
     preempted: list[str] = field(default_factory=list)
     #: The job waits for its queue's admission on this pass (:mod:`.admission`).
     queued: bool = False
+    #: The job made no progress by its deadline on this pass (:mod:`.progress`).
+    stalled: bool = False
 
     @classmethod
     def of(cls, old: JobStatus) -> Tally:

@@ -17,9 +17,11 @@ import json
 from typing import Any
 
 from ..api.common import ANNOTATION_DESIRED_HASH
+from ..api.extensions import extensions
 from ..api.kinds import JobBase
 from ..frameworks import BuildContext, Framework, ReplicaGroup, framework_for
-from ..frameworks.base import LABEL_RESTART_GENERATION, base_pod, container, pod_group, replica_service, tensorboard
+from ..frameworks.base import (
+    LABEL_RESTART_GENERATION, add_env, base_pod, container, pod_group, replica_service, tensorboard)
 from ..frameworks.queueing import workload
 from .context import Pass, Tally
 from .types import Delete, Observed
@@ -30,6 +32,9 @@ PRUNED_KINDS = frozenset({"Service", "Workload"})
 #: Children deleted, not updated, when their content must change: Kueue refuses most changes to
 #: an admitted Workload, and a job whose shape changed queues again (engine/admission.py).
 REPLACED_KINDS = frozenset({"Workload"})
+#: The env var every container of a replica gets: the replica's restart attempt, 0 for its first
+#: run (:func:`build_pod`).
+RESTART_ATTEMPT_ENV = "T9K_JOBS_RESTART_ATTEMPT"
 
 
 def compute_desired_hash(obj: dict[str, Any]) -> str:
@@ -100,7 +105,12 @@ def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext, 
     """The pod of replica ``index`` of ``group``, with run-mode overrides applied [§1.5] and its desired hash.
 
     ``restart_attempt`` is the replica's restart count, set as the pod's
-    :data:`~t9k_jobs.frameworks.base.LABEL_RESTART_GENERATION` label.
+    :data:`~t9k_jobs.frameworks.base.LABEL_RESTART_GENERATION` label and, in every container, as
+    :data:`RESTART_ATTEMPT_ENV` (a value the user's container sets itself wins), so a program
+    knows it runs again and can resume from its checkpoint (docs/hangs.md). Every counted restart
+    raises it (by restart policy, a node lost, a pod deleted by someone, no progress); a
+    relaunch the job asked for (an elastic launcher's host list) or a preemption by the scheduler
+    does not, as neither counts as a restart.
 
     Debug mode replaces the training container's command with the debug command (per type,
     else the kind's default) and clears its args; resumed jobs apply ``resumeSpecs``.
@@ -109,6 +119,13 @@ def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext, 
     fw = framework_for(job)
     pod = base_pod(job, group, index, ctx.gang, ctx.priority_classes)
     pod["metadata"]["labels"][LABEL_RESTART_GENERATION] = str(restart_attempt)
+    attempt = {RESTART_ATTEMPT_ENV: str(restart_attempt)}
+    if extensions(job.metadata.annotations).progress_deadline is not None:
+        # A Python replica that cannot be read by py-spy dumps its own threads' stacks to its log
+        # when the runtime ends it with SIGABRT (:mod:`.progress`; faulthandler, Python's docs).
+        attempt["PYTHONFAULTHANDLER"] = "1"
+    for c in [*(pod["spec"].get("initContainers") or []), *pod["spec"]["containers"]]:
+        add_env(c, attempt)
     fw.decorate(job, group, index, pod, ctx)
     flavor_labels = ctx.node_selectors.get(group.type)
     if flavor_labels:

@@ -21,6 +21,8 @@ The pass, in order (reference sections in brackets):
    (reason ``NodeLost``), and its pod is deleted, then force-deleted once its grace period has
    passed (:mod:`.node_loss`, whatever the job's phase);
 6. the framework decides success or failure from the final replicas [§2.3, §3.2, §4.4, §5.3];
+   a Running job whose replicas all fell silent past its progress deadline (an annotation of
+   ours) is restarted whole, failed, or warned about (:mod:`.progress`);
 7. replicas that wait for a reason (no image, no ConfigMap, no node) are reported, once;
 8. phase, conditions, tasks, aggregate and counters are derived, once, from what the steps
    decided (:func:`decide` returns the phase and the outcome; :func:`~.status.finish_status`) [§1.8].
@@ -60,6 +62,7 @@ from .apply import (
     apply_force_deletes,
     apply_node_losses,
     apply_pause,
+    apply_no_progress,
     apply_preemption,
     apply_queue,
     apply_restarts,
@@ -73,6 +76,7 @@ from .desired import build_pod, children, plan_children, replica_pods
 from .node_loss import force_deletes, losses, project
 from .outcome import ending
 from .preemption import preemption
+from .progress import failure, progress, restart_all, warned
 from .replicas import classify
 from .restart import restarts
 from .run_mode import paused
@@ -182,6 +186,18 @@ def decide(p: Pass, t: Tally) -> tuple[str, Outcome | None]:
         return end(t, ending(p, outcome)), outcome
 
     restarted = restarts(p, t)
+    watched = progress(p)
+    t.wake(watched.wake)
+    if watched.stall is not None:
+        stall = watched.stall
+        again = restart_all(p, t.backoff_count) if stall.action == "Restart" else None
+        if stall.action == "Fail" or (stall.action == "Restart" and again is None):
+            outcome = failure(p, stall)
+            apply_no_progress(t, stall, stop=tuple(pod for pod in p.observed.pods.values() if not pod.terminal))
+            return end(t, ending(p, outcome)), outcome
+        if stall.action == "Restart" or not warned(p):
+            apply_no_progress(t, stall)
+        restarted = again or restarted
     if restarted is not None:
         apply_restarts(t, restarted)
     apply_creates(t, replica_pods(p, t))

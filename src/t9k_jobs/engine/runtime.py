@@ -34,7 +34,8 @@ class Runtime:
     ``unserved``: kinds of optional children it does not serve (no TensorBoard CRD, a local run
     without the ``tensorboard`` package): never planned and never waited for (``Initialized``
     does not count them; ``status.tensorboard`` says it is unavailable); it leaves them out of
-    :attr:`~.types.Observed.others`. ``node_lost_after``: seconds a node stays unreachable before
+    :attr:`~.types.Observed.others`; a job that asks for one gets a ``TensorBoardUnavailable``
+    Warning event once, with ``unserved_hint`` (why, and what to do). ``node_lost_after``: seconds a node stays unreachable before
     the replicas on it count as lost (reason ``NodeLost``: :mod:`.node_loss`); the operator's
     ``--node-lost-after``.
     """
@@ -45,6 +46,7 @@ class Runtime:
     queueing: bool = False
     unserved: frozenset[str] = frozenset()
     node_lost_after: float = NODE_LOST_AFTER
+    unserved_hint: str = "TensorBoards are not served here"
 
     def __post_init__(self) -> None:
         if self.gang not in GANG_MODES:

@@ -58,6 +58,9 @@ def finish_status(p: Pass, t: Tally, phase: str, outcome: Outcome | None) -> Job
     s.phase = phase  # type: ignore[assignment]
     s.conditions = conditions(p, t, phase, outcome)
     s.tensorboard = tensorboard_status(p)
+    if (s.tensorboard is not None and s.tensorboard.reason == "DependentUnavailable"
+            and (p.old.tensorboard is None or p.old.tensorboard.reason != "DependentUnavailable")):  # fmt: skip
+        t.event("Warning", "TensorBoardUnavailable", f"spec.tensorboardSpec is not served: {p.runtime.unserved_hint}")
     queued, before_queued = s.condition("Queued"), p.old.condition("Queued")
     if queued is not None and outcome is None and phase not in ("Succeeded", "Failed"):
         row = (queued.type, queued.status == "True", queued.reason or "", queued.message or "")

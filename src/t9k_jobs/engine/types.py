@@ -93,6 +93,12 @@ class ObservedPod:
     #: When the pod's grace period ends (its ``deletionTimestamp``, seconds since the epoch): the
     #: kubelet should have stopped it by then; ``None`` when it is not being deleted.
     deletion_deadline: float | None = None
+    #: When the pod's containers started running (seconds since the epoch): the latest start of
+    #: its running containers; ``None`` until one runs (:mod:`.progress`).
+    started_at: float | None = None
+    #: When a container of the pod last wrote to its log (seconds since the epoch), ``None`` when
+    #: it wrote nothing yet or the runtime did not look (:mod:`.progress`).
+    last_output: float | None = None
 
     @property
     def preempted(self) -> bool:
@@ -241,6 +247,9 @@ class Plan:
     status: JobStatus = field(default_factory=JobStatus)
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
+    #: Pods whose processes' stacks the runtime dumps before it carries out anything else of the
+    #: plan (a job that made no progress: :mod:`.progress`), so the dump shows where they hung.
+    dump_stacks: tuple[str, ...] = ()
 
     @property
     def finished(self) -> bool:

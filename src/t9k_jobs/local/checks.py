@@ -10,17 +10,25 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ..api import Job
 from ..engine import Observed, Runtime, reconcile
 from ..frameworks import LocalRequirement, framework_for
 from .addressing import LocalAddressing
-from .gpus import GpuInventory, gpu_shortage
+from .gpus import GpuInventory, _template_path, gpu_shortage
 from .launch import LocalLauncher
 from .processes import base_environment
 from .sandbox import Sandbox, SandboxError, detect, mounts_refused
-from .volumes import mounts_volumes, tensorboard_folders, volume_problems
+from .volumes import (
+    mapped_name,
+    mounts_volumes,
+    size_limit_notes,
+    tensorboard_folders,
+    unused_mappings,
+    volume_problems,
+    volume_type,
+)
 
 #: The most replicas one local run starts (each a process group here); more is a cluster's job,
 #: and a typo (``replicas: 10000``) must not fork a workstation to its knees.
@@ -33,6 +41,51 @@ def own_objects(job: Job) -> frozenset[tuple[str, str]]:
     here = Runtime(LocalAddressing(), LocalLauncher(), unserved=frozenset({"TensorBoard"}))
     plan = reconcile(job, Observed(), 0.0, here)
     return frozenset((o["kind"], o["metadata"]["name"]) for o in plan.create if o["kind"] in ("ConfigMap", "Secret"))
+
+
+def start_notes(job: Job, volumes: dict[str, Path]) -> list[str]:
+    """What a run of ``job`` with ``volumes`` (``--volume``) says as it starts, one line each: a
+    ``--volume`` no volume uses, a ``sizeLimit`` it does not enforce, a ``workingDir`` missing from
+    its claim's folder (:func:`working_dir_notes`). Never raises."""
+    return unused_mappings(job, volumes, own_objects(job)) + size_limit_notes(job) + working_dir_notes(job, volumes)
+
+
+def working_dir_notes(job: Job, volumes: dict[str, Path]) -> list[str]:
+    """A container whose ``workingDir`` is under a claim's mount path, where the claim's folder
+    (``--volume``) holds no such folder: the run would make it, empty, as a container runtime does,
+    and the program expected there would not be found, far from the cause (T9k's tutorials mount
+    the claim at ``/t9k/mnt`` and work in ``/t9k/mnt/tutorial-examples``: the folder given must be
+    the one that holds ``tutorial-examples/``). One line each, naming the field, the folder it
+    means here and what to give."""
+    out = []
+    for group in framework_for(job).groups(job):
+        where, only = _template_path(job, group)
+        spec = group.template.get("spec") or {}
+        declared = {v.get("name"): v for v in spec.get("volumes") or [] if isinstance(v, dict)}
+        for key in ("initContainers", "containers"):
+            for i, c in enumerate(spec.get(key) or []):
+                wanted = c.get("workingDir") if isinstance(c, dict) else None
+                if not isinstance(wanted, str) or not wanted.startswith("/"):
+                    continue
+                path = PurePosixPath(wanted)
+                mounts = [m for m in c.get("volumeMounts") or [] if isinstance(m, dict) and not m.get("subPathExpr")]
+                under = [m for m in mounts if path == PurePosixPath(str(m.get("mountPath"))) or PurePosixPath(str(m.get("mountPath"))) in path.parents]
+                if not under:
+                    continue
+                mount = max(under, key=lambda m: len(PurePosixPath(str(m.get("mountPath"))).parts))
+                volume = declared.get(mount.get("name")) or {}
+                claim = mapped_name(volume) if volume_type(volume) == "persistentVolumeClaim" else None
+                if claim is None or claim not in volumes:
+                    continue
+                rel = path.relative_to(PurePosixPath(str(mount.get("mountPath"))))
+                here = volumes[claim] / str(mount.get("subPath") or "") / rel
+                if not here.is_dir():
+                    out.append(
+                        f"{only or f'{where}.spec.{key}[{i}]'}.workingDir: {wanted} is {here} here, which does not "
+                        f"exist (claim {claim!r} is --volume {claim}={volumes[claim]}); the run makes it empty, so what "
+                        f"the command expects there is missing: give --volume {claim}= the folder that holds {rel}"
+                    )
+    return out
 
 
 def volumes_reason(job: Job, volumes: dict[str, Path], sandbox: Sandbox | None = None) -> str | None:
@@ -140,5 +193,7 @@ __all__ = [
     "missing_requirement",
     "own_objects",
     "prepare_host",
+    "start_notes",
     "volumes_reason",
+    "working_dir_notes",
 ]

@@ -18,11 +18,14 @@ so that a verb's edit and the runtime's merge of a user's edit never lose one an
 from __future__ import annotations
 
 import copy
+import json
+import os
 from pathlib import Path
 from typing import Any
 
 from ..api import Job
-from .rundir import RunDir
+from ..render import to_yaml
+from .rundir import RunDir, write_run_info
 
 _MISSING = object()
 
@@ -114,3 +117,26 @@ def manifest_doc(path: Path) -> dict[str, Any] | None:
 
 
 __all__ = ["manifest_doc", "merge_edit", "read_copy", "set_path", "without_status", "write_copy"]
+
+
+def rewrite_job(run_dir: Path, job: Job) -> list[str]:
+    """``job.yaml`` again with the spec now applied (what ``get``/``describe`` read), keeping its
+    modification time: that is when the run started; and ``run.json`` (the replicas). The lines
+    that say what could not be written."""
+    files = RunDir(run_dir)
+    path = files.job
+    problems = []
+    try:
+        info = json.loads(files.info.read_bytes())
+        write_run_info(run_dir, job, float(info["created"]))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        problems.append(f"cannot write {files.info}: {getattr(exc, 'strerror', None) or exc}")
+    try:
+        st = path.stat()
+        tmp = files.temporary(path)
+        tmp.write_text(to_yaml([job.model_copy(update={"status": None}).dump()]), encoding="utf-8")
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.replace(tmp, path)
+    except OSError as exc:
+        problems.append(f"cannot write {path}: {exc.strerror or exc}")
+    return problems

@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -85,6 +86,9 @@ class LocalContainer:
     #: Whether ``proc`` is the monitor of namespaces the container runs in (bwrap, unshare): its
     #: processes are then :func:`~t9k_jobs.local.sandbox.inside` it, and signals go to them.
     contained: bool = False
+    #: When it started and when it last wrote output (seconds since the epoch; ``None``: not yet).
+    started_at: float | None = None
+    last_output: float | None = None
 
     @property
     def state(self) -> str:
@@ -119,6 +123,11 @@ class LocalPod:
     volume_map: dict[str, Path] = field(default_factory=dict)
     #: The job's own ConfigMaps and Secrets: ``(kind, name)`` -> the folder holding their keys.
     own_objects: dict[tuple[str, str], Path] = field(default_factory=dict)
+    #: Called with ``POD/CONTAINER`` when an uncontained container has ended: the runtime ends
+    #: what it orphaned (reparented to the runtime, a subreaper).
+    sweep_orphans: Callable[[str], None] = lambda who: None
+    #: The run's own folder under ``/dev/shm`` (its Memory emptyDirs), or None.
+    shm: Path | None = None
     volumes: PodVolumes | None = None
     volume_error: str | None = None
     #: The replica's own loopback address: where its host name (the pod's name) resolves inside
@@ -127,6 +136,8 @@ class LocalPod:
     #: While the pod waits out a restart back-off before its containers start (the kubelet's
     #: ``CrashLoopBackOff``): the message its not yet started containers wait with.
     backoff: str | None = None
+    #: When its grace period ends once it is being deleted (seconds since the epoch).
+    deletion_deadline: float | None = None
 
     def __post_init__(self) -> None:
         spec = self.manifest["spec"]
@@ -175,7 +186,22 @@ class LocalPod:
             init_containers=tuple(_container_state(c, False) for c in self.init),
             desired_hash=desired_hash_of(self.manifest) or None,
             restart_attempt=restart_attempt_label(labels),
+            started_at=self.started_at,
+            deletion_deadline=self.deletion_deadline,
+            last_output=max((c.last_output for c in self.main if c.last_output is not None), default=None),
         )
+
+    @property
+    def started_at(self) -> float | None:
+        """When its last container started, once every one did (``None`` before)."""
+        starts = [c.started_at for c in self.main]
+        return None if any(t is None for t in starts) else max(t for t in starts if t is not None)
+
+    def processes(self) -> list[int]:
+        """Every live process of the pod: its containers' and their descendants (inside their
+        namespaces for contained ones; never a namespace's monitor)."""
+        groups, tree, _monitors = self._signal_targets()
+        return list(dict.fromkeys(groups + tree))
 
     def pids(self) -> list[int]:
         return [c.proc.pid for c in self.init + self.main if c.proc is not None and c.exit_code is None]
@@ -197,7 +223,7 @@ class LocalPod:
         cannot be set up fails every container with the reason (``ContainerCannotRun``)."""
         if not self.manifest["spec"].get("volumes") or not self.sandbox.mounts:
             return
-        self.volumes = PodVolumes(self.manifest, self.uid, self.log_dir, self.volume_map, self.own_objects)
+        self.volumes = PodVolumes(self.manifest, self.uid, self.log_dir, self.volume_map, self.own_objects, self.shm)
         try:
             self.volumes.prepare()
         except VolumeError as exc:
@@ -234,6 +260,8 @@ class LocalPod:
             await asyncio.sleep(0.05)
         c.exit_code = exit_code_of(c.proc.returncode)
         self.kill_leftovers(c.proc.pid, c.name)
+        if not c.contained:
+            self.sweep_orphans(f"{self.name}/{c.name}")
         try:
             await asyncio.wait_for(c.proc.wait(), timeout=5)
             if c.reader is not None:
@@ -248,8 +276,8 @@ class LocalPod:
         (in a PID namespace the kernel has ended them already), and every process carrying this
         container's marker (:data:`CONTAINER_ENV`)."""
         _signal_groups([pid], signal.SIGKILL)
-        _signal_each(descendants([pid]), signal.SIGKILL)
-        _signal_each(marked({**self._run_marker(), CONTAINER_ENV: f"{self.name}/{container}"}), signal.SIGKILL)
+        signal_each(descendants([pid]), signal.SIGKILL)
+        signal_each(marked({**self._run_marker(), CONTAINER_ENV: f"{self.name}/{container}"}), signal.SIGKILL)
 
     def _run_marker(self) -> dict[str, str]:
         return {k: v for k, v in self.base_env.items() if k == RUN_ENV}
@@ -374,6 +402,12 @@ class LocalPod:
                 hosts = hosts_file(RunDir(self.log_dir).hosts_file(self.name), self.name, self.address)
                 argv, start_dir = wrap(self.sandbox, argv, str(cwd), mounts, make, self.name, hosts)
                 c.contained = True
+            else:
+                # No PID namespace: the command becomes the subreaper of what it starts, as a
+                # container's PID 1 is, so nothing it orphans escapes to init (the runtime, a
+                # subreaper too, gets what is left when it ends: LocalRuntime._sweep_orphans).
+                self._check_command(argv, cwd, env, [])
+                argv = [sys.executable, "-c", procfs.SUBREAPER_EXEC, *argv]
             c.proc = await asyncio.create_subprocess_exec(
                 *argv,
                 cwd=start_dir,
@@ -383,6 +417,7 @@ class LocalPod:
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
             )
+            c.started_at = time.time()
         except (ContainerSetupError, OSError) as exc:
             message = str(exc) if isinstance(exc, ContainerSetupError) else f"cannot start {c.name!r}: {exc}"
             log.write((message + "\n").encode())
@@ -404,6 +439,7 @@ class LocalPod:
                 chunk = await c.proc.stdout.read(READ_SIZE)
                 if not chunk:
                     break
+                c.last_output = time.time()
                 if log is not None:
                     try:
                         log.write(chunk)
@@ -438,10 +474,15 @@ class LocalPod:
         process inside a contained container's PID namespace; SIGKILL what is left after the
         grace period (a namespace's monitor too, which ends the namespace)."""
         self.deleting = True
+        self.deletion_deadline = time.time() + self.grace_seconds
         self.on_change()
         groups, tree, monitors = self._signal_targets()
         _signal_groups(groups, signal.SIGTERM)
-        _signal_each(tree, signal.SIGTERM)
+        signal_each(tree, signal.SIGTERM)
+        # A stopped process (SIGSTOP: a hang rehearsed with --inject, a debugger) acts on SIGTERM
+        # only once it runs again, as a container's would when its runtime stops it.
+        _signal_groups(groups, signal.SIGCONT)
+        signal_each(tree, signal.SIGCONT)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.grace_seconds
         while (self.pids() or any(procfs.alive(p) for p in tree)) and loop.time() < deadline:
@@ -449,13 +490,47 @@ class LocalPod:
         more_groups, more, more_monitors = self._signal_targets()
         tree += more
         _signal_groups(groups + more_groups, signal.SIGKILL)
-        _signal_each(tree + monitors + more_monitors, signal.SIGKILL)
+        signal_each(tree + monitors + more_monitors, signal.SIGKILL)
         # Reap: the wait tasks finish once the processes are gone.
         if self.task is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self.task), timeout=5)
             except (asyncio.TimeoutError, asyncio.CancelledError):
                 self.task.cancel()
+
+
+#: The kubelet's restart back-off (``CrashLoopBackOff``): the first restart of a replica is at
+#: once, each next one waits twice as long as the one before, from :data:`BACKOFF_START` up to
+#: :data:`BACKOFF_MAX` seconds; a replica that ran :data:`BACKOFF_RESET` seconds before it ended
+#: starts the count again. (Kubernetes docs, "Container restarts": 10 s doubling to 5 min, reset
+#: after 10 minutes of running.)
+BACKOFF_START = 10.0
+BACKOFF_MAX = 300.0
+BACKOFF_RESET = 600.0
+
+
+def restart_delay(restarts: int) -> float:
+    """Seconds the ``restarts``-th restart in a row of a replica waits (1: the first, at once)."""
+    if restarts <= 1:
+        return 0.0
+    return min(BACKOFF_MAX, BACKOFF_START * 2 ** (restarts - 2))
+
+
+class Crashes:
+    """One replica's recent restarts, for its back-off: ``count`` restarts in a row, when its last
+    pod's containers started and ended (monotonic seconds)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.started: float | None = None
+        self.ended: float | None = None
+
+    def next_delay(self) -> float:
+        """The wait of the restart about to happen: the count starts again after a long run."""
+        if self.started is not None and self.ended is not None and self.ended - self.started >= BACKOFF_RESET:
+            self.count = 0
+        self.count += 1
+        return restart_delay(self.count)
 
 
 def _container_state(c: LocalContainer, initializing: bool, backoff: str | None = None) -> ContainerState:
@@ -482,6 +557,30 @@ def descendants(roots: list[int]) -> list[int]:
     return out
 
 
+def end_orphans(known: set[int]) -> list[str]:
+    """Kill and reap this process's children that are not in ``known`` (the processes it started),
+    with what each started: orphans reparented here, a child subreaper (:func:`.procfs.become_subreaper`),
+    when the uncontained container whose command was their subreaper ended (a daemon that
+    double-forked, called setsid and cleared its environment included). What a killed orphan
+    started is reparented here in turn: looked for again, a bounded number of times. Returns
+    ``PID (COMMAND)`` of each that was still running."""
+    me = os.getpid()
+    ended: list[str] = []
+    for _ in range(20):
+        orphans = [p for p in procfs.children().get(me, []) if p not in known]
+        if not orphans:
+            break
+        for pid in orphans:
+            if procfs.alive(pid):
+                ended.append(f"{pid} ({procfs.comm(pid)})")
+            signal_each([pid, *descendants([pid])], signal.SIGKILL)
+            try:
+                os.waitpid(pid, 0)  # a child of this process now: no zombie is left
+            except ChildProcessError:
+                pass
+    return ended
+
+
 def marked(markers: dict[str, str]) -> list[int]:
     """Processes whose environment holds every ``name=value`` of ``markers`` (a run's, a
     container's marker), wherever they are now; never this process."""
@@ -497,7 +596,8 @@ def marked(markers: dict[str, str]) -> list[int]:
     return out
 
 
-def _signal_each(pids: list[int], sig: signal.Signals) -> None:
+def signal_each(pids: list[int], sig: signal.Signals) -> None:
+    """Send ``sig`` to each of ``pids``; one gone or not ours is skipped."""
     for pid in pids:
         try:
             os.kill(pid, sig)

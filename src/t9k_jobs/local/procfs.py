@@ -7,12 +7,14 @@ spaces and parentheses: the fields are those after its last ``)`` (:func:`stat_f
 
 Used by :mod:`.ownership` (is the runtime alive, does it hold its pid file open), :mod:`.processes`
 (a container's descendants, the processes carrying a run's marker) and :mod:`.sandbox` (the
-processes inside a container's PID namespace). The run's watchdog is a script of its own that
+processes inside a container's PID namespace); and, without namespaces, making a process the one
+its orphans go to (:func:`become_subreaper`, :data:`SUBREAPER_EXEC`). The run's watchdog is a script of its own that
 imports nothing of ours (:mod:`t9k_jobs.local.watchdog`): it reads ``/proc`` the same way, by hand.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 from pathlib import Path
 
@@ -62,6 +64,40 @@ def children() -> dict[int, list[int]]:
     return out
 
 
+def comm(pid: int) -> str:
+    """The command name of ``pid`` (``/proc/<pid>/comm``), or ``?`` when it cannot be read."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+#: ``prctl``'s option that makes a process a child subreaper (linux/prctl.h).
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux 3.4+): a descendant orphaned below it (a
+    double-forked daemon, whatever session it made) is reparented to it instead of to init, so
+    it can still be found and ended. Kept across exec, not inherited by children. Whether it
+    took; never raises."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+#: What an uncontained container's command runs through: it makes itself a child subreaper, as a
+#: container's PID 1 is the one its orphans go to, then executes the command in its place (the
+#: same pid). ``python -c SUBREAPER_EXEC COMMAND ARGS...``.
+SUBREAPER_EXEC = (
+    "import ctypes, os, sys\n"
+    f"ctypes.CDLL(None).prctl({PR_SET_CHILD_SUBREAPER}, 1, 0, 0, 0)\n"
+    "os.execvp(sys.argv[1], sys.argv[1:])\n"
+)
+
+
 def environ(pid: int) -> set[bytes]:
     """The ``NAME=value`` entries of ``pid``'s environment (as it started). Raises ``OSError``
     (ended, or another user's)."""
@@ -88,4 +124,7 @@ def holds_open(pid: int, ident: tuple[int, int]) -> bool | None:
     return False
 
 
-__all__ = ["ENDED_STATES", "alive", "children", "environ", "holds_open", "parents", "pids", "stat_fields"]
+__all__ = [
+    "ENDED_STATES", "PR_SET_CHILD_SUBREAPER", "SUBREAPER_EXEC", "alive", "become_subreaper", "children", "comm",
+    "environ", "holds_open", "parents", "pids", "stat_fields",
+]

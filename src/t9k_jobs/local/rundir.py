@@ -13,10 +13,13 @@ is applied), ``manifest.yaml`` (the run's own copy of its manifest, which ``paus
 while it names that very ``status.yaml``), ``events.log``, ``job.log`` (every replica,
 ``[worker-1] `` prefixes), ``<pod>.<container>.log``, ``objects.yaml`` (the non-pod objects the
 operator would create), ``runtime.log`` (a detached runtime's own output), ``stopped.txt`` (why
-the runtime stopped before its job finished), ``tensorboard.log`` and ``tensorboard.url``, and the
+the runtime stopped before its job finished), ``tensorboard.log`` and ``tensorboard.url``,
+``shm.path`` (the run's own folder under ``/dev/shm``, where it made one), ``starting.json``
+(while ``run -d``'s parent starts the run), and the
 folders ``bin`` (``--python``'s shims), ``children`` (the files of the ConfigMaps and Secrets
 the job owns), ``hosts`` (each contained replica's ``/etc/hosts``) and ``volumes`` (each pod's
-emptyDirs and mount points). Runs are found under a runs directory (default ``./t9k-runs``), one level deep.
+emptyDirs and mount points) and ``stacks`` (the replicas' stacks when the job made no
+progress: :mod:`t9k_jobs.local.stacks`). Runs are found under a runs directory (default ``./t9k-runs``), one level deep.
 
 Whether a run is still going is proven, never guessed (:func:`runtime_state`): the runtime holds a
 lock on its ``runtime.pid`` and has that very file open. A run whose runtime is gone while its
@@ -35,6 +38,8 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import pwd
+import stat
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -49,6 +54,9 @@ from ..api.common import TERMINAL_PHASES
 from ..frameworks import framework_for, parse_job
 from ..words import STOPPED, UNKNOWN
 from . import ownership
+from .inject import Injection
+from .inject import from_json as injections_from_json
+from .inject import to_json as inject_json
 from .ownership import GONE, NO_WORKING_DIR, STOP_NOTE_SIZE, RuntimeState, working_dir, write_atomic
 
 if TYPE_CHECKING:
@@ -84,10 +92,13 @@ class RunDir:
     OBJECTS = "objects.yaml"
     TENSORBOARD_LOG = "tensorboard.log"
     TENSORBOARD_URL = "tensorboard.url"
+    SHM = "shm.path"
+    STARTING = "starting.json"
     BIN = "bin"
     CHILDREN = "children"
     HOSTS = "hosts"
     VOLUMES = "volumes"
+    STACKS = "stacks"
     #: The files whose change can change what is shown of a run (its logs, but ``events.log``, do not).
     SHOWN = frozenset({INFO, STATUS, STATUS_JSON, PID, JOB, COPY, EVENTS, STOPPED})
 
@@ -178,6 +189,18 @@ class RunDir:
         return self.path / self.TENSORBOARD_URL
 
     @property
+    def starting(self) -> Path:
+        """``starting.json``: while ``run -d``'s parent starts the run (its pid, the job's kind and
+        name), until the runtime has published it; a lookup by name waits for such a run."""
+        return self.path / self.STARTING
+
+    @property
+    def shm(self) -> Path:
+        """``shm.path``: the run's own folder under ``/dev/shm`` (its Memory emptyDirs), written when
+        it is made (it is removed at the run's end, or by the watchdog if the runtime dies)."""
+        return self.path / self.SHM
+
+    @property
     def bin(self) -> Path:
         """``bin/``: ``--python``'s shims."""
         return self.path / self.BIN
@@ -193,6 +216,11 @@ class RunDir:
     def pod_volumes(self, pod: str, uid: str) -> Path:
         """``volumes/<pod>-<uid[:8]>``: the emptyDirs (on disk) and mount points of one pod."""
         return self.path / self.VOLUMES / f"{pod}-{uid[:8]}"
+
+    def stacks_file(self, pod: str, attempt: int) -> Path:
+        """``stacks/<pod>.attempt-<N>.txt``: the stacks of a replica's processes, dumped when the
+        job made no progress on that restart attempt (:mod:`t9k_jobs.local.stacks`)."""
+        return self.path / self.STACKS / f"{pod}.attempt-{attempt}.txt"
 
     def child_file(self, kind: str, name: str, key: str) -> Path:
         """``children/<kind>/<name>/<key>``: a key of a ConfigMap or Secret the job owns."""
@@ -583,7 +611,8 @@ class RunOptions:
     """What ``run`` was asked besides the job, parsed and checked once by whoever starts the run:
     ``manifest``, the user's file (None: the job came from standard input; its edits are followed
     when ``watch``), ``gpus`` (``--gpus``; None: this machine's, discovered), ``allow_duplicate``,
-    ``volumes`` (``--volume``: claim -> folder) and ``python`` (``--python``, an absolute path).
+    ``volumes`` (``--volume``: claim -> folder), ``python`` (``--python``, an absolute path) and
+    ``injections`` (``--inject``).
     ``run -d``'s parent writes them to ``options.json`` (:meth:`write`) for the runtime it starts,
     which reads them (:meth:`read`)."""
 
@@ -593,6 +622,8 @@ class RunOptions:
     allow_duplicate: bool = False
     volumes: dict[str, Path] = field(default_factory=dict)
     python: str | None = None
+    #: ``--inject``: failures to make happen on purpose (:mod:`t9k_jobs.local.inject`).
+    injections: tuple[Injection, ...] = ()
 
     def write(self, run_dir: Path) -> None:
         """Write ``options.json`` in ``run_dir``, whole. Raises ``OSError``."""
@@ -604,6 +635,7 @@ class RunOptions:
             "allowDuplicate": self.allow_duplicate,
             "volumes": {claim: str(folder) for claim, folder in self.volumes.items()},
             "python": self.python,
+            "inject": inject_json(self.injections),
         }
         write_atomic(RunDir(run_dir).options, json.dumps(data) + "\n", mode=0o600)
 
@@ -622,6 +654,7 @@ class RunOptions:
             allow_duplicate=bool(data["allowDuplicate"]),
             volumes={claim: Path(folder) for claim, folder in data["volumes"].items()},
             python=data["python"],
+            injections=injections_from_json(data.get("inject")),
         )
 
 
@@ -629,16 +662,46 @@ class RunDirError(Exception):
     """The run directory cannot be used; the message says which and why, in one line."""
 
 
+def check_runs_dir(folder: Path, what: str) -> None:
+    """Refuse a runs directory (the folder that holds run directories) that another account
+    controls, as ssh refuses a ``~/.ssh`` others can write: one owned by a user other than this
+    one or root, or one that group or others may write without the sticky bit (``/tmp``'s
+    ``1777`` is fine: there no one renames another's entries). Such an account could move the run's
+    directory away mid-run (which stops the run) or put one of its own making in its place.
+    ``what`` names it in the message (``--run-dir PATH's folder``, ``./t9k-runs``). Raises
+    :class:`RunDirError` (one line, what is wrong and what to do); ``OSError`` when it cannot be
+    looked at."""
+    st = os.stat(folder)
+    me = os.geteuid()
+    if st.st_uid not in (me, 0):
+        try:
+            owner = pwd.getpwuid(st.st_uid).pw_name
+        except KeyError:
+            owner = f"uid {st.st_uid}"
+        raise RunDirError(
+            f"{what} ({folder}) belongs to {owner}, another account, which could move or replace this run's "
+            f"directory: use a folder of your own (--run-dir), or remove it"
+        )
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        raise RunDirError(
+            f"{what} ({folder}) is writable by {'others' if st.st_mode & 0o002 else 'its group'} (mode "
+            f"{stat.S_IMODE(st.st_mode):04o}), who could move or replace this run's directory: chmod go-w it, "
+            "or use a folder of your own (--run-dir)"
+        )
+
+
 def make_run_dir(path: Path) -> Path:
     """Create ``path`` as this run's own directory (mode 0700) and return it resolved.
 
     It must be new, or an empty directory that is not a symlink: a run never shares its
     directory (logs would interleave, the wrong status win) or writes through a link made
-    beforehand. Raises :class:`RunDirError` otherwise, or when it cannot be made (a file in the
-    way, no permission, a read-only or special file system).
+    beforehand; its folder must be one no other account controls (:func:`check_runs_dir`).
+    Raises :class:`RunDirError` otherwise, or when it cannot be made (a file in the way, no
+    permission, a read-only or special file system).
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        check_runs_dir(path.parent, f"the folder of --run-dir {path}")
         try:
             os.mkdir(path, 0o700)
         except FileExistsError:
@@ -659,12 +722,15 @@ def make_run_dir(path: Path) -> Path:
 
 def new_default_run_dir(job: Job) -> Path:
     """A new directory ``./t9k-runs/<job>-<YYYYmmdd-HHMMSS>[-<n>]``: made atomically, so two runs
-    started in the same second get two directories."""
+    started in the same second get two directories; ``./t9k-runs`` must be a folder no other
+    account controls (:func:`check_runs_dir`). Raises :class:`RunDirError`."""
     base = default_run_dir(job)
     for n in range(1, 1000):
         candidate = base if n == 1 else base.with_name(f"{base.name}-{n}")
         try:
             candidate.parent.mkdir(parents=True, exist_ok=True)
+            if n == 1:
+                check_runs_dir(candidate.parent, f"./{DEFAULT_RUNS_DIR}")
             os.mkdir(candidate, 0o700)
             return candidate.resolve()
         except FileExistsError:
@@ -689,6 +755,7 @@ __all__ = [
     "RunDirError",
     "RunOptions",
     "already_running",
+    "check_runs_dir",
     "default_run_dir",
     "list_runs",
     "live_runs",

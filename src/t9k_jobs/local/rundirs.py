@@ -13,6 +13,7 @@ the others (exit code 1).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -31,6 +32,8 @@ from ..frameworks import parse_job
 from ..addressing import replica_name
 from ..api import Job
 from ..loglines import LineReader
+from . import procfs
+from .ownership import write_atomic
 from .rundir import (
     ALREADY_RUNNING,
     LocalRun,
@@ -47,6 +50,8 @@ from .rundir import (
 POLL = 0.2
 #: Seconds ``delete`` waits beyond the longest replica grace period for the runtime to exit.
 STOP_MARGIN = 15.0
+#: Seconds ``run -d`` waits for its runtime to start (and a lookup by name for a run starting).
+START_TIMEOUT = 60.0
 
 #: Every verb's error (``str()`` one line, ``exit_code`` the CLI's code): the SDK's base error.
 RunsError = JobsError
@@ -62,9 +67,11 @@ def find_run(
     when those are given); else, of the runs of ``kind`` and ``name`` under ``runs_dir``, the one
     whose runtime runs, or the newest when none runs.
 
-    Raises :class:`UsageError` without a ``name`` (and no ``run_dir``: a verb never picks a job
-    for a missing name), or when several runs of that name run (``--run-dir`` names one),
-    :class:`NotFound` naming what was looked for and where."""
+    A run of that name that ``run -d`` is starting right now is waited for first
+    (:func:`wait_for_starting`): a ``delete`` just after ``run -d`` stops the new run, not an
+    older one. Raises :class:`UsageError` without a ``name`` (and no ``run_dir``: a verb never
+    picks a job for a missing name), or when several runs of that name run (``--run-dir`` names
+    one), :class:`NotFound` naming what was looked for and where."""
     if run_dir is not None:
         run = LocalRun.load(run_dir)
         if run is None:
@@ -78,8 +85,32 @@ def find_run(
 
     check_name(name)
     base = runs_dir if runs_dir is not None else runs_dir_default()
+    wait_for_starting(base, kind, name)
     found = list_runs(base, kind, name, latest=False)
     return pick_run(found, [(r, r.pid()) for r in live_runs(found)], kind, name, base)
+
+
+def _starting(base: Path, kind: str | None, name: str) -> list[Path]:
+    """The run dirs under ``base`` that ``run -d``'s parent is starting for ``kind``/``name``: its
+    ``starting.json`` names them and that parent is alive."""
+    out = []
+    for marker in base.glob(f"*/{RunDir.STARTING}"):
+        try:
+            info = json.loads(marker.read_bytes())
+            alive = procfs.alive(int(info["pid"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if alive and info.get("name") == name and (kind is None or info.get("kind") == kind):
+            out.append(marker.parent)
+    return out
+
+
+def wait_for_starting(base: Path, kind: str | None, name: str, timeout: float = START_TIMEOUT) -> None:
+    """Wait, at most ``timeout`` seconds, until no run of ``kind``/``name`` under ``base`` is being
+    started by ``run -d`` (:func:`start_detached`: its runtime has published it, or it failed)."""
+    end = time.monotonic() + timeout
+    while _starting(base, kind, name) and time.monotonic() < end:
+        time.sleep(0.05)
 
 
 def pick_run(
@@ -515,7 +546,7 @@ def edit_spec(
 # ----------------------------------------------------------------------------- run -d
 
 
-def start_detached(job: Job, run_dir: Path, options: RunOptions, timeout: float = 60.0) -> LocalRun:
+def start_detached(job: Job, run_dir: Path, options: RunOptions, timeout: float = START_TIMEOUT) -> LocalRun:
     """Start the runtime of ``job`` in the background for a run in ``run_dir`` (made already, empty),
     and return the run once its runtime has written ``runtime.pid``.
 
@@ -534,6 +565,7 @@ def start_detached(job: Job, run_dir: Path, options: RunOptions, timeout: float 
     files = RunDir(run_dir)
     user_doc = manifest_doc(options.manifest) if options.manifest is not None else None
     try:
+        write_atomic(files.starting, json.dumps({"pid": os.getpid(), "kind": job.kind, "name": job.name}), mode=0o600)
         write_copy(run_dir, user_doc if user_doc is not None else without_status(job))
         options.write(run_dir)
         fd = os.open(files.runtime_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -572,6 +604,8 @@ def start_detached(job: Job, run_dir: Path, options: RunOptions, timeout: float 
         time.sleep(0.05)
     run = LocalRun.load(run_dir)
     assert run is not None  # waited for above
+    with contextlib.suppress(OSError):
+        files.starting.unlink()  # published: a lookup by name sees it now
     return run
 
 
@@ -579,8 +613,9 @@ def _discard_prepared(run_dir: Path) -> None:
     """Remove a run dir that :func:`start_detached` prepared and whose runtime did not start, when
     it holds nothing else (a runtime that wrote in it leaves it, for its files to say why)."""
     files = RunDir(run_dir)
-    ours = {files.COPY, files.OPTIONS, files.RUNTIME_LOG}
+    ours = {files.COPY, files.OPTIONS, files.RUNTIME_LOG, files.STARTING}
     with contextlib.suppress(OSError):
+        files.starting.unlink()
         if set(os.listdir(run_dir)) <= ours:
             for name in ours:
                 (run_dir / name).unlink(missing_ok=True)

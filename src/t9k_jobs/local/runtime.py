@@ -23,17 +23,20 @@ from ..api import Job, ManifestError, fixed_field_changes
 from ..api.common import TERMINAL_PHASES
 from ..api.created import as_created
 from ..engine import Event, Observed, Plan, Runtime, desired_hash_of, reconcile, restart_attempt_label
+from ..engine.progress import NO_PROGRESS
 from ..frameworks import load_manifest, parse_job
 from ..render import to_yaml
 from ..sshkeys import materialize
 from .addressing import LocalAddressing, write_child_files
-from .checks import SSHD_PRIVSEP_DIR, cannot_run_reason, own_objects, prepare_host
+from .checks import SSHD_PRIVSEP_DIR, cannot_run_reason, prepare_host, start_notes
 from .display import Display
-from .edits import manifest_doc, merge_edit, read_copy, without_status, write_copy
+from .edits import manifest_doc, merge_edit, read_copy, rewrite_job, without_status, write_copy
 from .gpus import GpuAllocator, GpuInventory, set_visible_devices
+from .injector import Injection, Injector
 from .launch import LocalLauncher
 from .ownership import StopNote, dir_lock, working_dir, write_atomic
-from .processes import RUN_ENV, LocalPod, base_environment, marked, write_python_shims
+from .processes import RUN_ENV, Crashes, LocalPod, base_environment, end_orphans, marked, write_python_shims
+from .procfs import become_subreaper
 from .rundir import (
     RunDir,
     RunDirError,
@@ -46,10 +49,11 @@ from .rundir import (
     write_status,
 )
 from .sandbox import Sandbox, SandboxError, detect
+from .stacks import dump_replicas
 from .tensorboard import INSTALL_HINT as TB_HINT
 from .tensorboard import LocalTensorBoard
 from .tensorboard import available as tensorboard_available
-from .volumes import shm_dir, tensorboard_folders, unused_mappings
+from .volumes import make_shm_dir, remove_shm_dir, tensorboard_folders, uses_memory
 from .watchdog import start_watchdog
 
 EXIT_SUCCEEDED = 0
@@ -58,38 +62,6 @@ EXIT_CANNOT_RUN = 2
 EXIT_INTERRUPTED = 130
 #: Seconds a finished job's replicas that still run get to end by themselves before the run stops them.
 END_GRACE = 5.0
-#: The kubelet's restart back-off (``CrashLoopBackOff``): the first restart of a replica is at
-#: once, each next one waits twice as long as the one before, from :data:`BACKOFF_START` up to
-#: :data:`BACKOFF_MAX` seconds; a replica that ran :data:`BACKOFF_RESET` seconds before it ended
-#: starts the count again. (Kubernetes docs, "Container restarts": 10 s doubling to 5 min, reset
-#: after 10 minutes of running.)
-BACKOFF_START = 10.0
-BACKOFF_MAX = 300.0
-BACKOFF_RESET = 600.0
-
-
-def restart_delay(restarts: int) -> float:
-    """Seconds the ``restarts``-th restart in a row of a replica waits (1: the first, at once)."""
-    if restarts <= 1:
-        return 0.0
-    return min(BACKOFF_MAX, BACKOFF_START * 2 ** (restarts - 2))
-
-
-class Crashes:
-    """One replica's recent restarts, for its back-off: ``count`` restarts in a row, when its last
-    pod's containers started and ended (monotonic seconds)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.started: float | None = None
-        self.ended: float | None = None
-
-    def next_delay(self) -> float:
-        """The wait of the restart about to happen: the count starts again after a long run."""
-        if self.started is not None and self.ended is not None and self.ended - self.started >= BACKOFF_RESET:
-            self.count = 0
-        self.count += 1
-        return restart_delay(self.count)
 #: Signals that stop a run: Ctrl-C, a kill, a closed terminal or dropped ssh session, Ctrl-\\.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
@@ -103,6 +75,7 @@ def run_job(
     allow_duplicate: bool = False,
     volumes: dict[str, Path] | None = None,
     python: str | None = None,
+    injections: tuple[Injection, ...] = (),
 ) -> int:
     """Run ``job`` here until it finishes or is interrupted; return the process exit code.
 
@@ -118,11 +91,11 @@ def run_job(
     folder of each claim (or foreign configMap or secret) the pods mount (:mod:`.volumes`); each
     container runs in namespaces of its own where the machine allows (:mod:`.sandbox`).
     ``python``: ``--python``, the interpreter ``python``, ``python3`` and ``torchrun`` mean (an
-    absolute path; default: the one t9k-jobs runs in). A status the job carries is not read: a
-    run starts the job anew.
+    absolute path; default: the one t9k-jobs runs in). ``injections``: ``--inject``, failures made
+    on purpose (:mod:`.inject`). A status the job carries is not read: a run starts the job anew.
     """
     gpus = gpus if gpus is not None else GpuInventory.discovered()  # probed once, when first asked
-    options = RunOptions(manifest, watch, gpus, allow_duplicate, dict(volumes or {}), python)
+    options = RunOptions(manifest, watch, gpus, allow_duplicate, dict(volumes or {}), python, injections)
     job = _anew(job)
     display = Display(quiet=quiet)
     try:
@@ -134,7 +107,7 @@ def run_job(
     if reason is not None:
         display.error(reason)
         return EXIT_CANNOT_RUN
-    for line in unused_mappings(job, options.volumes, own_objects(job)):
+    for line in start_notes(job, options.volumes):
         display.note(line)
     user_doc = manifest_doc(manifest) if manifest is not None else None
     try:
@@ -231,6 +204,7 @@ def _start(
         volumes=options.volumes,
         sandbox=sandbox,
         python=options.python,
+        injections=options.injections,
     )
     runner.pid_lock = pid_lock
     return asyncio.run(runner.run())
@@ -251,14 +225,25 @@ class LocalRunner:
         volumes: dict[str, Path] | None = None,
         sandbox: Sandbox | None = None,
         python: str | None = None,
+        injections: tuple[Injection, ...] = (),
     ) -> None:
         self.job = job
+        #: ``--inject``: the failures to make happen, and what they did to the pods.
+        self.injector = Injector(injections)
         #: ``--volume``: the folder of each claim (or foreign configMap or secret) pods mount.
         self.volumes = dict(volumes or {})
         #: How containers are contained (:mod:`.sandbox`): namespaces where the machine allows.
         self.sandbox = sandbox if sandbox is not None else Sandbox("none")
         self.python = python
         self.tensorboard: LocalTensorBoard | None = None
+        #: The run's own folder under /dev/shm, made when a pod first has a Memory emptyDir.
+        self.shm: Path | None = None
+        #: The processes this runtime started that are not containers (the watchdog, TensorBoard)
+        #: and every container process it started: its children that are none of these were
+        #: orphaned by an uncontained container and reparented here (_sweep_orphans).
+        self.helpers: set[int] = set()
+        self.started: set[int] = set()
+        self.subreaper = False
         # Every pod takes GPUs of its own when it starts and gives them back when its processes
         # end; a pod whose GPUs are still held by one being stopped waits (Pending) for them.
         self.gpus = GpuAllocator(gpus if gpus is not None else GpuInventory.discovered())
@@ -276,7 +261,10 @@ class LocalRunner:
         # the default gang mode, no queue; without the tensorboard package no TensorBoard is
         # served here, and the job's status says so.
         unserved = frozenset() if tensorboard_available() else frozenset({"TensorBoard"})
-        self.runtime = Runtime(self.addressing, LocalLauncher(), unserved=unserved)
+        # A node here is lost only by --inject node-lost, which loses it at once: no limit to wait.
+        self.runtime = Runtime(
+            self.addressing, LocalLauncher(), unserved=unserved, unserved_hint=TB_HINT, node_lost_after=0.0
+        )
         self.pods: dict[str, LocalPod] = {}
         self.others: set[tuple[str, str]] = set()
         self.objects: list[dict[str, Any]] = []
@@ -415,12 +403,16 @@ class LocalRunner:
         loop = asyncio.get_running_loop()
         for sig in STOP_SIGNALS:
             loop.add_signal_handler(sig, self._on_signal, sig)
+        if not self.sandbox.pids:
+            # What an uncontained container orphans comes here when it ends. Only a runtime that
+            # runs (this process is its own: the CLI's, or python -m t9k_jobs.local) sweeps: a
+            # runner embedded in another program must never touch that program's children.
+            self.subreaper = become_subreaper()
         watchdog = start_watchdog(self.base_env[RUN_ENV])
+        self.helpers.add(watchdog.pid)
         self.display.start(self.job, self.run_dir)
         if self.sandbox.kind != "bwrap":
             self.display.note(f"replicas run {self.sandbox.describe()}")
-        if getattr(self.job.spec, "tensorboard_spec", None) is not None and not tensorboard_available():
-            self._event(Event("Warning", "TensorBoardUnavailable", f"spec.tensorboardSpec is not served: {TB_HINT}"))
         try:
             prepare_host(self.job)
         except OSError as exc:
@@ -431,8 +423,8 @@ class LocalRunner:
             await self._teardown()
             if self.tensorboard is not None:
                 self.tensorboard.stop()
-            with contextlib.suppress(OSError):
-                shm_dir(self.run_dir.resolve()).rmdir()  # emptied by the pods as they ended
+            if self.shm is not None:
+                remove_shm_dir(self.shm)  # emptied by the pods as they ended, unless they could not be
             watchdog.kill()
             watchdog.wait()
             for sig in STOP_SIGNALS:
@@ -451,6 +443,7 @@ class LocalRunner:
             if self.fatal is not None:
                 return EXIT_FAILED
             self._reload_manifest()
+            self._inject()
             plan = reconcile(self.job, self._observe(), time.time(), self.runtime)
             try:
                 self._apply(plan)
@@ -476,11 +469,19 @@ class LocalRunner:
         running = any(not p.observe().terminal for p in self.pods.values() if not p.deleting)
         return running and time.monotonic() - self.finished_at < END_GRACE
 
+    def _inject(self) -> None:
+        """Fire the ``--inject`` failures whose time has come (:class:`.injector.Injector`), each
+        said in an ``Injected`` event; the engine then acts on them as on the real thing."""
+        phase = self.job.status.phase if self.job.status is not None else None
+        for line in self.injector.fire(phase, self.job.name, self.pods, time.time()):
+            self._event(Event("Warning", "Injected", line))
+
     def _observe(self) -> Observed:
         tb = self.tensorboard
         served = tb is not None and tb.ready()
         return Observed(
-            pods={name: pod.observe() for name, pod in self.pods.items()},
+            pods={name: self.injector.observe(pod) for name, pod in self.pods.items()},
+            unreachable_nodes=self.injector.unreachable(self.pods.values()),
             others=frozenset(self.others),
             desired_hashes={(o["kind"], o["metadata"]["name"]): desired_hash_of(o) for o in self.objects},
             ready=frozenset({("TensorBoard", tb.name)}) if tb is not None and served else frozenset(),
@@ -498,9 +499,15 @@ class LocalRunner:
             self.display.error(f"cannot start TensorBoard: {exc.strerror or exc}")
             return
         self.tensorboard = tb
+        if tb.proc is not None:
+            self.helpers.add(tb.proc.pid)
         self.display.note(f"TensorBoard {tb.name}: {tb.url} (serving {', '.join(map(str, folders))})")
 
     def _apply(self, plan: Plan) -> None:
+        # A job that made no progress: said first, then its replicas' stacks, before anything ends them.
+        said = [e for e in plan.events if e.reason == NO_PROGRESS] if plan.dump_stacks else []
+        for event in said + dump_replicas(self.pods, plan, self.run_dir):
+            self._event(event)
         made_objects = False
         for obj in plan.create:
             kind, name = obj["kind"], obj["metadata"]["name"]
@@ -535,7 +542,8 @@ class LocalRunner:
             self.deletions.add(task)
             task.add_done_callback(self.deletions.discard)
         for event in plan.events:
-            self._event(event)
+            if event not in said:
+                self._event(event)
         old = self.job.status.dump() if self.job.status is not None else None
         if plan.status.dump() != old:
             self.job = self.job.model_copy(update={"status": plan.status})
@@ -560,6 +568,34 @@ class LocalRunner:
         self.events_log.flush()
         self.display.event(event)
 
+    def _sweep_orphans(self, who: str) -> None:
+        """End what the uncontained container ``who`` left running (:func:`~.processes.end_orphans`),
+        said in one Warning event, as a pod's end ends its PID namespace. Only once :meth:`run` made
+        this process a subreaper: every child it has is then one it started or adopted."""
+        if not self.subreaper:
+            return
+        self.started.update(c.proc.pid for pod in self.pods.values() for c in pod.init + pod.main if c.proc is not None)
+        ended = end_orphans(self.started | self.helpers)
+        if ended:
+            self._event(Event(
+                "Warning", "LeftoverProcesses",
+                f"{who} left {len(ended)} process(es) running after it ended, ended now (no PID namespace "
+                f"here ends them): {', '.join(ended[:10])}" + (" ..." if len(ended) > 10 else ""),
+            ))  # fmt: skip
+
+    def _shm_dir(self) -> Path | None:
+        """The run's own folder under ``/dev/shm`` (:func:`~.volumes.make_shm_dir`), made at its
+        first use and named in the run dir (``shm.path``: the watchdog removes it if this process
+        dies); None, said once, when it cannot be made (the pod's Memory emptyDir then fails it)."""
+        if self.shm is None:
+            try:
+                self.shm = make_shm_dir()
+                write_atomic(RunDir(self.run_dir).shm, f"{self.shm}\n", mode=0o600)
+            except OSError as exc:
+                self.display.error(f"cannot make a folder under /dev/shm for Memory emptyDirs: {exc.strerror or exc}")
+                return None
+        return self.shm
+
     def _start_pod(self, manifest: dict[str, Any]) -> None:
         pod = LocalPod(
             manifest=copy.deepcopy(manifest),  # its containers' env gets their GPUs at start
@@ -572,6 +608,8 @@ class LocalRunner:
             sandbox=self.sandbox,
             address=self._address(manifest),
             volume_map=self.volumes,
+            sweep_orphans=self._sweep_orphans,
+            shm=self._shm_dir() if uses_memory(manifest) else None,
             own_objects={
                 (o["kind"], o["metadata"]["name"]): Path(
                     self.addressing.child_file(o["kind"], o["metadata"]["name"], "-") or ""
@@ -680,7 +718,8 @@ class LocalRunner:
             self.display.error(f"{reason} (edit ignored; the job goes on with the previous spec)")
             return
         self.job = new.model_copy(update={"status": self.job.status})
-        self._write_job_yaml()
+        for problem in rewrite_job(self.run_dir, self.job):
+            self.display.error(problem)
         self.display.note("manifest changed: applying the new spec")
 
     def _merge_user_edit(self) -> None:
@@ -715,25 +754,6 @@ class LocalRunner:
             self._fatal(f"cannot write {self.copy_path}: {exc.strerror or exc}")
             return
         self.user_base = new_doc
-
-    def _write_job_yaml(self) -> None:
-        """``job.yaml`` again with the spec now applied (what ``get``/``describe`` read), keeping its
-        modification time: that is when the run started; and ``run.json`` (the replicas)."""
-        files = RunDir(self.run_dir)
-        path = files.job
-        try:
-            info = json.loads(files.info.read_bytes())
-            write_run_info(self.run_dir, self.job, float(info["created"]))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            self.display.error(f"cannot write {files.info}: {getattr(exc, 'strerror', None) or exc}")
-        try:
-            st = path.stat()
-            tmp = files.temporary(path)
-            tmp.write_text(to_yaml([self.job.model_copy(update={"status": None}).dump()]), encoding="utf-8")
-            os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
-            os.replace(tmp, path)
-        except OSError as exc:
-            self.display.error(f"cannot write {path}: {exc.strerror or exc}")
 
     async def _count_down(self, live: list[LocalPod]) -> None:
         """Say how long the stop may take: SIGTERM was sent; SIGKILL follows after the longest

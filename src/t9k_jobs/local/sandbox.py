@@ -205,7 +205,11 @@ def mounts_refused(sandbox: Sandbox) -> str | None:
     None when they can."""
     if sandbox.mounts:
         return None
-    return f"its containers mount volumes, which needs a mount namespace per replica, and {sandbox.why_not_bwrap}"
+    why = sandbox.why_not_bwrap or (
+        f"the {sandbox.kind} sandbox ({MODE_ENV}={sandbox.kind}) mounts no volumes: only bubblewrap does "
+        f"(unset {MODE_ENV}, or set it to bwrap)"
+    )
+    return f"its containers mount volumes, which needs a mount namespace per replica, and {why}"
 
 
 # --------------------------------------------------------------------------- where paths are

@@ -6,6 +6,13 @@ A local run serves the same folders, found through ``--volume CLAIM=DIR``
 (:func:`t9k_jobs.local.volumes.tensorboard_folders`), with the ``tensorboard`` package (the
 optional extra ``tensorboard``) on ``127.0.0.1`` and a free port, from when the engine creates the
 TensorBoard until the run ends. Without the package the job runs and a Warning says what to install.
+
+TensorBoard has no login, and every account of this machine reaches a loopback port. So it serves
+under a path of 128 random bits (its ``--path_prefix``; every other path answers 404), a
+capability URL as the dashboard's token is: only who holds the URL (the run's user: the terminal,
+``describe``, the run dir, which is 0700) reads the run's summaries. The prefix reaches TensorBoard
+through its environment (readable by its user and root only), never its command line, which any
+account reads in ``ps``.
 """
 
 from __future__ import annotations
@@ -13,12 +20,14 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from .ownership import write_atomic
 from .rundir import RunDir
 
 #: What a run without the package says to install.
@@ -28,6 +37,15 @@ INSTALL_HINT = (
 )
 #: Seconds the TensorBoard gets to end after SIGTERM before SIGKILL.
 STOP_GRACE = 5.0
+#: The variable that hands TensorBoard its secret path prefix (not on its command line).
+PREFIX_ENV = "T9K_JOBS_TENSORBOARD_PREFIX"
+#: What runs TensorBoard: its own ``tensorboard.main`` with the prefix taken from the environment.
+_LAUNCH = (
+    "import os, sys\n"
+    "from tensorboard import main\n"
+    f"sys.argv = ['tensorboard', *sys.argv[1:], '--path_prefix', os.environ.pop({PREFIX_ENV!r})]\n"
+    "main.run_main()\n"
+)
 
 
 def available() -> bool:
@@ -56,23 +74,26 @@ class LocalTensorBoard:
         self.run_dir = run_dir
         self.env = env
         self.port = 0
+        self.prefix = "/" + secrets.token_hex(16)
         self.proc: subprocess.Popen[bytes] | None = None
         self._ready = False
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/"
+        """Where it answers: the loopback port and the secret prefix (the module docstring)."""
+        return f"http://127.0.0.1:{self.port}{self.prefix}/"
 
     def argv(self) -> list[str]:
         """TensorBoard's command line: each folder a run named after its last two path parts (one
-        folder: ``--logdir``), loopback only, the Python loader (no data-server binary to start)."""
+        folder: ``--logdir``), loopback only, the Python loader (no data-server binary to start).
+        The path prefix is not in it: :meth:`start` passes it in the environment."""
         if len(self.folders) == 1:
             logdir = ["--logdir", str(self.folders[0])]
         else:
             names = ["/".join(f.parts[-2:]).replace(",", "_").replace(":", "_") for f in self.folders]
             logdir = ["--logdir_spec", ",".join(f"{n}:{f}" for n, f in zip(names, self.folders))]
         return [
-            sys.executable, "-m", "tensorboard.main", *logdir,
+            sys.executable, "-c", _LAUNCH, *logdir,
             "--host", "127.0.0.1", "--port", str(self.port), "--load_fast", "false",
         ]  # fmt: skip
 
@@ -85,7 +106,7 @@ class LocalTensorBoard:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=self.env,
+                env={**self.env, PREFIX_ENV: self.prefix},
                 start_new_session=True,
             )
 
@@ -101,8 +122,8 @@ class LocalTensorBoard:
             s.settimeout(0.05)
             self._ready = s.connect_ex(("127.0.0.1", self.port)) == 0
         if self._ready:
-            with contextlib.suppress(OSError):
-                RunDir(self.run_dir).tensorboard_url.write_text(self.url + "\n", encoding="utf-8")
+            with contextlib.suppress(OSError):  # the run dir is 0700; the file is the user's alone too
+                write_atomic(RunDir(self.run_dir).tensorboard_url, self.url + "\n", mode=0o600)
         return self._ready
 
     def stop(self) -> None:

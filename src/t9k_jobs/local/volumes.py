@@ -13,7 +13,9 @@ each replica gets (:mod:`t9k_jobs.local.sandbox`). What a volume is here:
     kubelet mounts them; ``items`` project the keys named, with their modes.
 ``emptyDir``
     a new folder per pod under ``<run dir>/volumes/``, removed when the pod's processes end
-    (``medium: Memory``: under ``/dev/shm``, a tmpfs, removed the same way).
+    (``medium: Memory``: under the run's own folder in ``/dev/shm``, a tmpfs, removed the same way;
+    for root, one with a ``sizeLimit`` is a tmpfs of that size of its own, so a write past it
+    fails with ENOSPC; otherwise a start note says the limit is not enforced).
 ``hostPath``
     the same path on this machine, its ``type`` checked as the kubelet checks it
     (``DirectoryOrCreate`` and ``FileOrCreate`` make what is missing).
@@ -22,7 +24,12 @@ each replica gets (:mod:`t9k_jobs.local.sandbox`). What a volume is here:
 
 Any other type is refused by name before anything starts. ``subPath`` and ``subPathExpr``
 (``$(VAR)`` of the container's own env) mount a path inside the volume; a missing one is made, as
-the kubelet makes it. Sources: Kubernetes, "Volumes" and "Configure a Pod to Use a
+the kubelet makes it.
+
+Nothing a run makes outside its run dir has a name another account can guess or make first: the
+run's ``/dev/shm`` folder is made by ``mkdtemp`` (random name, mode 0700, ``O_EXCL``), and removing
+a pod's folders never follows a symlink a container left there (:func:`_remove_tree`). Sources:
+Kubernetes, "Volumes" and "Configure a Pod to Use a
 PersistentVolume for Storage" (kubernetes.io/docs/concepts/storage/volumes/): hostPath types and
 their checks, emptyDir's lifetime and ``medium``, configMap and secret volumes mounted read-only,
 ``items``/``defaultMode``/``mode``; the downward API's file format (``key="value"`` lines).
@@ -36,6 +43,8 @@ import os
 import re
 import shutil
 import stat
+import subprocess
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -43,6 +52,7 @@ from typing import Any
 
 from ..api import Job
 from ..frameworks import framework_for
+from ..api.pod_schema import parse_quantity
 from .gpus import _template_path
 from .rundir import RunDir
 
@@ -54,6 +64,8 @@ _NOT_TYPE = frozenset({"name"})
 HOST_PATH_TYPES = ("", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice", "BlockDevice")
 #: What a Memory ``emptyDir`` is made under: a tmpfs on every Linux machine.
 SHM = Path("/dev/shm")
+#: Where a container's own ``/proc`` is: no volume is mounted there or under it.
+PROC = PurePosixPath("/proc")
 #: The downward API's fields a file may hold (``fieldRef.fieldPath``).
 DOWNWARD_FIELDS = ("metadata.name", "metadata.namespace", "metadata.uid", "metadata.labels", "metadata.annotations")
 _DOWNWARD_KEY = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
@@ -246,6 +258,11 @@ def _mount_problems(job: Job) -> list[str]:
                         out.append(f"{at}.mountPath: {mount_path!r} is not an absolute path")
                     elif PurePosixPath(mount_path) == PurePosixPath("/"):
                         out.append(f"{at}.mountPath: a volume cannot be mounted over /")
+                    elif PurePosixPath(mount_path) == PROC or PROC in PurePosixPath(mount_path).parents:
+                        out.append(
+                            f"{at}.mountPath: {mount_path!r} is /proc or under it, where a container runtime "
+                            "(runc) refuses a volume: the container's own /proc is mounted there"
+                        )
                     sub = m.get("subPathExpr")
                     if sub and (str(sub).startswith("/") or ".." in PurePosixPath(str(sub)).parts):
                         out.append(f"{at}.subPathExpr: {sub!r} must be a relative path without '..'")
@@ -360,7 +377,9 @@ class PodVolumes:
 
     ``pod``: the pod manifest; ``uid``: the pod's; ``run_dir``: the run's directory (a pod's own
     folders go under ``<run dir>/volumes/<pod>-<uid prefix>/``); ``mapping``: ``--volume``;
-    ``own``: the job's own ConfigMaps and Secrets, ``(kind, name)`` -> the folder holding their keys.
+    ``own``: the job's own ConfigMaps and Secrets, ``(kind, name)`` -> the folder holding their keys;
+    ``shm``: the run's own folder under ``/dev/shm`` (:func:`make_shm_dir`; None: the job has no
+    Memory emptyDir).
     """
 
     def __init__(
@@ -370,6 +389,7 @@ class PodVolumes:
         run_dir: Path,
         mapping: dict[str, Path],
         own: dict[tuple[str, str], Path],
+        shm: Path | None = None,
     ) -> None:
         self.pod = pod
         self.uid = uid
@@ -377,10 +397,10 @@ class PodVolumes:
         self.own = own
         name = str(pod["metadata"]["name"])
         self.base = RunDir(run_dir).pod_volumes(name, uid)
-        run_id = _run_id(str(run_dir))
-        self.shm_base = SHM / f"t9k-jobs-{run_id}" / f"{name}-{uid[:8]}"
+        self.shm_base = shm / f"{name}-{uid[:8]}" if shm is not None else None
         self.sources: dict[str, tuple[Path, bool]] = {}  # volume name -> (folder or file, read-only)
         self.made: list[Path] = []
+        self.mounted: list[Path] = []  # the tmpfs mounts made for a sizeLimit
 
     @property
     def volumes(self) -> dict[str, dict[str, Any]]:
@@ -401,8 +421,13 @@ class PodVolumes:
                 self.sources[name] = (self._projected(name, kind, source), True)
             elif kind == "emptyDir":
                 memory = source.get("medium") == "Memory"
-                folder = (self.shm_base if memory else self.base) / name
+                if memory and self.shm_base is None:
+                    raise VolumeError(f"volume {name!r}: the run has no folder under {SHM} for a Memory emptyDir")
+                folder = (self.shm_base if memory and self.shm_base is not None else self.base) / name
                 self._mkdir(folder, 0o777)  # as the kubelet makes it: any user of the pod may write
+                limit = source.get("sizeLimit")
+                if memory and limit is not None and enforces_size_limits():
+                    self._tmpfs(folder, name, limit)
                 self.sources[name] = (folder, False)
             elif kind == "hostPath":
                 self.sources[name] = (check_host_path(source, create=True), False)
@@ -412,11 +437,30 @@ class PodVolumes:
                 raise VolumeError(f"volume {name!r}: {kind} volumes are not set up by a local run")
 
     def _mkdir(self, folder: Path, mode: int) -> None:
+        """Make ``folder`` (new) with ``mode`` whatever the umask; its parent is the pod's own folder
+        in the run dir or in the run's ``/dev/shm`` folder (both 0700, the run's user's)."""
         top = folder.parent
         _make(lambda: top.mkdir(mode=0o700, parents=True, exist_ok=True), top)
         _make(lambda: folder.mkdir(mode=mode), folder)
-        os.chmod(folder, mode)  # not narrowed by the umask: every container user may write an emptyDir
+        _make(lambda: _chmod_folder(folder, mode), folder)  # not through a link put in its place
         self.made.append(folder)
+
+    def _tmpfs(self, folder: Path, name: str, limit: Any) -> None:
+        """Mount a tmpfs of ``sizeLimit`` bytes on ``folder`` (root only), as the kubelet sizes a
+        Memory emptyDir: a write past the limit fails with ENOSPC."""
+        try:
+            size = int(parse_quantity(limit))
+        except ValueError:
+            raise VolumeError(f"volume {name!r}: sizeLimit {limit!r} is not a quantity") from None
+        options = f"size={max(size, 4096)},mode=0777,nosuid,nodev"
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "t9k-jobs-emptydir", str(folder)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            why = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+            raise VolumeError(f"volume {name!r}: cannot mount a tmpfs of sizeLimit {limit}: {why[0]}")
+        self.mounted.append(folder)
 
     def _projected(self, name: str, kind: str, source: dict[str, Any]) -> Path:
         """A configMap's or secret's keys as files: the job's own from the run directory, another
@@ -498,37 +542,140 @@ class PodVolumes:
     def remove(self) -> None:
         """Remove what :meth:`prepare` made (emptyDirs and projected files), as the kubelet removes
         a pod's volumes with it; a claim's, a hostPath's and a ``--volume`` folder stay."""
+        for folder in self.mounted:
+            subprocess.run(["umount", "-l", str(folder)], capture_output=True, check=False)
         for root in (self.base, self.shm_base):
-            with contextlib.suppress(OSError):
-                _remove_tree(root)
-        with contextlib.suppress(OSError):
-            self.shm_base.parent.rmdir()  # the run's folder under /dev/shm, once its last pod is gone
+            if root is not None:
+                with contextlib.suppress(OSError):
+                    _remove_tree(root)
+
+
+def _chmod_folder(folder: Path, mode: int) -> None:
+    """``chmod`` of the folder at ``folder`` itself: opened without following a symlink (``O_PATH |
+    O_NOFOLLOW | O_DIRECTORY``), so a link put in its place makes this fail instead of changing
+    the link's target. Raises ``OSError`` (ENOTDIR for a link or a file)."""
+    fd = os.open(folder, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.chmod(f"/proc/self/fd/{fd}", mode)  # an O_PATH descriptor: fchmod refuses it, its /proc link does not
+    finally:
+        os.close(fd)
+
+
+def _open_writable(parent: int | None, name: str | Path) -> int | None:
+    """The folder ``name`` (in the folder open as ``parent``), made 0700 then opened to be read:
+    through no symlink (a link or a file there gives None). A container may leave a folder it
+    made read-only, as it may in an emptyDir: removing its entries needs it writable."""
+    flags = os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+    try:
+        fd = os.open(name, os.O_PATH | flags, dir_fd=parent)
+    except OSError:
+        return None
+    try:
+        os.chmod(f"/proc/self/fd/{fd}", 0o700)
+        return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | flags)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _make_writable(parent: int | None, name: str | Path, depth: int = 0) -> None:
+    """Make the folder ``name`` and every folder under it 0700, each opened relative to its parent's
+    descriptor and never through a symlink: a container that swaps a folder for a link to
+    elsewhere while this runs (root running it) changes nothing outside the tree."""
+    fd = _open_writable(parent, name)
+    if fd is None:
+        return
+    try:
+        if depth < 256:
+            with os.scandir(fd) as entries:
+                subfolders = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+            for sub in subfolders:
+                _make_writable(fd, sub, depth + 1)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _remove_tree(root: Path) -> None:
-    """Remove ``root`` and everything under it, making folders writable first (a container may
-    leave a read-only folder behind, as it may in an emptyDir)."""
-    if not os.path.lexists(root):
+    """Remove ``root`` and everything under it, making folders writable first (:func:`_make_writable`),
+    then with :func:`shutil.rmtree`, which on Linux works through descriptors and never follows a
+    symlink (``rmtree.avoids_symlink_attacks``)."""
+    if not os.path.lexists(root) or os.path.islink(root):
         return
-    for folder, dirs, _files in os.walk(root):
-        for d in dirs:
-            p = os.path.join(folder, d)
-            if not os.path.islink(p):
-                with contextlib.suppress(OSError):
-                    os.chmod(p, 0o700)
+    _make_writable(None, root)
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _run_id(text: str) -> str:
-    """12 hex digits naming ``text`` (a run dir) in a shared place (``/dev/shm``)."""
-    import hashlib
+def make_shm_dir() -> Path:
+    """A new folder of this run under ``/dev/shm`` for its Memory emptyDirs: a random name made
+    with ``O_EXCL`` semantics and mode 0700 (:func:`tempfile.mkdtemp`), the run's user's: no other
+    account can have made it first, look into it, or put a link in it. Raises ``OSError``."""
+    return Path(tempfile.mkdtemp(prefix="t9k-jobs-", dir=SHM))
 
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+def remove_shm_dir(folder: Path) -> None:
+    """Remove the run's ``/dev/shm`` folder and what its pods left there (tmpfs mounts unmounted)."""
+    for mount in _mounts_under(folder):
+        subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
+    _remove_tree(folder)
 
 
-def shm_dir(run_dir: Path) -> Path:
-    """Where a run's Memory emptyDirs go (removed with their pods, and by the run's watchdog)."""
-    return SHM / f"t9k-jobs-{_run_id(str(run_dir))}"
+def _mounts_under(folder: Path) -> list[str]:
+    """The mount points at or under ``folder`` (``/proc/self/mountinfo``), deepest first."""
+    prefix = str(folder).rstrip("/") + "/"
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    points = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 4:
+            point = fields[4].encode().decode("unicode_escape")
+            if point.startswith(prefix):
+                points.append(point)
+    return sorted(points, key=len, reverse=True)
+
+
+def uses_memory(pod: dict[str, Any]) -> bool:
+    """Whether ``pod`` (a manifest) has an ``emptyDir`` of medium Memory (its run then makes a
+    ``/dev/shm`` folder of its own: :func:`make_shm_dir`)."""
+    volumes = (pod.get("spec") or {}).get("volumes") or []
+    return any(
+        isinstance(v, dict) and isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"
+        for v in volumes
+    )
+
+
+def enforces_size_limits() -> bool:
+    """Whether a Memory emptyDir's ``sizeLimit`` is enforced here: a tmpfs of that size is mounted
+    for it, which needs root (CAP_SYS_ADMIN in the host's mount namespace)."""
+    return os.geteuid() == 0
+
+
+def size_limit_notes(job: Job) -> list[str]:
+    """``emptyDir.sizeLimit`` that a run here does not enforce, one line each: a disk emptyDir's (the
+    kubelet evicts a pod past it; here it is a folder of the run dir) and, for a user other than
+    root, a Memory one's."""
+    out = []
+    for use in _uses(job):
+        source = use.volume.get("emptyDir")
+        if volume_type(use.volume) != "emptyDir" or not isinstance(source, dict) or source.get("sizeLimit") is None:
+            continue
+        limit = source["sizeLimit"]
+        if source.get("medium") != "Memory":
+            out.append(
+                f"{use.path}.emptyDir.sizeLimit: {limit} is not enforced by a local run (a kubelet evicts a pod "
+                "past it); the volume is a folder of the run dir"
+            )
+        elif not enforces_size_limits():
+            out.append(
+                f"{use.path}.emptyDir.sizeLimit: {limit} is not enforced for a user other than root (a tmpfs of "
+                f"that size needs root); the volume is a folder in {SHM}, bounded by its free memory only"
+            )
+    return out
 
 
 # --------------------------------------------------------------------------- TensorBoard's log folders
@@ -562,7 +709,7 @@ def _tensorboard_entries(job: Job) -> list[tuple[str, str]]:
 def tensorboard_folders(job: Job, mapping: dict[str, Path]) -> tuple[list[Path], list[str]]:
     """The folders of this machine ``spec.tensorboardSpec`` names, through ``--volume``, and
     one line per entry that names none (a claim without a folder, a MinIO fileset, a path that
-    leaves its claim)."""
+    leaves its claim, by ``..`` or through a symbolic link in it)."""
     spec = getattr(job.spec, "tensorboard_spec", None)
     problems = []
     folders = []
@@ -582,7 +729,11 @@ def tensorboard_folders(job: Job, mapping: dict[str, Path]) -> tuple[list[Path],
         if os.path.commonpath([str(base), str(folder)]) != str(base):
             problems.append(f"spec.tensorboardSpec: {claim}/{rest} leads outside the claim")
             continue
-        folders.append(folder)
+        real_base, real = os.path.realpath(base), os.path.realpath(folder)
+        if os.path.commonpath([real_base, real]) != real_base:  # as a subPath through a link is refused
+            problems.append(f"spec.tensorboardSpec: {claim}/{rest} leads outside the claim through a symbolic link")
+            continue
+        folders.append(Path(real))  # resolved once: a link put in its place later is not followed
     return folders, problems
 
 
@@ -594,13 +745,17 @@ __all__ = [
     "VolumeError",
     "check_host_path",
     "downward_value",
+    "enforces_size_limits",
+    "make_shm_dir",
     "mapped_name",
     "mounts_volumes",
     "parse_volume_flags",
-    "shm_dir",
+    "remove_shm_dir",
+    "size_limit_notes",
     "tensorboard_claims",
     "tensorboard_folders",
     "unused_mappings",
+    "uses_memory",
     "volume_problems",
     "volume_type",
 ]

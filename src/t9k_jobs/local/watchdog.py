@@ -9,12 +9,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from .processes import RUN_ENV
-from .volumes import shm_dir
+from .rundir import RunDir
 
-_WATCHDOG = """import os, shutil, signal, sys, time
+_WATCHDOG = """import os, shutil, signal, subprocess, sys, time
 runtime, marker = int(sys.argv[1]), ("T9K_JOBS_RUN_DIR=" + sys.argv[2]).encode()
 def state(pid):
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
@@ -37,19 +36,28 @@ for _ in range(10):  # the run's processes, however they were reparented, a few 
             except OSError:
                 pass
     time.sleep(0.2)
-shutil.rmtree(sys.argv[3], ignore_errors=True)  # the run's Memory emptyDirs
+try:  # the run's own folder under /dev/shm (its Memory emptyDirs), where it made one
+    shm = open(os.path.join(sys.argv[2], sys.argv[3])).read().strip()
+except OSError:
+    shm = ""
+if shm.startswith("/dev/shm/t9k-jobs-") and "/" not in shm[len("/dev/shm/"):]:
+    points = [line.split()[4] for line in open("/proc/self/mountinfo") if len(line.split()) > 4]
+    for point in sorted((p for p in points if p.startswith(shm + "/")), key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True)  # a sizeLimit's tmpfs
+    shutil.rmtree(shm, ignore_errors=True)
 """
 
 
 def start_watchdog(run_marker: str) -> subprocess.Popen[bytes]:
     """A process of its own session that outlives this one: when this process dies, however it
     dies (SIGKILL included), it kills every process carrying the run's marker within a second
-    (a contained container's namespace ends with its monitor), then removes the run's Memory
-    emptyDirs (:func:`t9k_jobs.local.volumes.shm_dir`). The run stops it at its normal end. It
-    carries no marker itself."""
+    (a contained container's namespace ends with its monitor), then removes the run's own folder
+    under ``/dev/shm`` that ``shm.path`` in the run dir (``run_marker``) names, if any
+    (:func:`t9k_jobs.local.volumes.make_shm_dir`; its tmpfs mounts unmounted first). The run
+    stops it at its normal end. It carries no marker itself."""
     env = {k: v for k, v in os.environ.items() if k != RUN_ENV}
     return subprocess.Popen(
-        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), run_marker, str(shm_dir(Path(run_marker)))],
+        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), run_marker, RunDir.SHM],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

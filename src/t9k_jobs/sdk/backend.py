@@ -81,6 +81,7 @@ class Runner(Protocol):
         allow_duplicate: bool = False,
         volumes: dict[str, str | os.PathLike] | None = None,
         python: str | os.PathLike | None = None,
+        inject: list[str] | None = None,
     ) -> JobView:
         """Start ``job`` (from the file ``path``, or from its dump) in the background; the view
         once its runtime has started."""

@@ -222,6 +222,7 @@ class Client(OverBackend):
         allow_duplicate: bool = False,
         volumes: dict[str, str | os.PathLike] | None = None,
         python: str | os.PathLike | None = None,
+        inject: list[str] | None = None,
     ) -> Job:
         """Local only: start ``job`` on this machine in the background (its own session: it
         survives the caller) and return it once its runtime has started, with annotations
@@ -232,7 +233,9 @@ class Client(OverBackend):
         :meth:`resume` and :meth:`scale` edit); ``allow_duplicate``: start it even though a run
         of the same job runs in the same runs dir; ``volumes``: ``{CLAIM: DIR}``, the folder each
         persistentVolumeClaim (or foreign configMap or secret) stands for (``--volume``); ``python``:
-        the interpreter ``python``, ``python3`` and ``torchrun`` mean in the replicas (``--python``).
+        the interpreter ``python``, ``python3`` and ``torchrun`` mean in the replicas (``--python``);
+        ``inject``: failures to make happen on purpose, ``["kill:worker-1@10"]`` (``--inject``,
+        :mod:`t9k_jobs.local.inject`).
 
         Raises :class:`InvalidJob`, :class:`UsageError` (cannot run here: more GPUs or replicas
         than this machine has, a claim without a folder, a run dir in use), :class:`AlreadyExists`
@@ -245,7 +248,7 @@ class Client(OverBackend):
         if not isinstance(self.backend, Runner):
             raise NotSupported("run starts a job on this machine; on a cluster use create")
         model, _manifest, path = load_job(job)
-        return self._job(self.backend.run(model, path, run_dir, gpus, watch, allow_duplicate, volumes, python))
+        return self._job(self.backend.run(model, path, run_dir, gpus, watch, allow_duplicate, volumes, python, inject))
 
     @checked
     def get(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:

@@ -24,6 +24,7 @@ from typing import Any
 from ..api import GROUP, Job, JobStatus, ManifestError
 from ..api.common import ReplicaStatus
 from ..cluster.client import (
+    CONFIGMAPS,
     EVENTS,
     JOB_RESOURCES,
     NATIVE_PODGROUPS,
@@ -75,6 +76,18 @@ class Cluster:
         await self.kube.close()
 
     def unreachable(self, exc: BaseException) -> ClusterError:
+        """The one line for a request that got no answer: a time-out says which part ran out (the
+        connection, or the answer of a server that was reached: --request-timeout), anything else
+        what the network said."""
+        if isinstance(exc, TimeoutError):  # asyncio's, aiohttp's and a socket's time-outs alike
+            limit = self.kube.request_timeout
+            within = f" within {limit:g} s (--request-timeout)" if limit else ""
+            if type(exc).__name__ == "ConnectionTimeoutError" or "connect" in str(exc).lower():
+                return Unreachable(f"cannot reach the API server at {self.server}: no connection{within}")
+            return Unreachable(
+                f"the API server at {self.server} did not answer{within}: it may be overloaded, or the request "
+                "too large for that time"
+            )
         detail = str(exc) or type(exc).__name__
         return Unreachable(f"cannot reach the API server at {self.server}: {short(detail, 200)}")
 
@@ -551,6 +564,7 @@ def raw_view(
     pod_group: dict[str, Any] | None = None,
     events: list[dict[str, Any]] | None = None,
     detail: bool = False,
+    ended: list[dict[str, Any]] | None = None,
 ) -> JobView:
     """The view of a job as the server has it (``raw``), with, for ``describe`` (``detail``), its
     pods, its native PodGroup (what :mod:`~t9k_jobs.sdk.gang_why` reads from it and the pods)
@@ -580,6 +594,7 @@ def raw_view(
         gang=gang_waiting(live, pod_group),
         preempted=preempted_since(status, pod_group),
         events=[_event(ev) for ev in events or []],
+        ended=ended or [],
     )
 
 
@@ -613,7 +628,20 @@ async def detail_view(cl: Cluster, raw: dict[str, Any]) -> JobView:
         rs.name for t in (status.tasks if status is not None else []) for rs in t.replicas
     }
     events = await job_events(cl, kind, name, names, ns)
-    return raw_view(raw, pods, pod_group, events, detail=True)
+    return raw_view(raw, pods, pod_group, events, detail=True, ended=await ended_attempts(cl, name, ns))
+
+
+async def ended_attempts(cl: Cluster, name: str, namespace: str) -> list[dict[str, Any]]:
+    """The ends the operator kept of job ``name``'s deleted pods (:mod:`t9k_jobs.cluster.last_words`);
+    none when it kept none or they cannot be read (403): describe goes on without them."""
+    from ..cluster import last_words
+
+    try:
+        return last_words.attempts(await cl.kube.get(CONFIGMAPS, namespace, last_words.name_of(name)))
+    except ApiError:
+        return []
+    except _network_errors() as exc:
+        raise cl.unreachable(exc) from None
 
 
 # ----------------------------------------------------------------------------- wait

@@ -15,7 +15,8 @@ from typing import Any
 
 from ..addressing import replica_name, replica_prefix
 from ..api.common import TERMINAL_PHASES
-from ..cluster.client import JOB_RESOURCES, PODS, ApiError
+from ..cluster import last_words
+from ..cluster.client import CONFIGMAPS, JOB_RESOURCES, PODS, ApiError
 from ..errors import ClusterError, JobsError, NotFound, UsageError
 from ..frameworks.base import LABEL_REPLICA_TYPE
 from ..loglines import last_state
@@ -190,6 +191,12 @@ async def _read(logs: _Logs) -> AsyncIterator[str]:
     """The logs as they are now, merged in time order (the last ``o.tail`` lines of that)."""
     cl, o, show, single = logs.cl, logs.o, logs.show, logs.single
     pods = (await logs.look())[1] if logs.look_hook is not None else await logs.pods()
+    if not pods:
+        kept = await _kept(logs)
+        if kept:
+            for line in kept:
+                yield line
+            return
     if single and not pods:
         raise NotFound(f"{logs.kind} {logs.name} has no pod {logs.pod_name} (not created yet, or deleted)")
     if not pods and logs.require_pods:
@@ -224,6 +231,60 @@ async def _read(logs: _Logs) -> AsyncIterator[str]:
         lines = lines[-o.tail :] if o.tail > 0 else []
     for line in lines:
         yield line
+
+
+async def _kept(logs: _Logs) -> list[str]:
+    """The lines the operator kept of the job's deleted pods (:mod:`t9k_jobs.cluster.last_words`)
+    that the options select, merged in time order, after one line that says so; none when it kept
+    none (or the ConfigMap cannot be read)."""
+    o = logs.o
+    try:
+        cm = await logs.cl.kube.get(CONFIGMAPS, logs.ns, last_words.name_of(logs.name))
+    except ApiError:
+        return []
+    except _network_errors() as exc:
+        raise logs.cl.unreachable(exc) from None
+    data = cm.get("data") or {}
+    chosen = []
+    for e in last_words.attempts(cm):
+        pod = str(e.get("replica", ""))
+        if logs.pod_name is not None and pod != logs.pod_name:
+            continue
+        if o.replica_type is not None and not pod.startswith(f"{logs.name}-{o.replica_type}-"):
+            continue
+        if o.container is not None and e.get("container") != o.container:
+            continue
+        chosen.append(e)
+    if not chosen:
+        return []
+    containers: dict[str, set[str]] = {}
+    for e in chosen:
+        containers.setdefault(str(e["replica"]), set()).add(str(e.get("container")))
+    entries: list[tuple[tuple[str, int], int, str]] = []
+    for e in chosen:
+        pod, container = str(e["replica"]), str(e.get("container"))
+        for line in str(data.get(str(e.get("key")), "")).splitlines():
+            stamp, text = _split(line)
+            body = f"{stamp} {text}" if o.timestamps else text
+            if not logs.single:
+                tag = replica_prefix(logs.name, pod, container if len(containers[pod]) > 1 else None)
+                body = f"[{tag}] {body}"
+            entries.append((_ts_key(stamp), len(entries), body))
+    entries.sort(key=lambda x: (x[0], x[1]))
+    lines = [x[2] for x in entries]
+    if o.tail is not None:
+        lines = lines[-o.tail :] if o.tail > 0 else []
+    ends = "; ".join(
+        f"{e['replica']} attempt {e.get('attempt', 0)}"
+        + (f" exit code {e['exitCode']}" if e.get("exitCode") is not None else "")
+        + (f" ({e['reason']})" if e.get("reason") else "")
+        + f", deleted {e.get('deleted', '?')} ({e.get('why', '?')})"
+        + (f": {e['note']}" if e.get("note") else "")
+        for e in chosen
+    )
+    note = (f"[t9k-jobs] the pods are gone: the last lines the operator kept of each as it deleted it "
+            f"(ConfigMap {last_words.name_of(logs.name)}): {ends}")  # fmt: skip
+    return [note, *lines]
 
 
 @dataclass
@@ -307,6 +368,10 @@ async def _follow(logs: _Logs, queue: asyncio.Queue[str | BaseException | None])
                     await patience.failed(exc)
                     continue
                 live = {p["metadata"].get("uid", ""): p for p in pods}
+                if first and not pods and raw is not None and phase_of(raw) in TERMINAL_PHASES:
+                    for line in await _kept(logs):  # finished, its pods deleted: what was kept
+                        await queue.put(line)
+                    break
                 for pod in pods:
                     for container in logs.containers(pod):
                         key = (pod["metadata"].get("uid", ""), container)

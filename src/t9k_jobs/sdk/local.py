@@ -47,11 +47,38 @@ def run_view(run: LocalRun, detail: bool = False, seen: Observation | None = Non
         runtime_reason=seen.runtime.reason if seen.runtime.unknown else None,
         unknown_reason=seen.reason,
         events=[Event.local(line) for line in run.events(15)] if detail else [],
+        stacks=_stacks(run.run_dir) if detail else [],
         detailed=detail,
         tensorboard_url=_tensorboard_url(run.run_dir) if seen.alive else None,
         # A hard-linked copy of a live run is Stopped here, and says it is a copy (ownership.py).
         stop_reason=(seen.runtime.reason or stop_reason(run.run_dir)) if seen.phase == STOPPED else None,
     )
+
+
+#: ``describe`` shows the newest this many stack dumps, and reads at most this much of each.
+SHOWN_DUMPS, DUMP_READ = 8, 256 * 1024
+
+
+def _stacks(run_dir: Path) -> list[tuple[str, list[str]]]:
+    """The run's newest stack dumps (:mod:`t9k_jobs.local.stacks`) with their top frames."""
+    from ..local.rundir import RunDir
+    from ..local.stacks import top_frames
+
+    folder = RunDir(run_dir).path / RunDir.STACKS
+    try:
+        files = sorted(folder.glob("*.txt"), key=lambda f: (f.stat().st_mtime, f.name))[-SHOWN_DUMPS:]
+    except OSError:
+        return []
+    out = []
+    for f in files:
+        try:
+            with open(f, encoding="utf-8", errors="replace") as fh:
+                text = fh.read(DUMP_READ)
+        except OSError:
+            continue
+        pod, _, attempt = f.name.removesuffix(".txt").rpartition(".attempt-")
+        out.append((f"{pod} attempt {attempt} ({RunDir.STACKS}/{f.name})", top_frames(text)))
+    return out
 
 
 def _tensorboard_url(run_dir: Path) -> str | None:
@@ -171,12 +198,15 @@ class LocalBackend:
         allow_duplicate: bool = False,
         volumes: dict[str, str | os.PathLike] | None = None,
         python: str | os.PathLike | None = None,
+        inject: list[str] | None = None,
     ) -> JobView:
         """Start ``job`` (from the file ``path``, watched for edits, or from its dump) in the
         background; the view once its runtime has started. ``volumes``: ``{CLAIM: DIR}``
-        (``--volume``); ``python``: ``--python``."""
+        (``--volume``); ``python``: ``--python``; ``inject``: ``--inject``'s values."""
         from ..local.checks import cannot_run_reason
         from ..local.gpus import GpuInventory
+        from ..local.inject import InjectError
+        from ..local.inject import parse as parse_injections
         from ..local.processes import check_python
         from ..local.rundir import RunDirError, RunOptions, make_run_dir, new_default_run_dir
         from ..local.rundirs import start_detached
@@ -195,6 +225,10 @@ class LocalBackend:
             raise UsageError(str(exc)) from None
         except ValueError as exc:
             raise UsageError(f"--python: {exc}") from None
+        try:
+            injections = parse_injections(inject or [], job)
+        except InjectError as exc:
+            raise UsageError(str(exc)) from None
         reason = cannot_run_reason(
             job, inventory if inventory is not None else GpuInventory.discovered(), mapping, python=interpreter
         )
@@ -205,7 +239,7 @@ class LocalBackend:
         except RunDirError as exc:
             raise UsageError(str(exc)) from None
         manifest = path.resolve() if path is not None else None
-        options = RunOptions(manifest, watch, inventory, allow_duplicate, mapping, interpreter)
+        options = RunOptions(manifest, watch, inventory, allow_duplicate, mapping, interpreter, injections)
         return run_view(start_detached(job, target, options))
 
     def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:

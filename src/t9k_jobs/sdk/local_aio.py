@@ -18,7 +18,6 @@ import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from ..errors import NotSupported
 from ..local.ownership import GONE
 from ..local.rundir import LocalRun, Observation, RunDir, newest_and_live, runs_dir_default
 from ..local.rundirs import POLL, LogReader, LogSourceGone, log_source, pick_run
+from ..threads import thread_pool
 from .local import LocalBackend, run_view
 from .view import JobView, LogOptions
 
@@ -40,6 +40,8 @@ LIVENESS = 1.0
 FALLBACK_POLL = 2.0
 #: Threads for edits and deletes (each may wait for a run): at most this many at once.
 ACTING_THREADS = 8
+#: Their name (:func:`t9k_jobs.threads.thread_pool`).
+ACTING_POOL = "t9k-act"
 #: Bytes a raw log download reads at a time.
 DOWNLOAD_BLOCK = 1 << 20
 #: A run's files whose change can change what is shown of it (the logs, but ``events.log``, do not).
@@ -249,7 +251,7 @@ class AsyncLocalBackend:
         self.cache = RunsCache(runs_dir, run_dir) if watch else None
         # Edits and deletes wait for a run (a delete for its replicas' grace period): threads of
         # their own, so they never take the threads that reads run in.
-        self._acting = ThreadPoolExecutor(max_workers=ACTING_THREADS, thread_name_prefix="t9k-local-action")
+        self._acting = thread_pool(ACTING_POOL, ACTING_THREADS)
 
     @property
     def runs_dir(self) -> Path | None:

@@ -207,7 +207,8 @@ def why(view: JobView) -> str | None:
     after a preemption; replicas being restarted (with the backoff count); replicas not running
     well (their reason and message); the ``ReplicaFailure`` condition. A job waiting after a
     preemption says so first: ``preempted by higher priority at <time>; <the rest>`` (the view's
-    ``preempted``)."""
+    ``preempted``). A cluster job without pods whose events hold a ``FailedCreate<Kind>`` Warning
+    says that event's message (the API server refused its PodGroup, say), not only its phase."""
     line = _why(view)
     status = view.status
     if status is None or status.phase in TERMINAL_PHASES or status.phase == "Paused" or view.preempted is None:
@@ -293,9 +294,21 @@ def _why(view: JobView) -> str | None:
         return failure.message
     if phase != "Running":
         if view.target == "cluster" and not live:
-            return f"{phase}: no pods yet"
+            refused = _refused_child(view)
+            return refused or f"{phase}: no pods yet"
         return f"{phase}: no replica reports a reason"
     return None
+
+
+def _refused_child(view: JobView) -> str | None:
+    """The newest ``FailedCreate<Kind>`` Warning among the job's events (the API server refused a
+    child the operator made: a PodGroup, a Workload, a pod), as ``<its message> (<reason>)``: why a
+    job without pods has none. None when there is none (the events are read for ``describe``)."""
+    refused = [e for e in view.events if e.type == "Warning" and e.reason.startswith("FailedCreate")]
+    if not refused:
+        return None
+    newest = max(refused, key=lambda e: e.when or 0.0)
+    return f"{newest.message} ({newest.reason})"
 
 
 def _unseen(view: JobView, live: list[dict[str, Any]]) -> str | None:
@@ -382,6 +395,18 @@ def describe(view: JobView, now: float) -> list[str]:
     out += condition_lines(status)
     out.append("Replicas:")
     out += _replica_lines(view)
+    if view.ended:
+        out.append("Ended attempts (pods deleted; their last lines: t9k-jobs logs):")
+        rows = [[e.get("replica", "?"), e.get("attempt", 0), e.get("container", "?"),
+                 "-" if e.get("exitCode") is None else e["exitCode"], e.get("reason") or "-",
+                 e.get("why") or "-", e.get("deleted") or "-"] for e in view.ended[-20:]]  # fmt: skip
+        out += ["  " + line for line in format_table(
+            ["REPLICA", "ATTEMPT", "CONTAINER", "EXIT CODE", "REASON", "DELETED FOR", "AT"], rows)]  # fmt: skip
+    if view.stacks:
+        out.append("Stacks (the job made no progress):")
+        for what, frames in view.stacks:
+            out.append(f"  {what}")
+            out += [f"    {line}" for line in frames] or ["    <no Python stack read>"]
     out.append("Events:")
     out += _event_lines(view, now)
     return out

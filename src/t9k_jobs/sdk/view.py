@@ -115,6 +115,14 @@ class JobView:
     gang: str | None = None
     preempted: str | None = None
     events: list[Event] = field(default_factory=list, repr=False)
+    #: Where the replicas were when the job made no progress (issue 42), read only for
+    #: ``describe``: ``(what, top frames)`` per dump, ``what`` like ``train-worker-1 attempt 0
+    #: (stacks/train-worker-1.attempt-0.txt)``, the newest dumps last.
+    stacks: list[tuple[str, list[str]]] = field(default_factory=list, repr=False)
+    #: A cluster job's replica pods the operator deleted, each container's end as it kept it
+    #: (:mod:`t9k_jobs.cluster.last_words`: replica, attempt, container, exitCode, reason, why,
+    #: deleted), oldest first; read only for ``describe``.
+    ended: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     @cached_property
     def job(self) -> Job | None:

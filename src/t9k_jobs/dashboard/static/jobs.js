@@ -30,7 +30,7 @@
       tr.children[2].className = "ns"; tr.children[2].hidden = !anyNs;
       tr.children[7].className = "q"; tr.children[7].hidden = !anyQueue;
       tr.children[8].className = "q"; tr.children[8].hidden = !anyQueue;
-      tr.children[9].className = "why";
+      if (j.why) tr.children[9].className = "why";  // an empty cell is not tinted
       return tr;
     }));
     document.getElementById("count").textContent = shown.length + " of " + jobs.length;

@@ -1,0 +1,178 @@
+"""Progress deadline (issue 42): a job whose replicas all fell silent is hung, not running.
+
+One rank stuck in a collective (a dead peer, a deadlock in a data loader) keeps every rank's pod
+Running for hours: Kubernetes, the Job controller, JobSet, Kubeflow's Trainer, Volcano and Kueue
+see healthy pods. The one sign of life every training program gives is its output, so with
+``t9k-jobs.io/progress-deadline-seconds: N`` on the job (:mod:`t9k_jobs.api.extensions`):
+
+- while the job is ``Running`` and every replica that has not ended runs (none being created,
+  replaced or deleted), the job's last sign of life is the latest of its running replicas' last
+  log lines (:attr:`~.types.ObservedPod.last_output`), or of their starts when they wrote none
+  (:attr:`~.types.ObservedPod.started_at`); a replica that ended is not waited for;
+- once that is N seconds ago or more, the job made no progress: one Warning event ``NoProgress``
+  says which replicas were silent and for how long, the job's ``Progressing`` condition turns
+  False (reason ``NoProgress``), the runtime dumps the stacks of the replicas' processes before
+  it acts (:attr:`~.types.Plan.dump_stacks`), and ``t9k-jobs.io/on-no-progress`` says what then:
+
+  - ``Restart`` (the default): every replica restarts, as after a retryable failure of the whole
+    job: each restart counted, the job's backoff count raised once, the reason ``NoProgress``;
+    with no restart left (``backoffLimit`` or a replica's restart ``limit`` reached) the job fails;
+  - ``Fail``: the job fails, reason ``NoProgress``, its running replicas stopped;
+  - ``Warn``: nothing more; the condition turns True again (``ProgressResumed``) once a replica
+    writes a line;
+
+- before the deadline, the engine asks to look again when it would pass (:func:`progress`).
+
+A job with the annotation that was never stalled has no ``Progressing`` condition; the condition
+stays once it appeared. Deployments have the same deadline (``progressDeadlineSeconds``, condition
+``Progressing``, reason ``ProgressDeadlineExceeded``), measured by rollout rather than output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..api.common import ReplicaStatus
+from ..api.extensions import PROGRESS_DEADLINE, extensions
+from ..frameworks import Outcome
+from .context import Pass, parse_time
+from .decisions import Restart, Restarts
+from .replica_status import on_its_way_out
+from .restart import may_restart
+from .types import Event, ObservedPod
+
+#: The event, condition and replica reason of a job that made no progress.
+NO_PROGRESS = "NoProgress"
+#: The condition's type (as a Deployment's) and its reason once a line came again.
+PROGRESSING = "Progressing"
+RESUMED = "ProgressResumed"
+
+
+@dataclass(frozen=True)
+class Stall:
+    """The job made no progress on this pass: the silent replicas as ``(pod, seconds since its
+    last line, whether it wrote one)``, the deadline, the action, and the event that says so."""
+
+    silent: tuple[tuple[ObservedPod, float, bool], ...]
+    deadline: int
+    action: str
+    event: Event
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where the job stands with its progress deadline on this pass: a :class:`Stall`, or when the
+    deadline would pass (``wake``, seconds); both ``None`` without the annotation or while the
+    job does not run as a whole."""
+
+    stall: Stall | None = None
+    wake: float | None = None
+
+
+def _running(p: Pass) -> list[ObservedPod] | None:
+    """The replicas' pods the deadline watches: every one that has not ended, when all of them run
+    (none waiting to start, none being deleted or replaced) and at least one does; else ``None``."""
+    if p.old.phase != "Running":
+        return None
+    live = [pod for pod in p.observed.pods.values() if not pod.terminal]
+    if not live:
+        return None
+    for pod in live:
+        prev = p.prior(pod.name)
+        rc = prev.restart_count if prev else 0
+        if pod.deleting or pod.effective_phase != "Running" or pod.started_at is None:
+            return None
+        if pod.restart_attempt is not None and pod.restart_attempt < rc:
+            return None  # an older attempt on its way out
+    return live
+
+
+def silent_for(pod: ObservedPod, now: float) -> tuple[float, bool]:
+    """Seconds since ``pod``'s last log line, or since its start when it wrote none, and whether it
+    wrote one."""
+    assert pod.started_at is not None
+    last = max(pod.started_at, pod.last_output or 0.0)
+    return now - last, pod.last_output is not None and pod.last_output >= pod.started_at
+
+
+def progress(p: Pass) -> Progress:
+    """The job's progress deadline on this pass (module docstring)."""
+    ext = extensions(p.job.metadata.annotations)
+    if ext.progress_deadline is None:
+        return Progress()
+    live = _running(p)
+    if live is None:
+        # Not judged now (starting, a replica being replaced): look again within the deadline,
+        # so a job whose status turns Running on this pass is judged without another event.
+        return Progress(wake=None if p.old.phase in ("Succeeded", "Failed") else float(ext.progress_deadline))
+    silent = [(pod, *silent_for(pod, p.now)) for pod in sorted(live, key=lambda x: x.name)]
+    quietest = min(seconds for _, seconds, _ in silent)
+    deadline = ext.progress_deadline
+    if quietest < deadline:
+        return Progress(wake=deadline - quietest)
+    parts = [
+        f"{pod.name} {seconds:.0f} s since its last line" if wrote else f"{pod.name} no line in {seconds:.0f} s since its start"
+        for pod, seconds, wrote in silent
+    ]
+    message = (
+        f"no replica wrote a log line for {deadline} s ({PROGRESS_DEADLINE}): {'; '.join(parts)}"
+    )
+    return Progress(Stall(tuple(silent), deadline, ext.on_no_progress, Event("Warning", NO_PROGRESS, message)))
+
+
+def condition_message(deadline: int) -> str:
+    """The ``Progressing=False`` condition's message (stable while stalled, so the status is not
+    rewritten on every pass)."""
+    return f"No replica wrote a log line for {deadline} s or more ({PROGRESS_DEADLINE})."
+
+
+def progressing_row(p: Pass, stalled: bool) -> tuple[str, bool, str, str] | None:
+    """The ``Progressing`` condition row: False from the pass that found the job stalled until a
+    replica writes a line after it (then True, ``ProgressResumed``; a restart alone does not
+    count); it stays once it appeared; absent for a job never stalled."""
+    ext = extensions(p.job.metadata.annotations)
+    old = p.old.condition(PROGRESSING)
+    if stalled and ext.progress_deadline is not None:
+        return (PROGRESSING, False, NO_PROGRESS, condition_message(ext.progress_deadline))
+    if old is None:
+        return None
+    if old.status == "False":
+        since = parse_time(old.last_transition_time) if old.last_transition_time else p.now
+        if not any(pod.last_output is not None and pod.last_output > since and not pod.terminal
+                   for pod in p.observed.pods.values()):  # fmt: skip
+            return (PROGRESSING, False, old.reason or NO_PROGRESS, old.message or "")
+    return (PROGRESSING, True, RESUMED, "A replica wrote a log line after the job made no progress.")
+
+
+def warned(p: Pass) -> bool:
+    """Whether the stall was said already (``Warn`` says it once, until progress resumes)."""
+    old = p.old.condition(PROGRESSING)
+    return old is not None and old.status == "False"
+
+
+def failure(p: Pass, stall: Stall) -> Outcome:
+    """The job's outcome when it fails for making no progress."""
+    return Outcome(
+        False,
+        f"{p.job.kind} {p.job.name} has failed: {stall.event.message}",
+        reason=NO_PROGRESS,
+    )
+
+
+def restart_all(p: Pass, backoff_count: int) -> Restarts | None:
+    """Every replica restarts, the backoff count raised once; ``None`` when a replica may not
+    restart any more (its restart ``limit``, or the job's ``backoffLimit``, reached)."""
+    out: list[Restart] = []
+    backoff = backoff_count + 1
+    for g, i, name in p.desired():
+        prev = p.prior(name)
+        rc = prev.restart_count if prev else 0
+        if not may_restart(p, g, rc, True, backoff_count, 0):
+            return None
+        pod = p.observed.pods.get(name)
+        if pod is not None:
+            status = on_its_way_out(pod, rc + 1)
+        else:
+            status = ReplicaStatus(name=name, phase="Creating", restart_count=rc + 1)
+        out.append(Restart(g, i, status, pod, NO_PROGRESS, backoff))
+    return Restarts(tuple(out), backoff, every=True)
