@@ -67,3 +67,41 @@ def test_the_tail_keeps_whole_lines_of_the_end() -> None:
     assert len(kept.encode()) <= 100 and kept.endswith("line 999\n") and kept.startswith("line ")
     assert _tail("short\n", 100) == "short\n"
     assert last_words.attempts(None) == [] and last_words.attempts({"data": {INDEX: "not json"}}) == []
+
+
+def test_lost_attempts_are_counted_once_per_pod_in_the_configmap_and_the_metrics(control_plane, kube: Kube,
+                                                                                namespace: str) -> None:  # fmt: skip
+    """The lost attempts (issue 42, part 5) go to the ConfigMap's ``lost.json`` and the operator's
+    counters once per pod: a pass that says a pod again, this operator or a new one (another
+    ``LastWords``, the ConfigMap's own list), adds nothing."""
+    from prometheus_client import REGISTRY
+
+    from t9k_jobs.engine import Lost
+
+    job = _job(kube, namespace)
+    first = (Lost("talker-worker-0", "uid-a", 0, "Failed", 10.0, 2), Lost("talker-worker-1", "uid-b", 0, "Restart", 4.0, 2))
+
+    def sample(name: str, reason: str) -> float:
+        return REGISTRY.get_sample_value(name, {"reason": reason}) or 0.0
+
+    before = (sample("t9k_jobs_lost_gpu_seconds_total", "Failed"), sample("t9k_jobs_lost_replica_seconds_total", "Restart"))
+
+    async def go() -> dict:
+        client = await KubeClient.from_config(control_plane.kubeconfig)
+        try:
+            await LastWords(client).keep(job, [], {}, first)  # type: ignore[arg-type]
+            again = LastWords(client)  # an operator that did not count them: the ConfigMap did
+            await again.keep(job, [], {}, (*first, Lost("talker-worker-0", "uid-c", 1, "Failed", 1.0, 2)))  # type: ignore[arg-type]
+            await again.keep(job, [], {}, first)  # type: ignore[arg-type]
+            return await client.get(CONFIGMAPS, namespace, last_words.name_of("talker"))
+        finally:
+            await client.close()
+
+    cm = asyncio.run(go())
+    totals = last_words.lost_totals(cm)
+    assert totals is not None and totals["counted"] == ["uid-a", "uid-b", "uid-c"], totals
+    assert totals["reasons"] == {"Failed": {"attempts": 2, "replicaSeconds": 11.0, "gpuSeconds": 22.0},
+                                 "Restart": {"attempts": 1, "replicaSeconds": 4.0, "gpuSeconds": 8.0}}  # fmt: skip
+    assert last_words.attempts(cm) == []  # no pod deleted: no last lines
+    assert sample("t9k_jobs_lost_gpu_seconds_total", "Failed") - before[0] == 22.0
+    assert sample("t9k_jobs_lost_replica_seconds_total", "Restart") - before[1] == 4.0

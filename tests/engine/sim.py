@@ -204,13 +204,18 @@ class Sim:
         self._set(name, "Pending", "Waiting")
 
     def run(self, name: str) -> None:
-        self._set(name, "Running", "Running")
+        self._set(name, "Running", "Running", ran_from=self._ran_from(name))
 
     def succeed(self, name: str) -> None:
-        self._set(name, "Succeeded", "Terminated", 0)
+        self._set(name, "Succeeded", "Terminated", 0, ran_from=self._ran_from(name), ran_until=self.now)
 
     def fail(self, name: str, code: int = 1) -> None:
-        self._set(name, "Failed", "Terminated", code)
+        self._set(name, "Failed", "Terminated", code, ran_from=self._ran_from(name), ran_until=self.now)
+
+    def _ran_from(self, name: str) -> float:
+        """When its containers started: when it was first run (now, if never)."""
+        started = self.pods[name].ran_from
+        return self.now if started is None else started
 
     def disrupt(
         self,

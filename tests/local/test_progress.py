@@ -5,6 +5,7 @@ checkpoint; ``--inject`` rehearses each failure as the engine meets the real one
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -173,19 +174,20 @@ def test_a_bad_inject_is_refused_before_anything_runs(tmp_path: Path, value: str
 
 
 @pytest.mark.parametrize(
-    ("action", "event", "restarts", "backoff"),
+    ("action", "event", "restarts", "backoff", "lost"),
     [
-        ("kill", "restarting inject-worker-1 (exit code 137)", [0, 1], 1),
-        ("node-lost", "restarting inject-worker-1 (NodeLost)", [0, 1], 1),
-        ("preempt", "inject-worker-1 preempted by the scheduler", [0, 0], 0),
+        ("kill", "restarting inject-worker-1 (exit code 137)", [0, 1], 1, "Failed"),
+        ("node-lost", "restarting inject-worker-1 (NodeLost)", [0, 1], 1, "NodeLost"),
+        ("preempt", "inject-worker-1 preempted by the scheduler", [0, 0], 0, "Preempted"),
     ],
 )
 def test_inject_does_what_the_engine_does_for_the_real_thing(
-    start, action: str, event: str, restarts: list[int], backoff: int
+    start, action: str, event: str, restarts: list[int], backoff: int, lost: str
 ) -> None:
     """``--inject ACTION:worker-1@2`` on a job printing every second: an ``Injected`` event, then
     the engine's own handling (a counted restart with the exit code or NodeLost; a preemption
-    recreated uncounted); the replica runs again and the job Succeeds."""
+    recreated uncounted); the replica runs again and the job Succeeds. The attempt it ended is
+    lost with that reason, for about the 2 s it ran, in lost.json and ``describe``."""
     run = start(generic("inject", TICKER, replicas=2), "--inject", f"{action}:worker-1@2")
     assert run.finish(240) == 0, run.output
     status = run.status()
@@ -195,6 +197,14 @@ def test_inject_does_what_the_engine_does_for_the_real_thing(
     assert status.get("backoffCount", 0) == backoff and status["phase"] == "Succeeded", status
     attempts = re.findall(r"\[worker-1\] attempt (\d+)", run.output)
     assert attempts == ["0", str(restarts[1])], run.output
+    totals = json.loads((run.run_dir / "lost.json").read_text())
+    assert list(totals["reasons"]) == [lost] and totals["reasons"][lost]["attempts"] == 1, totals
+    assert 1 <= totals["reasons"][lost]["replicaSeconds"] < 30 and totals["reasons"][lost]["gpuSeconds"] == 0, totals
+    described = subprocess.run([sys.executable, "-m", "t9k_jobs.cli", "describe", "genericjob", "inject", "--run-dir",
+                                str(run.run_dir)], capture_output=True, text=True, timeout=60)  # fmt: skip
+    text = described.stdout
+    assert "Lost to attempts that ended without finishing:" in text, (text, described.stderr)
+    assert re.search(rf"^  {lost} +1 +\d+ +0$", text, re.M), text
 
 
 def test_inject_hang_meets_the_progress_deadline(start) -> None:

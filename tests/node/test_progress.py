@@ -139,10 +139,13 @@ def test_a_failed_and_cleaned_up_job_still_shows_its_last_lines(node, kube: Kube
     one = cli(node, "logs", "pj", "gone", "-n", namespace, "--type", "master", "--index", "0", "--tail", "1")
     assert one.stdout.splitlines()[1:] == ["attempt 1: failing on purpose"], one.stdout
     described = cli(node, "describe", "pj", "gone", "-n", namespace)
-    section = described.stdout.split("Ended attempts", 1)[1].split("Events:", 1)[0]
+    section, lost = described.stdout.split("Ended attempts", 1)[1].split("Events:", 1)[0].split("Lost to attempts", 1)
     rows = [line.split() for line in section.splitlines()[2:] if line.strip()]
     assert [(r[0], r[1], r[3], r[4], r[5]) for r in rows] == [
         ("gone-master-0", "0", "3", "Error", "Restart"), ("gone-master-0", "1", "3", "Error", "CleanUp")], section
+    # Both attempts failed on their own (exit 3): lost to Failed, with the seconds they ran, no GPU.
+    [row] = [line.split() for line in lost.splitlines()[2:] if line.strip()]
+    assert row[:2] == ["Failed", "2"] and row[3] == "0", lost
 
 
 def cli(node, *args: str) -> subprocess.CompletedProcess[str]:

@@ -76,9 +76,11 @@ class Actuator:
         if plan.update:
             results = await asyncio.gather(*(self._update(key, job, raw, o) for o in plan.update), return_exceptions=True)
             errors += [r for r in results if isinstance(r, Exception)]
+        if plan.delete or plan.lost:
+            # What the pods to delete printed last, kept before their logs go with them; what the
+            # attempts that ended unfinished cost.
+            await self.last_words.keep(job, plan.delete, self.observe(key, job.metadata.uid).pods, plan.lost)
         if plan.delete:
-            # What the pods to delete printed last, kept before their logs go with them.
-            await self.last_words.keep(job, plan.delete, self.observe(key, job.metadata.uid).pods)
             self.expectations.expect(key, deletes={ChildRef(d.kind, d.name) for d in plan.delete})
             results = await asyncio.gather(
                 *(self._delete(key, job, d) for d in plan.delete), return_exceptions=True

@@ -55,6 +55,17 @@ LOG_PROBES = Counter(
     "Last-line reads of a running container's log for a job's progress deadline, by outcome (read, failed).",
     ["outcome"],
 )
+LOST_REPLICA_SECONDS = Counter(
+    "t9k_jobs_lost_replica_seconds_total",
+    "Seconds that replica pods ran in attempts that ended without finishing, by why they ended "
+    "(Failed, Restart, NoProgress, NodeLost, Preempted, ...); per job: t9k-jobs describe.",
+    ["reason"],
+)
+LOST_GPU_SECONDS = Counter(
+    "t9k_jobs_lost_gpu_seconds_total",
+    "GPU-seconds (seconds times the GPUs the replica asks for) of attempts that ended without finishing, by why.",
+    ["reason"],
+)
 API_REQUESTS = Counter("rest_client_requests_total", "HTTP requests to the API server.", ["verb", "code"])
 API_LATENCY = Histogram(
     "rest_client_request_duration_seconds",

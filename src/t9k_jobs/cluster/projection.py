@@ -174,6 +174,7 @@ def _project_pod(obj: dict[str, Any], labels: dict[str, str], deleting: bool) ->
         desired_hash=desired_hash_of(obj) or None,
         restart_attempt=restart_attempt_label(labels),
         started_at=_started_at(status.get("containerStatuses")),
+        **_ran(status.get("containerStatuses")),
     )
 
 
@@ -184,6 +185,26 @@ def _started_at(statuses: list[dict[str, Any]] | None) -> float | None:
               if isinstance(cs, dict) and "running" in (cs.get("state") or {})]  # fmt: skip
     known = [t for t in starts if t is not None]
     return max(known) if known else None
+
+
+def _ran(statuses: list[dict[str, Any]] | None) -> dict[str, float | None]:
+    """``ran_from``: the earliest start of the pod's containers (``state.running.startedAt`` or
+    ``state.terminated.startedAt``); ``ran_until``: once every container terminated, the latest
+    ``finishedAt``, else ``None``."""
+    starts, ends, running = [], [], False
+    for cs in statuses or []:
+        state = (cs.get("state") or {}) if isinstance(cs, dict) else {}
+        now = state.get("running") or state.get("terminated")
+        if isinstance(now, dict):
+            starts.append(_epoch(now.get("startedAt")))
+        if isinstance(state.get("terminated"), dict):
+            ends.append(_epoch(state["terminated"].get("finishedAt")))
+        else:
+            running = True
+    known = [t for t in starts if t is not None]
+    finished = [t for t in ends if t is not None]
+    return {"ran_from": min(known) if known else None,
+            "ran_until": max(finished) if finished and not running else None}  # fmt: skip
 
 
 def _epoch(stamp: Any) -> float | None:

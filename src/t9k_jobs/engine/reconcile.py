@@ -24,6 +24,7 @@ The pass, in order (reference sections in brackets):
    a Running job whose replicas all fell silent past its progress deadline (an annotation of
    ours) is restarted whole, failed, or warned about (:mod:`.progress`);
 7. replicas that wait for a reason (no image, no ConfigMap, no node) are reported, once;
+   the attempts that ended without finishing are said with why and what they ran (:mod:`.cost`);
 8. phase, conditions, tasks, aggregate and counters are derived, once, from what the steps
    decided (:func:`decide` returns the phase and the outcome; :func:`~.status.finish_status`) [§1.8].
 
@@ -71,6 +72,7 @@ from .apply import (
 )
 from .clean_up import clean_up
 from .context import CONFLICT_RECHECK, UNFINISHED_GRACE, Pass, Tally, parse_time, rfc3339
+from .cost import lost
 from .deadline import deadline, start_clock
 from .desired import build_pod, children, plan_children, replica_pods
 from .node_loss import force_deletes, losses, project
@@ -110,6 +112,7 @@ def reconcile(job: JobBase, observed: Observed, now: float, runtime: Runtime) ->
     # Pods on a lost node past their grace period, whoever deleted them (issue 25), whatever the
     # job's phase.
     apply_force_deletes(t, force_deletes(p.observed, now, runtime.node_lost_after))
+    t.plan.lost = lost(p, t.plan.delete, phase)  # what the attempts that ended unfinished cost
     t.plan.status = finish_status(p, t, phase, outcome)  # the status, derived once, at the end
     return t.plan
 

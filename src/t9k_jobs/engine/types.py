@@ -99,6 +99,11 @@ class ObservedPod:
     #: When a container of the pod last wrote to its log (seconds since the epoch), ``None`` when
     #: it wrote nothing yet or the runtime did not look (:mod:`.progress`).
     last_output: float | None = None
+    #: When its first container started running and, once every container has ended, when the
+    #: last one ended (seconds since the epoch; ``None``: not yet). What an attempt that ends
+    #: without finishing cost (:mod:`.cost`).
+    ran_from: float | None = None
+    ran_until: float | None = None
 
     @property
     def preempted(self) -> bool:
@@ -229,6 +234,23 @@ class Event:
     message: str
 
 
+@dataclass(frozen=True)
+class Lost:
+    """One attempt lost (:mod:`.cost`): its pod, UID, restart attempt, reason
+    (:data:`.cost.REASONS`), the seconds it ran (>= 0) and the GPUs its replica asks for."""
+
+    pod: str
+    uid: str
+    attempt: int
+    reason: str
+    seconds: float
+    gpus: float
+
+    def dump(self) -> dict[str, Any]:
+        return {"pod": self.pod, "uid": self.uid, "attempt": self.attempt, "reason": self.reason,
+                "seconds": round(self.seconds, 3), "gpus": self.gpus}  # fmt: skip
+
+
 @dataclass
 class Plan:
     """What one reconcile pass wants done.
@@ -250,6 +272,9 @@ class Plan:
     #: Pods whose processes' stacks the runtime dumps before it carries out anything else of the
     #: plan (a job that made no progress: :mod:`.progress`), so the dump shows where they hung.
     dump_stacks: tuple[str, ...] = ()
+    #: Attempts (replica pods) this pass sees end without finishing, with why and what they ran
+    #: (:class:`~.cost.Lost`); the runtime adds them to the job's totals, each pod once.
+    lost: tuple[Lost, ...] = ()
 
     @property
     def finished(self) -> bool:

@@ -89,6 +89,8 @@ class LocalContainer:
     #: When it started and when it last wrote output (seconds since the epoch; ``None``: not yet).
     started_at: float | None = None
     last_output: float | None = None
+    #: When its process ended (seconds since the epoch; ``None``: not yet).
+    ended_at: float | None = None
 
     @property
     def state(self) -> str:
@@ -189,6 +191,9 @@ class LocalPod:
             started_at=self.started_at,
             deletion_deadline=self.deletion_deadline,
             last_output=max((c.last_output for c in self.main if c.last_output is not None), default=None),
+            ran_from=min((c.started_at for c in self.main if c.started_at is not None), default=None),
+            ran_until=max((c.ended_at or 0.0 for c in self.main), default=None)
+            if self.main and all(c.exit_code is not None for c in self.main) else None,
         )
 
     @property
@@ -259,6 +264,7 @@ class LocalPod:
         while c.proc.returncode is None:
             await asyncio.sleep(0.05)
         c.exit_code = exit_code_of(c.proc.returncode)
+        c.ended_at = time.time()
         self.kill_leftovers(c.proc.pid, c.name)
         if not c.contained:
             self.sweep_orphans(f"{self.name}/{c.name}")
@@ -425,6 +431,7 @@ class LocalPod:
             self.sink(self.name, c.name, _clean(f"error: {message}".encode()))
             c.error = message
             c.exit_code = 128
+            c.ended_at = time.time()
             return
         c.reader = asyncio.get_running_loop().create_task(self._pump(c, log))
 

@@ -99,6 +99,7 @@ class RunDir:
     HOSTS = "hosts"
     VOLUMES = "volumes"
     STACKS = "stacks"
+    LOST = "lost.json"
     #: The files whose change can change what is shown of a run (its logs, but ``events.log``, do not).
     SHOWN = frozenset({INFO, STATUS, STATUS_JSON, PID, JOB, COPY, EVENTS, STOPPED})
 
@@ -162,6 +163,12 @@ class RunDir:
     def events(self) -> Path:
         """``events.log``: ``HH:MM:SS Type Reason: message``."""
         return self.path / self.EVENTS
+
+    @property
+    def lost(self) -> Path:
+        """``lost.json``: what the attempts that ended without finishing cost, by why
+        (:func:`t9k_jobs.engine.cost.add`'s totals; :mod:`t9k_jobs.local.lost`)."""
+        return self.path / self.LOST
 
     @property
     def job_log(self) -> Path:

@@ -1,9 +1,8 @@
 """``t9k-jobs run``: carry out the engine's plans with processes on this machine.
 
-The loop is the local twin of the operator's reconcile loop: snapshot the pods, call
-:func:`t9k_jobs.engine.reconcile`, start and stop process groups as the plan says, store the
-new status, and go round again when a process ends, the manifest file changes (pause,
-resume, elastic ``expectedReplicas``), the plan asks to look again, or half a second passes.
+The local twin of the operator's reconcile loop: snapshot the pods, call :func:`t9k_jobs.engine.reconcile`,
+start and stop process groups as the plan says, store the new status (and lost attempts), and go
+round again when a process ends, the manifest file changes, the plan asks, or half a second passes.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from .edits import manifest_doc, merge_edit, read_copy, rewrite_job, without_sta
 from .gpus import GpuAllocator, GpuInventory, set_visible_devices
 from .injector import Injection, Injector
 from .launch import LocalLauncher
+from .lost import LostAttempts
 from .ownership import StopNote, dir_lock, working_dir, write_atomic
 from .processes import RUN_ENV, Crashes, LocalPod, base_environment, end_orphans, marked, write_python_shims
 from .procfs import become_subreaper
@@ -257,9 +257,8 @@ class LocalRunner:
         self.display = display
         self.watch = watch and self.manifest is not None
         self.addressing = LocalAddressing(run_dir.resolve())
-        # What the engine decides for, one for the run: this machine's addressing and launcher,
-        # the default gang mode, no queue; without the tensorboard package no TensorBoard is
-        # served here, and the job's status says so.
+        # What the engine decides for: this machine's addressing and launcher, the default gang
+        # mode, no queue; without the tensorboard package no TensorBoard (the status says so).
         unserved = frozenset() if tensorboard_available() else frozenset({"TensorBoard"})
         # A node here is lost only by --inject node-lost, which loses it at once: no limit to wait.
         self.runtime = Runtime(
@@ -291,6 +290,7 @@ class LocalRunner:
         self.fatal: str | None = None
         # Why the run stopped before its job finished, if it does: space reserved now (a full disk).
         self.stop_note = StopNote(RunDir(run_dir).stopped)
+        self.lost = LostAttempts(run_dir, self._fatal)
         self.job_log = open(RunDir(run_dir).job_log, "a", encoding="utf-8")  # noqa: SIM115 - closed in run()
         self.events_log = open(RunDir(run_dir).events, "a", encoding="utf-8")  # noqa: SIM115
 
@@ -541,6 +541,7 @@ class LocalRunner:
             task = asyncio.get_running_loop().create_task(self._delete(pod))
             self.deletions.add(task)
             task.add_done_callback(self.deletions.discard)
+        self.lost.add(plan.lost)
         for event in plan.events:
             if event not in said:
                 self._event(event)

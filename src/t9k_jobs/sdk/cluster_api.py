@@ -564,11 +564,18 @@ def raw_view(
     pod_group: dict[str, Any] | None = None,
     events: list[dict[str, Any]] | None = None,
     detail: bool = False,
-    ended: list[dict[str, Any]] | None = None,
+    last_words: dict[str, Any] | None = None,
 ) -> JobView:
     """The view of a job as the server has it (``raw``), with, for ``describe`` (``detail``), its
-    pods, its native PodGroup (what :mod:`~t9k_jobs.sdk.gang_why` reads from it and the pods)
-    and the Events of both as the server returns them."""
+    pods, its native PodGroup (what :mod:`~t9k_jobs.sdk.gang_why` reads from it and the pods),
+    the Events of both as the server returns them, and its last-words ConfigMap (the ended
+    attempts and what the lost ones cost: :mod:`t9k_jobs.cluster.last_words`)."""
+    ended, lost = [], None
+    if last_words is not None:  # describe only: the module brings the operator's client
+        from ..cluster.last_words import attempts, lost_totals
+
+        ended, lost = attempts(last_words), lost_totals(last_words)
+
     job, status = parse(raw), status_of(raw)
     meta = raw.get("metadata") or {}
     pods = pods or []
@@ -594,7 +601,8 @@ def raw_view(
         gang=gang_waiting(live, pod_group),
         preempted=preempted_since(status, pod_group),
         events=[_event(ev) for ev in events or []],
-        ended=ended or [],
+        ended=ended,
+        lost=lost,
     )
 
 
@@ -628,18 +636,19 @@ async def detail_view(cl: Cluster, raw: dict[str, Any]) -> JobView:
         rs.name for t in (status.tasks if status is not None else []) for rs in t.replicas
     }
     events = await job_events(cl, kind, name, names, ns)
-    return raw_view(raw, pods, pod_group, events, detail=True, ended=await ended_attempts(cl, name, ns))
+    return raw_view(raw, pods, pod_group, events, detail=True, last_words=await last_words_of(cl, name, ns))
 
 
-async def ended_attempts(cl: Cluster, name: str, namespace: str) -> list[dict[str, Any]]:
-    """The ends the operator kept of job ``name``'s deleted pods (:mod:`t9k_jobs.cluster.last_words`);
-    none when it kept none or they cannot be read (403): describe goes on without them."""
-    from ..cluster import last_words
+async def last_words_of(cl: Cluster, name: str, namespace: str) -> dict[str, Any] | None:
+    """Job ``name``'s last-words ConfigMap (:mod:`t9k_jobs.cluster.last_words`: the ends the operator
+    kept of its deleted pods, what its lost attempts cost); ``None`` when there is none or it cannot
+    be read (403): describe goes on without it."""
+    from ..cluster.last_words import name_of
 
     try:
-        return last_words.attempts(await cl.kube.get(CONFIGMAPS, namespace, last_words.name_of(name)))
+        return await cl.kube.get(CONFIGMAPS, namespace, name_of(name))
     except ApiError:
-        return []
+        return None
     except _network_errors() as exc:
         raise cl.unreachable(exc) from None
 

@@ -48,6 +48,7 @@ def run_view(run: LocalRun, detail: bool = False, seen: Observation | None = Non
         unknown_reason=seen.reason,
         events=[Event.local(line) for line in run.events(15)] if detail else [],
         stacks=_stacks(run.run_dir) if detail else [],
+        lost=_lost(run.run_dir) if detail else None,
         detailed=detail,
         tensorboard_url=_tensorboard_url(run.run_dir) if seen.alive else None,
         # A hard-linked copy of a live run is Stopped here, and says it is a copy (ownership.py).
@@ -57,6 +58,13 @@ def run_view(run: LocalRun, detail: bool = False, seen: Observation | None = Non
 
 #: ``describe`` shows the newest this many stack dumps, and reads at most this much of each.
 SHOWN_DUMPS, DUMP_READ = 8, 256 * 1024
+
+
+def _lost(run_dir: Path) -> dict[str, Any] | None:
+    """What the run's lost attempts cost (:mod:`t9k_jobs.local.lost`)."""
+    from ..local.lost import read
+
+    return read(run_dir)
 
 
 def _stacks(run_dir: Path) -> list[tuple[str, list[str]]]:

@@ -402,6 +402,11 @@ def describe(view: JobView, now: float) -> list[str]:
                  e.get("why") or "-", e.get("deleted") or "-"] for e in view.ended[-20:]]  # fmt: skip
         out += ["  " + line for line in format_table(
             ["REPLICA", "ATTEMPT", "CONTAINER", "EXIT CODE", "REASON", "DELETED FOR", "AT"], rows)]  # fmt: skip
+    lost = _lost_rows(view.lost)
+    if lost:
+        out.append("Lost to attempts that ended without finishing:")
+        out += ["  " + line for line in format_table(["REASON", "ATTEMPTS", "REPLICA-SECONDS", "GPU-SECONDS"],
+                                                     [[r, n, f"{s:.0f}", f"{g:.0f}"] for r, n, s, g in lost])]  # fmt: skip
     if view.stacks:
         out.append("Stacks (the job made no progress):")
         for what, frames in view.stacks:
@@ -410,6 +415,15 @@ def describe(view: JobView, now: float) -> list[str]:
     out.append("Events:")
     out += _event_lines(view, now)
     return out
+
+
+def _lost_rows(totals: dict[str, Any] | None) -> list[tuple[str, int, float, float]]:
+    """:func:`t9k_jobs.engine.cost.rows` of ``totals`` (imported only when there are some)."""
+    if not totals:
+        return []
+    from ..engine.cost import rows
+
+    return rows(totals)
 
 
 def _replica_lines(view: JobView) -> list[str]:

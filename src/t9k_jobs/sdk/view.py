@@ -123,6 +123,10 @@ class JobView:
     #: (:mod:`t9k_jobs.cluster.last_words`: replica, attempt, container, exitCode, reason, why,
     #: deleted), oldest first; read only for ``describe``.
     ended: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    #: What the job's attempts that ended without finishing cost, by why
+    #: (:func:`t9k_jobs.engine.cost.add`'s totals: local ``lost.json``, a cluster job's
+    #: last-words ConfigMap), ``None`` when none was lost or not read; read only for ``describe``.
+    lost: dict[str, Any] | None = field(default=None, repr=False)
 
     @cached_property
     def job(self) -> Job | None:
