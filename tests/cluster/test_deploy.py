@@ -127,9 +127,10 @@ def test_every_rule_is_explicit() -> None:
             assert "nonResourceURLs" not in rule
 
 
-def test_jobs_are_read_only_except_status() -> None:
+def test_jobs_are_never_written_but_their_status_and_deleted_only_past_their_ttl() -> None:
     for plural in PLURALS:
-        assert grants(CLUSTER_ROLE["rules"], GROUP, plural) == {"get", "list", "watch"}, plural
+        # delete: a finished job past its time to live (engine/ttl.py); never update or patch.
+        assert grants(CLUSTER_ROLE["rules"], GROUP, plural) == {"get", "list", "watch", "delete"}, plural
         assert grants(CLUSTER_ROLE["rules"], GROUP, f"{plural}/status") == {"get", "update", "patch"}
         # The OwnerReferencesPermissionEnforcement check for blockOwnerDeletion; no endpoint behind it.
         assert grants(CLUSTER_ROLE["rules"], GROUP, f"{plural}/finalizers") == {"update"}
@@ -139,7 +140,7 @@ def test_jobs_are_read_only_except_status() -> None:
                 base, _, sub = resource.partition("/")
                 assert base in PLURALS and sub in ("", "status", "finalizers"), resource
                 if not sub:
-                    assert not WRITES & set(rule["verbs"]), rule
+                    assert not (WRITES - {"delete"}) & set(rule["verbs"]), rule
 
 
 @pytest.mark.parametrize(
@@ -178,7 +179,7 @@ def test_exact_cluster_role() -> None:
     children = {"get", "list", "watch", "create", "delete"}
     updated = children | {"patch"}
     expected = {
-        **{(GROUP, p): {"get", "list", "watch"} for p in PLURALS},
+        **{(GROUP, p): {"get", "list", "watch", "delete"} for p in PLURALS},
         **{(GROUP, f"{p}/status"): {"get", "update", "patch"} for p in PLURALS},
         **{(GROUP, f"{p}/finalizers"): {"update"} for p in PLURALS},
         ("", "pods"): children,

@@ -8,6 +8,10 @@ name, never ignored.
   by the replicas' output, the one sign of life every training program gives.
 - ``t9k-jobs.io/on-no-progress``: what then: ``Restart`` (the default; the whole job restarts as
   after a retryable failure, counted against its backoff limit), ``Fail`` or ``Warn``.
+- ``t9k-jobs.io/ttl-seconds-after-finished``: a non-negative integer N. N seconds after the job
+  Succeeded or Failed (its ``completionTime``) the operator deletes it, its children with it; a
+  local run's directory is pruned by ``get`` and ``run`` (:mod:`t9k_jobs.engine.ttl`). As a
+  Kubernetes Job's ``ttlSecondsAfterFinished``.
 """
 
 from __future__ import annotations
@@ -21,10 +25,11 @@ from .fields import INT32_MAX, FieldError
 PREFIX = "t9k-jobs.io/"
 PROGRESS_DEADLINE = f"{PREFIX}progress-deadline-seconds"
 ON_NO_PROGRESS = f"{PREFIX}on-no-progress"
+TTL_AFTER_FINISHED = f"{PREFIX}ttl-seconds-after-finished"
 #: What ``on-no-progress`` accepts, the default first.
 NO_PROGRESS_ACTIONS = ("Restart", "Fail", "Warn")
 #: Every annotation of ours, for the message that refuses an unknown one.
-KNOWN = (PROGRESS_DEADLINE, ON_NO_PROGRESS)
+KNOWN = (PROGRESS_DEADLINE, ON_NO_PROGRESS, TTL_AFTER_FINISHED)
 
 NoProgressAction = Literal["Restart", "Fail", "Warn"]
 
@@ -32,10 +37,12 @@ NoProgressAction = Literal["Restart", "Fail", "Warn"]
 @dataclass(frozen=True)
 class Extensions:
     """The job's extensions as its annotations give them. ``progress_deadline``: seconds, ``None``
-    without the annotation; ``on_no_progress``: the action when the deadline passes."""
+    without the annotation; ``on_no_progress``: the action when the deadline passes;
+    ``ttl_after_finished``: seconds a finished job is kept, ``None`` without the annotation."""
 
     progress_deadline: int | None = None
     on_no_progress: NoProgressAction = "Restart"
+    ttl_after_finished: int | None = None
 
 
 def _where(key: str) -> str:
@@ -64,4 +71,11 @@ def extensions(annotations: dict[str, str] | None) -> Extensions:
         raise FieldError(_where(ON_NO_PROGRESS), f"{action!r} is not accepted; expected one of {', '.join(NO_PROGRESS_ACTIONS)}")
     if ON_NO_PROGRESS in annotations and deadline is None:
         raise FieldError(_where(ON_NO_PROGRESS), f"says what to do when {PROGRESS_DEADLINE} passes, which the job does not set")
-    return Extensions(deadline, action)  # type: ignore[arg-type]
+    ttl = None
+    raw = annotations.get(TTL_AFTER_FINISHED)
+    if raw is not None:
+        text = str(raw).strip()
+        if not text.isdigit() or int(text) > INT32_MAX:
+            raise FieldError(_where(TTL_AFTER_FINISHED), f"{raw!r} is not accepted; expected a non-negative integer (seconds)")
+        ttl = int(text)
+    return Extensions(deadline, action, ttl)  # type: ignore[arg-type]

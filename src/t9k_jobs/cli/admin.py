@@ -60,6 +60,15 @@ def operator(
             help="Seconds a node may be NotReady/Unknown before the replicas on it fail with reason NodeLost and their pods are deleted, then force-deleted after their grace period.",
         ),
     ] = 60.0,
+    ttl_after_finished: Annotated[
+        Optional[int],
+        typer.Option(
+            "--ttl-after-finished",
+            min=0,
+            help="Seconds a finished job (Succeeded or Failed) is kept before it is deleted with its children, "
+            "unless its annotation t9k-jobs.io/ttl-seconds-after-finished says otherwise. Default: kept.",
+        ),
+    ] = None,
 ) -> None:
     """Reconcile GenericJob, PyTorchTrainingJob, DeepSpeedJob and ColossalAIJob on a cluster."""
     import os
@@ -86,6 +95,7 @@ def operator(
         burst=burst,
         discovery_interval=discovery_interval,
         node_lost_after=node_lost_after,
+        ttl_after_finished=ttl_after_finished,
     )
     try:
         code = run_operator(config, log_level)

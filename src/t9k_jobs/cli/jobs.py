@@ -107,6 +107,17 @@ def get(
     output: Annotated[
         Optional[GetOutput], typer.Option("--output", "-o", help="wide, yaml, json or name.")
     ] = None,
+    ttl: Annotated[
+        Optional[int],
+        typer.Option(
+            "--ttl",
+            min=0,
+            help="Local: first remove the run dirs of runs finished more than this many seconds ago (a run's own "
+            "time to live, its job's t9k-jobs.io/ttl-seconds-after-finished or run --ttl, wins; those are "
+            "removed even without --ttl). Never a running or Stopped run.",
+            rich_help_panel="Local runs",
+        ),
+    ] = None,
     *,
     target: Target,
 ) -> None:
@@ -120,6 +131,14 @@ def get(
 
     with verb_errors():
         with target.client() as client:
+            if client.target != "local" and ttl is not None:
+                fail(["--ttl: removes local runs; on a cluster the operator deletes finished jobs (their "
+                      "t9k-jobs.io/ttl-seconds-after-finished, its --ttl-after-finished)"])  # fmt: skip
+            if client.target == "local" and target.run_dir is None:
+                from ..local.prune import prune
+
+                for pruned in prune(target.runs_dir, ttl):  # finished runs past their time to live
+                    typer.echo(f"note: {pruned.line()}", err=True)
             rows = client.summaries(kind, name, all_namespaces=target.all_namespaces)
     kind_name = resolve_kind(kind) if kind is not None else None  # valid: summaries took it
     single = (name is not None or (client.target == "local" and target.run_dir is not None)) and len(rows) == 1

@@ -158,6 +158,14 @@ def run(
             "worker-1 (docs/hangs.md).",
         ),
     ] = None,
+    ttl: Annotated[
+        Optional[int],
+        typer.Option(
+            "--ttl",
+            help="Seconds the finished run is kept: then get or run removes its run dir (default: the job's "
+            "t9k-jobs.io/ttl-seconds-after-finished, else kept). Runs under ./t9k-runs only: not with --run-dir.",
+        ),
+    ] = None,
 ) -> None:
     """Run the job in FILE on this machine; exit 0 only when it Succeeded (with -d: once it started)."""
     from ..local.gpus import GpuInventory
@@ -180,6 +188,11 @@ def run(
             python = check_python(python)
         except ValueError as exc:
             fail([f"--python: {exc}"])
+    from ..local.prune import prune, ttl_problem
+
+    problem = ttl_problem(ttl, run_dir is not None)
+    if problem is not None:
+        fail([problem])
     if detach:
         from ..local.checks import start_notes
         from ..sdk.client import Client
@@ -198,6 +211,7 @@ def run(
                 volumes=volumes,
                 python=python,
                 inject=inject,
+                ttl=ttl,
             )
         _print_detached(started)
         raise typer.Exit(0)
@@ -210,6 +224,9 @@ def run(
     except InjectError as exc:
         fail([str(exc)])
     from_stdin = str(file) == "-"
+    if run_dir is None:
+        for pruned in prune(None):  # the finished runs of ./t9k-runs past their time to live
+            typer.echo(f"note: {pruned.line()}", err=True)
     code = run_job(
         job,
         manifest=None if from_stdin else file,
@@ -221,6 +238,7 @@ def run(
         volumes=volumes,
         python=python,
         injections=injections,
+        ttl=ttl,
     )
     raise typer.Exit(code)
 

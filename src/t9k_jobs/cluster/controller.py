@@ -92,6 +92,7 @@ class Controller(Actuator):
         batch_period: float = 1.0,
         native_gang: bool = False,
         node_lost_after: float = NODE_LOST_AFTER,
+        ttl_after_finished: int | None = None,
     ) -> None:
         self.client = client
         #: When the replicas of jobs with a progress deadline last wrote to their logs.
@@ -114,9 +115,11 @@ class Controller(Actuator):
         # What the engine decides for, built once from discovery (the operator restarts itself when
         # what the API server serves changes: operator.py). ``node_lost_after``: seconds a node may
         # be unreachable before the replicas on it count as lost (issue 25; the operator's
-        # --node-lost-after).
+        # --node-lost-after); ``ttl_after_finished``: seconds a finished job without its own
+        # annotation is kept (--ttl-after-finished; None: kept).
         self.runtime = Runtime(
             gang=self.gang_mode, queueing=self.queueing, node_lost_after=node_lost_after,
+            ttl_after_finished=ttl_after_finished,
             unserved=frozenset(k for k in OPTIONAL_CHILDREN if k not in self.served_optional_kinds),
             unserved_hint=TENSORBOARD_HINT,
         )  # fmt: skip
@@ -489,10 +492,30 @@ class Controller(Actuator):
         self._valid(key)
         if errors:
             raise errors[0]
-        if plan.requeue_after is not None and not plan.finished:
-            self.queue.add_after(key, plan.requeue_after + 0.05)
+        if plan.expire_after == 0:
+            return await self._expire(key, job)
+        wake = plan.requeue_after if not plan.finished else None
+        if plan.expire_after is not None:  # a finished job with a time to live: look again then
+            wake = plan.expire_after if wake is None else min(wake, plan.expire_after)
+        if wake is not None:
+            self.queue.add_after(key, wake + 0.05)
             return "requeue_after"
         return "success"
+
+    async def _expire(self, key: JobKey, job: Job) -> str:
+        """Delete a finished job past its time to live (:mod:`t9k_jobs.engine.ttl`), only if it is
+        still the one reconciled (its UID), its children with it (background propagation: the
+        garbage collector deletes what it owns). Returns the result label ``deleted``; raises
+        :class:`ApiError` (retried) except for 404 and 409 (gone, or another job has the name)."""
+        try:
+            await self.client.delete(JOB_RESOURCES[job.kind], job.namespace, job.name, uid=job.metadata.uid,
+                                     propagation="Background")  # fmt: skip
+        except ApiError as exc:
+            if exc.status not in (404, 409):
+                metrics.API_ERRORS.labels(verb="delete", reason=exc.reason).inc()
+                raise
+        log.info("%s: deleted, finished past its time to live", key)
+        return "deleted"
 
     def _parse(self, key: JobKey, raw: dict[str, Any], rv: str) -> Job | None:
         state = self._state(key)

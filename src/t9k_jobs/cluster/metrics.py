@@ -18,7 +18,7 @@ CONTROLLER = "t9k-jobs"
 
 RECONCILES = Counter(
     "controller_runtime_reconcile_total",
-    "Reconcile passes by result (success, error, requeue, requeue_after, skipped).",
+    "Reconcile passes by result (success, error, requeue, requeue_after, skipped, invalid, deleted).",
     ["controller", "result"],
 )
 RECONCILE_ERRORS = Counter(

@@ -72,6 +72,9 @@ class OperatorConfig:
     discovery_interval: float = 300.0
     #: Seconds a node may be unreachable before the replicas on it are lost (``--node-lost-after``).
     node_lost_after: float = NODE_LOST_AFTER
+    #: Seconds a finished job without its own ``t9k-jobs.io/ttl-seconds-after-finished`` is kept
+    #: before it is deleted (``--ttl-after-finished``); ``None``: kept.
+    ttl_after_finished: int | None = None
 
 
 class Operator:
@@ -115,6 +118,7 @@ class Operator:
                 identity=self.identity,
                 native_gang=native,
                 node_lost_after=c.node_lost_after,
+                ttl_after_finished=c.ttl_after_finished,
             )
             log.info("t9kScheduler jobs: gang mode %s", self.controller.gang_mode)
             log.info(

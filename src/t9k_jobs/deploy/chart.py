@@ -411,7 +411,17 @@ def _args(t: _Template, args: list[str]) -> list[str]:
             f"{pad}{{{{- end }}}}",
         ]
 
+    def optional(i: int) -> list[str]:  # flags whose chart value may be null: off unless set
+        pad = " " * i
+        return [
+            f'{pad}{{{{- if not (kindIs "invalid" .Values.ttlAfterFinished) }}}}',
+            f"{pad}- --ttl-after-finished",
+            f"{pad}- {{{{ .Values.ttlAfterFinished | int | quote }}}}",
+            f"{pad}{{{{- end }}}}",
+        ]
+
     out.append(t.block(namespaces))
+    out.append(t.block(optional))
     return out
 
 

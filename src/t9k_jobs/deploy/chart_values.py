@@ -76,6 +76,9 @@ VALUES: tuple[Value, ...] = (
     Value("nodeLostAfter", rbac.NODE_LOST_AFTER, {"type": "integer", "minimum": 1},
           "Seconds a node may be NotReady/Unknown before the replicas on it fail with reason "
           "NodeLost and their pods are deleted, then force-deleted (--node-lost-after)."),
+    Value("ttlAfterFinished", None, {"type": ["integer", "null"], "minimum": 0},
+          "Seconds a finished job is kept before it is deleted with its children, unless its "
+          "annotation t9k-jobs.io/ttl-seconds-after-finished says otherwise; null: kept (--ttl-after-finished)."),
     Value("logLevel", rbac.LOG_LEVEL, {"type": "string", "enum": ["DEBUG", "INFO", "WARNING", "ERROR"]},
           "Operator log level (--log-level)."),
     Value("metrics.port", rbac.METRICS_PORT, {"type": "integer", "minimum": 1, "maximum": 65535},

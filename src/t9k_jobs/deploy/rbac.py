@@ -159,8 +159,10 @@ def cluster_role() -> dict[str, Any]:
     rules = [
         # Jobs: the informers list and watch all four kinds (cluster-wide or per namespace) and
         # a reconcile may read one fresh. No update/patch here: the operator never writes a
-        # job's spec or metadata (no finalizers on jobs).
-        _rule(GROUP, plurals, ["get", "list", "watch"]),
+        # job's spec or metadata (no finalizers on jobs). Delete: a finished job past its time
+        # to live (t9k-jobs.io/ttl-seconds-after-finished, --ttl-after-finished; engine/ttl.py),
+        # with its UID as a precondition.
+        _rule(GROUP, plurals, ["get", "list", "watch", "delete"]),
         # Job status: written once per reconcile pass when it changed (PUT with the
         # resourceVersion precondition = update; patch for merge patches of status).
         _rule(GROUP, [f"{p}/status" for p in plurals], ["get", "update", "patch"]),

@@ -26,7 +26,8 @@ The pass, in order (reference sections in brackets):
 7. replicas that wait for a reason (no image, no ConfigMap, no node) are reported, once;
    the attempts that ended without finishing are said with why and what they ran (:mod:`.cost`);
 8. phase, conditions, tasks, aggregate and counters are derived, once, from what the steps
-   decided (:func:`decide` returns the phase and the outcome; :func:`~.status.finish_status`) [§1.8].
+   decided (:func:`decide` returns the phase and the outcome; :func:`~.status.finish_status`)
+   [§1.8]; and when a finished job is to be deleted (:mod:`.ttl`).
 
 The pass's inputs (the framework, the replica groups, the :class:`~t9k_jobs.frameworks.BuildContext`,
 whether the job goes through a queue) are computed once, by :func:`begin`, and kept on the
@@ -84,6 +85,7 @@ from .restart import restarts
 from .run_mode import paused
 from .runtime import Runtime
 from .status import active_phase, finish_status
+from .ttl import expire_after
 from .types import Observed, Plan
 from .waiting import waiting_events
 
@@ -113,6 +115,7 @@ def reconcile(job: JobBase, observed: Observed, now: float, runtime: Runtime) ->
     # job's phase.
     apply_force_deletes(t, force_deletes(p.observed, now, runtime.node_lost_after))
     t.plan.lost = lost(p, t.plan.delete, phase)  # what the attempts that ended unfinished cost
+    t.plan.expire_after = expire_after(job, runtime, phase, t.completion_time, now)
     t.plan.status = finish_status(p, t, phase, outcome)  # the status, derived once, at the end
     return t.plan
 

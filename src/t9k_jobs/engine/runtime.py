@@ -37,7 +37,8 @@ class Runtime:
     :attr:`~.types.Observed.others`; a job that asks for one gets a ``TensorBoardUnavailable``
     Warning event once, with ``unserved_hint`` (why, and what to do). ``node_lost_after``: seconds a node stays unreachable before
     the replicas on it count as lost (reason ``NodeLost``: :mod:`.node_loss`); the operator's
-    ``--node-lost-after``.
+    ``--node-lost-after``. ``ttl_after_finished``: seconds a finished job is kept when its own
+    annotation does not say (:mod:`.ttl`; the operator's ``--ttl-after-finished``), ``None``: kept.
     """
 
     addressing: Addressing = field(default_factory=ClusterAddressing)
@@ -47,6 +48,7 @@ class Runtime:
     unserved: frozenset[str] = frozenset()
     node_lost_after: float = NODE_LOST_AFTER
     unserved_hint: str = "TensorBoards are not served here"
+    ttl_after_finished: int | None = None
 
     def __post_init__(self) -> None:
         if self.gang not in GANG_MODES:

@@ -275,6 +275,9 @@ class Plan:
     #: Attempts (replica pods) this pass sees end without finishing, with why and what they ran
     #: (:class:`~.cost.Lost`); the runtime adds them to the job's totals, each pod once.
     lost: tuple[Lost, ...] = ()
+    #: Seconds until the finished job is to be deleted (0: now; :mod:`.ttl`), ``None``: it is kept
+    #: (or not finished). Not a wake-up: :attr:`finished` does not read it; the operator acts on it.
+    expire_after: float | None = None
 
     @property
     def finished(self) -> bool:

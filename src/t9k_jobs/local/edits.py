@@ -128,7 +128,7 @@ def rewrite_job(run_dir: Path, job: Job) -> list[str]:
     problems = []
     try:
         info = json.loads(files.info.read_bytes())
-        write_run_info(run_dir, job, float(info["created"]))
+        write_run_info(run_dir, job, float(info["created"]), info.get("ttlSecondsAfterFinished"))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         problems.append(f"cannot write {files.info}: {getattr(exc, 'strerror', None) or exc}")
     try:

@@ -605,11 +605,18 @@ def write_status(run_dir: Path, status: dict[str, Any]) -> None:
     write_atomic(files.status_json, json.dumps({"statusYaml": ident, "status": status}) + "\n")
 
 
-def write_run_info(run_dir: Path, job: Job, created: float) -> None:
+def write_run_info(run_dir: Path, job: Job, created: float, ttl: int | None = None) -> None:
     """Write ``run.json``: what ``get`` and the lookups by name read without parsing a manifest
-    (kind, name, ``created`` in epoch seconds, the number of replicas). Raises ``OSError``."""
+    (kind, name, ``created`` in epoch seconds, the number of replicas) and the run's time to live
+    once finished (``ttl``, ``run --ttl``, else the job's ``t9k-jobs.io/ttl-seconds-after-finished``;
+    :mod:`t9k_jobs.local.prune`), when it has one. Raises ``OSError``."""
+    from ..api.extensions import extensions
+
     replicas = sum(g.replicas for g in framework_for(job).groups(job))
-    info = {"kind": job.kind, "name": job.name, "created": created, "replicas": replicas}
+    info: dict[str, Any] = {"kind": job.kind, "name": job.name, "created": created, "replicas": replicas}
+    ttl = ttl if ttl is not None else extensions(job.metadata.annotations).ttl_after_finished
+    if ttl is not None:
+        info["ttlSecondsAfterFinished"] = ttl
     write_atomic(RunDir(run_dir).info, json.dumps(info) + "\n")
 
 
@@ -631,6 +638,9 @@ class RunOptions:
     python: str | None = None
     #: ``--inject``: failures to make happen on purpose (:mod:`t9k_jobs.local.inject`).
     injections: tuple[Injection, ...] = ()
+    #: ``--ttl``: seconds the finished run is kept (:mod:`t9k_jobs.local.prune`), ``None``: its job's
+    #: annotation says, else kept.
+    ttl: int | None = None
 
     def write(self, run_dir: Path) -> None:
         """Write ``options.json`` in ``run_dir``, whole. Raises ``OSError``."""
@@ -643,6 +653,7 @@ class RunOptions:
             "volumes": {claim: str(folder) for claim, folder in self.volumes.items()},
             "python": self.python,
             "inject": inject_json(self.injections),
+            "ttl": self.ttl,
         }
         write_atomic(RunDir(run_dir).options, json.dumps(data) + "\n", mode=0o600)
 
@@ -662,6 +673,7 @@ class RunOptions:
             volumes={claim: Path(folder) for claim, folder in data["volumes"].items()},
             python=data["python"],
             injections=injections_from_json(data.get("inject")),
+            ttl=data.get("ttl") if isinstance(data.get("ttl"), int) else None,
         )
 
 

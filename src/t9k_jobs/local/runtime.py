@@ -76,6 +76,7 @@ def run_job(
     volumes: dict[str, Path] | None = None,
     python: str | None = None,
     injections: tuple[Injection, ...] = (),
+    ttl: int | None = None,
 ) -> int:
     """Run ``job`` here until it finishes or is interrupted; return the process exit code.
 
@@ -91,11 +92,11 @@ def run_job(
     folder of each claim (or foreign configMap or secret) the pods mount (:mod:`.volumes`); each
     container runs in namespaces of its own where the machine allows (:mod:`.sandbox`).
     ``python``: ``--python``, the interpreter ``python``, ``python3`` and ``torchrun`` mean (an
-    absolute path; default: the one t9k-jobs runs in). ``injections``: ``--inject``, failures made
-    on purpose (:mod:`.inject`). A status the job carries is not read: a run starts the job anew.
+    absolute path; default: the one t9k-jobs runs in). ``injections``: ``--inject`` (:mod:`.inject`);
+    ``ttl``: ``--ttl`` (:mod:`.prune`). A status the job carries is not read: a run starts anew.
     """
     gpus = gpus if gpus is not None else GpuInventory.discovered()  # probed once, when first asked
-    options = RunOptions(manifest, watch, gpus, allow_duplicate, dict(volumes or {}), python, injections)
+    options = RunOptions(manifest, watch, gpus, allow_duplicate, dict(volumes or {}), python, injections, ttl)
     job = _anew(job)
     display = Display(quiet=quiet)
     try:
@@ -165,8 +166,7 @@ def _start(
     files = RunDir(run_dir)
     manifest = options.manifest
     try:
-        # One job, one run: the check and this run's start are one step for every runtime of the
-        # runs dir (they take turns on its lock), so two starts at once cannot both pass it.
+        # One job, one run: the check and the start are one step (the runtimes take turns on the lock).
         with dir_lock(run_dir.parent):
             if not options.allow_duplicate:
                 taken = already_running(run_dir.parent, job.kind, job.name)
@@ -187,7 +187,7 @@ def _start(
             if options.watch and manifest is not None:
                 # The user's file whose edits this run follows (merged into its copy).
                 files.watched.write_text(f"{manifest.resolve()}\n", encoding="utf-8")
-            write_run_info(run_dir, job, time.time())
+            write_run_info(run_dir, job, time.time(), options.ttl)
     except OSError as exc:
         display.error(f"cannot write in {run_dir}: {exc.strerror or exc}")
         return EXIT_CANNOT_RUN

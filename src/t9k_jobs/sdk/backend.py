@@ -82,6 +82,7 @@ class Runner(Protocol):
         volumes: dict[str, str | os.PathLike] | None = None,
         python: str | os.PathLike | None = None,
         inject: list[str] | None = None,
+        ttl: int | None = None,
     ) -> JobView:
         """Start ``job`` (from the file ``path``, or from its dump) in the background; the view
         once its runtime has started."""

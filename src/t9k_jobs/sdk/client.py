@@ -223,6 +223,7 @@ class Client(OverBackend):
         volumes: dict[str, str | os.PathLike] | None = None,
         python: str | os.PathLike | None = None,
         inject: list[str] | None = None,
+        ttl: int | None = None,
     ) -> Job:
         """Local only: start ``job`` on this machine in the background (its own session: it
         survives the caller) and return it once its runtime has started, with annotations
@@ -235,7 +236,9 @@ class Client(OverBackend):
         persistentVolumeClaim (or foreign configMap or secret) stands for (``--volume``); ``python``:
         the interpreter ``python``, ``python3`` and ``torchrun`` mean in the replicas (``--python``);
         ``inject``: failures to make happen on purpose, ``["kill:worker-1@10"]`` (``--inject``,
-        :mod:`t9k_jobs.local.inject`).
+        :mod:`t9k_jobs.local.inject`); ``ttl``: seconds the finished run is kept before ``get`` or
+        ``run`` removes its run dir (``--ttl``; default: the job's
+        ``t9k-jobs.io/ttl-seconds-after-finished``, else kept; not with ``run_dir``).
 
         Raises :class:`InvalidJob`, :class:`UsageError` (cannot run here: more GPUs or replicas
         than this machine has, a claim without a folder, a run dir in use), :class:`AlreadyExists`
@@ -248,7 +251,8 @@ class Client(OverBackend):
         if not isinstance(self.backend, Runner):
             raise NotSupported("run starts a job on this machine; on a cluster use create")
         model, _manifest, path = load_job(job)
-        return self._job(self.backend.run(model, path, run_dir, gpus, watch, allow_duplicate, volumes, python, inject))
+        return self._job(self.backend.run(model, path, run_dir, gpus, watch, allow_duplicate, volumes, python, inject,
+                                          ttl))  # fmt: skip
 
     @checked
     def get(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:

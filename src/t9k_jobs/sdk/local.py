@@ -207,15 +207,18 @@ class LocalBackend:
         volumes: dict[str, str | os.PathLike] | None = None,
         python: str | os.PathLike | None = None,
         inject: list[str] | None = None,
+        ttl: int | None = None,
     ) -> JobView:
         """Start ``job`` (from the file ``path``, watched for edits, or from its dump) in the
         background; the view once its runtime has started. ``volumes``: ``{CLAIM: DIR}``
-        (``--volume``); ``python``: ``--python``; ``inject``: ``--inject``'s values."""
+        (``--volume``); ``python``: ``--python``; ``inject``: ``--inject``'s values; ``ttl``:
+        ``--ttl`` (:mod:`t9k_jobs.local.prune`)."""
         from ..local.checks import cannot_run_reason
         from ..local.gpus import GpuInventory
         from ..local.inject import InjectError
         from ..local.inject import parse as parse_injections
         from ..local.processes import check_python
+        from ..local.prune import prune, ttl_problem
         from ..local.rundir import RunDirError, RunOptions, make_run_dir, new_default_run_dir
         from ..local.rundirs import start_detached
         from ..local.volumes import VolumeError, parse_volume_flags
@@ -237,6 +240,9 @@ class LocalBackend:
             injections = parse_injections(inject or [], job)
         except InjectError as exc:
             raise UsageError(str(exc)) from None
+        problem = ttl_problem(ttl, run_dir is not None)
+        if problem is not None:
+            raise UsageError(problem)
         reason = cannot_run_reason(
             job, inventory if inventory is not None else GpuInventory.discovered(), mapping, python=interpreter
         )
@@ -247,7 +253,9 @@ class LocalBackend:
         except RunDirError as exc:
             raise UsageError(str(exc)) from None
         manifest = path.resolve() if path is not None else None
-        options = RunOptions(manifest, watch, inventory, allow_duplicate, mapping, interpreter, injections)
+        options = RunOptions(manifest, watch, inventory, allow_duplicate, mapping, interpreter, injections, ttl)
+        if run_dir is None:
+            prune(target.parent)  # the finished runs of its runs dir past their time to live
         return run_view(start_detached(job, target, options))
 
     def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
