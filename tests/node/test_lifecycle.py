@@ -135,3 +135,22 @@ def test_operator_pod_deleted_mid_job(node, kube: Kube, kubectl, namespace: str)
         .get("readyReplicas", 0) >= 2,
         timeout=180, what="the operator Deployment back to 2 ready pods",
     )
+
+
+def test_a_fail_rule_for_exit_42_fails_at_once_while_137_restarts(node, kube: Kube, namespace: str) -> None:
+    """Issue 43's failure rules in real pods: ``t9k-jobs.io/failure-policy`` with a ``Fail`` rule
+    for exit 42. The first attempt exits 137 (a real SIGKILL of its own python): restarted by the
+    OnFailure policy, counted; the second exits 42: the job fails at once, reason FailurePolicy,
+    with backoff left."""
+    script = ('python -c "import os, signal\na = os.environ[\'T9K_JOBS_RESTART_ATTEMPT\']\nprint(\'attempt\', a, flush=True)\n'
+              'os.kill(os.getpid(), signal.SIGKILL) if a == \'0\' else None"; code=$?; [ $code = 0 ] && exit 42; exit $code')  # fmt: skip
+    obj = pytorch("rules", ["sh", "-c", script], policy="OnFailure", runPolicy={"backoffLimit": 5})
+    obj["metadata"]["annotations"] = {"t9k-jobs.io/failure-policy": '[{"onExitCodes": {"operator": "In", "values": [42]}, "action": "Fail"}]'}
+    path = create(kube, namespace, obj)
+    done = wait_phase(kube, path, ("Succeeded", "Failed"), timeout=240)
+    assert done["status"]["phase"] == "Failed" and done["status"]["backoffCount"] == 1, done["status"]
+    failed = condition(done, "Failed")
+    assert failed["reason"] == "FailurePolicy" and "rules-master-0 ended (exit code 42" in failed["message"], failed
+    restarts = kube.wait_for_events(
+        namespace, lambda e: e["involvedObject"]["name"] == "rules" and e["reason"] == "RestartingReplica", what="the restart")
+    assert "exit code 137" in restarts[0]["message"], restarts

@@ -91,7 +91,9 @@ def apply_walk(t: Tally, walk: Walk, unjudged: tuple[tuple[str, int], ...] = ())
             t.preempted.append(r.name)
         judged = (r.group.type, r.index) not in unjudged
         if judged and r.restart is not None:
-            t.restarts.append((r.group, r.index, r.restart))
+            t.restarts.append((r.group, r.index, r.restart, r.counted))
+        if judged and r.fails_job is not None and t.fails_job is None:
+            t.fails_job = r.fails_job
         if judged and r.final is not None:
             t.finals[(r.group.type, r.index)] = r.final
         if r.event is not None:

@@ -96,13 +96,16 @@ class Tally:
     task_restarts: dict[str, int]
     replicas: dict[str, ReplicaStatus] = field(default_factory=dict)
     finals: dict[tuple[str, int], Final] = field(default_factory=dict)
-    restarts: list[tuple[ReplicaGroup, int, str]] = field(default_factory=list)
+    #: ``(group, index, why, counted)``: counted against the backoff (:mod:`.failure_policy`).
+    restarts: list[tuple[ReplicaGroup, int, str, bool]] = field(default_factory=list)
     creates: list[tuple[ReplicaGroup, int]] = field(default_factory=list)
     preempted: list[str] = field(default_factory=list)
     #: The job waits for its queue's admission on this pass (:mod:`.admission`).
     queued: bool = False
     #: The job made no progress by its deadline on this pass (:mod:`.progress`).
     stalled: bool = False
+    #: A failure rule fails the job on this pass: why (:mod:`.failure_policy`).
+    fails_job: str | None = None
 
     @classmethod
     def of(cls, old: JobStatus) -> Tally:

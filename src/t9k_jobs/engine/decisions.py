@@ -24,8 +24,10 @@ class Replica:
     to delete that pod (``Restart``, ``Preempted``, ``Relaunch``), ``None`` to leave it;
     ``create``: make its pod; ``replacing``: its pod is the one being replaced, on its way out;
     ``preempted``: the scheduler's preemption took it on this pass; ``restart``: it ended (or
-    its pod was deleted) and may restart, and why; ``final``: it ended for good; ``event``: one
-    event to emit about it.
+    its pod was deleted) and may restart, and why; ``counted``: that restart counts against the
+    job's backoff (not a disruption's, nor a ``RestartIgnoringBackoff`` rule's:
+    :mod:`.failure_policy`); ``final``: it ended for good; ``fails_job``: a failure rule fails the
+    job on it, the message why; ``event``: one event to emit about it.
     """
 
     group: ReplicaGroup
@@ -39,6 +41,8 @@ class Replica:
     restart: str | None = None
     final: Final | None = None
     event: Event | None = None
+    counted: bool = True
+    fails_job: str | None = None
 
     @property
     def name(self) -> str:

@@ -75,6 +75,7 @@ from .clean_up import clean_up
 from .context import CONFLICT_RECHECK, UNFINISHED_GRACE, Pass, Tally, parse_time, rfc3339
 from .cost import lost
 from .deadline import deadline, start_clock
+from .failure_policy import FAILURE_POLICY
 from .desired import build_pod, children, plan_children, replica_pods
 from .node_loss import force_deletes, losses, project
 from .outcome import ending
@@ -185,7 +186,10 @@ def decide(p: Pass, t: Tally) -> tuple[str, Outcome | None]:
     apply_walk(t, walk, taken.unjudged if taken is not None else ())
     if taken is not None:
         apply_preemption(t, taken)
-    outcome = None if job.run_mode.debug_enabled else p.fw.outcome(job, p.groups, t.finals)
+    if t.fails_job is not None and not job.run_mode.debug_enabled:
+        outcome = Outcome(False, f"{job.kind} {job.name} has failed: {t.fails_job}", reason=FAILURE_POLICY)
+    else:
+        outcome = None if job.run_mode.debug_enabled else p.fw.outcome(job, p.groups, t.finals)
     if outcome is not None:
         # The replicas that were about to be (re)created never will be: the ending reports every
         # replica as the finished job's later passes will, so the status is final on this pass.

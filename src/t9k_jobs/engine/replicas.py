@@ -14,7 +14,9 @@ from ..api.common import RETRYABLE_EXIT_CODES, ReplicaStatus
 from ..frameworks import Final, ReplicaGroup
 from .context import Pass
 from .decisions import Replica, Walk
+from ..api.extensions import FAILURE_POLICY as FAILURE_POLICY_ANNOTATION
 from .desired import relaunches
+from .failure_policy import describe, disrupted, matching
 from .preemption import preempted_again, taken, was_preempted
 from .replica_status import end_reason, final_from_status, from_pod, on_its_way_out
 from .restart import may_restart
@@ -37,7 +39,7 @@ def classify(p: Pass, backoff_count: int) -> Walk:
             r = missing(p, g, i, name, prev, rc, resuming, debug, backoff_count, planned)
         else:
             r = present(p, g, i, pod, prev, rc, name in relaunch, resuming, debug, backoff_count, planned)
-        planned += r.restart is not None
+        planned += r.restart is not None and r.counted
         out.append(r)
     desired = {r.name for r in out}
     return Walk(tuple(out), tuple(pod for pod in p.observed.pods.values() if pod.name not in desired))
@@ -121,11 +123,24 @@ def ended(
     p: Pass, g: ReplicaGroup, i: int, pod: ObservedPod, rs: ReplicaStatus, rc: int,
     backoff_count: int, planned: int,
 ) -> Replica:  # fmt: skip
-    """A replica pod has terminated: restart it by policy, or record it as final [§1.4]."""
+    """A replica pod has terminated: restart it by the job's failure rules (:mod:`.failure_policy`)
+    or its policy, or record it as final [§1.4]."""
     failed = pod.effective_phase == "Failed"
     code = pod.exit_code(g.training_container)
     reason = end_reason(pod, g.training_container)
-    if g.restart_policy == "Always":
+    why = ", ".join(([f"exit code {code}"] if code is not None else []) + ([reason] if reason else []))
+    rule = matching(p, g.type, pod, code) if failed else None
+    counted = rule is None and not disrupted(pod) or rule is not None and rule.action == "Restart"
+    if rule is not None and rule.action == "Fail":
+        message = f"{pod.name} ended ({why or 'failed'}) and the job's {FAILURE_POLICY_ANNOTATION} {describe(rule)} fails it"
+        return Replica(g, i, rs, pod, final=Final(pod.name, False, code, reason), fails_job=message)
+    if rule is not None and rule.action == "Ignore":
+        return Replica(g, i, rs, pod, final=Final(pod.name, True, code, reason))
+    if rule is not None and rule.action == "RestartIgnoringBackoff":
+        return Replica(g, i, rs, pod, restart=f"{why or 'failed'}; {describe(rule)}", counted=False)
+    if rule is not None:  # Restart: retried whatever the restart policy, counted
+        retryable = True
+    elif g.restart_policy == "Always":
         retryable = True
     elif g.restart_policy == "OnFailure":
         retryable = failed
@@ -134,9 +149,8 @@ def ended(
         retryable = failed and (code is None or code in RETRYABLE_EXIT_CODES)
     else:
         retryable = False
-    if may_restart(p, g, rc, retryable, backoff_count, planned):
-        why = ", ".join(([f"exit code {code}"] if code is not None else []) + ([reason] if reason else []))
-        return Replica(g, i, rs, pod, restart=why or pod.effective_phase.lower())
+    if may_restart(p, g, rc, retryable, backoff_count, planned, counted):
+        return Replica(g, i, rs, pod, restart=why or pod.effective_phase.lower(), counted=counted)
     return Replica(g, i, rs, pod, final=Final(pod.name, not failed, code, reason))
 
 

@@ -13,14 +13,17 @@ from .decisions import Restart, Restarts
 from .replica_status import on_its_way_out
 
 
-def may_restart(p: Pass, g: ReplicaGroup, rc: int, retryable: bool, backoff_count: int, planned: int) -> bool:
-    """Whether a retryable end may restart: the per-replica ``limit`` and the shared backoff
-    (``backoff_count`` before this pass, ``planned`` restarts decided earlier on it)."""
+def may_restart(
+    p: Pass, g: ReplicaGroup, rc: int, retryable: bool, backoff_count: int, planned: int, counted: bool = True
+) -> bool:
+    """Whether a retryable end may restart: the per-replica ``limit`` and, for a restart that
+    ``counted`` against it, the shared backoff (``backoff_count`` before this pass, ``planned``
+    restarts decided earlier on it)."""
     if not retryable:
         return False
     if g.limit is not None and rc >= g.limit:
         return False
-    if g.backoff_limit is not None:
+    if g.backoff_limit is not None and counted:
         planned = planned if p.fw.restart_scope == "replica" else min(1, planned)
         if backoff_count + planned >= g.backoff_limit:
             return False
@@ -39,14 +42,14 @@ def restarts(p: Pass, t: Tally) -> Restarts | None:
     every = p.fw.restart_scope == "all"
     backoff = t.backoff_count
     if every:
-        why = todo[0][2]
-        todo = [(g, i, why) for g in p.groups for i in range(g.replicas)]
-        backoff += 1
+        why, counted = todo[0][2], any(c for _, _, _, c in todo)
+        todo = [(g, i, why, counted) for g in p.groups for i in range(g.replicas)]
+        backoff += counted
     out: list[Restart] = []
-    for g, i, why in todo:
+    for g, i, why, counted in todo:
         name = g.pod_name(p.job.name, i)
         pod = p.observed.pods.get(name)
-        if not every:
+        if not every and counted:
             backoff += 1
         prev = t.replicas.get(name)
         rc = (prev.restart_count if prev else 0) + 1

@@ -64,10 +64,24 @@ def parse_job(data: Any, source: str = "<input>") -> Job:
     the job makes has a name Kubernetes accepts (:func:`child_name_problem`); return the typed job
     or raise :class:`~t9k_jobs.api.ManifestError`."""
     job = api.parse_job(data, source)
-    problem = child_name_problem(job)
+    problem = child_name_problem(job) or failure_rule_problem(job)
     if problem:
         raise ManifestError([problem], source)
     return job
+
+
+def failure_rule_problem(job: Job) -> str | None:
+    """A ``t9k-jobs.io/failure-policy`` rule naming a replica type the job does not have (a rule
+    that could never match), as one line; ``None`` when there is none."""
+    from ..api.extensions import FAILURE_POLICY, extensions
+
+    types = {g.type for g in framework_for(job).groups(job)}
+    for rule in extensions(job.metadata.annotations).failure_rules:
+        for i, name in enumerate(rule.replica_types):
+            if name not in types:
+                return (f"metadata.annotations[{FAILURE_POLICY}][{rule.index}].replicaTypes[{i}]: {name!r} is not a "
+                        f"replica type of this job; its types: {', '.join(sorted(types))}")  # fmt: skip
+    return None
 
 
 def child_name_problem(job: Job) -> str | None:

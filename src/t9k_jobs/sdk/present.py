@@ -371,7 +371,10 @@ def describe(view: JobView, now: float) -> list[str]:
         f"Run mode:    {run_mode(view.job)}",
     ]
     if status is not None:
-        out.append(f"Backoff:     {status.backoff_count}")
+        # Restarts counted against backoffLimit, and all restarts (a lost node's, a failure rule's
+        # RestartIgnoringBackoff, do not count: t9k_jobs.engine.failure_policy).
+        restarts = sum(rs.restart_count for t in status.tasks for rs in t.replicas)
+        out.append(f"Backoff:     {status.backoff_count} (restarts: {restarts})")
         for label, value in (("Started:", status.start_time), ("Completed:", status.completion_time)):
             if value:
                 out.append(f"{label:<12} {value}")
