@@ -13,7 +13,7 @@ from .engine import Observed, Runtime, reconcile
 from .frameworks.types import GangMode
 from .sshkeys import generate_ssh_keypair, materialize
 
-_ORDER = {"ConfigMap": 0, "Secret": 1, "Service": 2, "PodGroup": 3, "TensorBoard": 4, "Pod": 5}
+_ORDER = {"ConfigMap": 0, "Secret": 1, "Service": 2, "PodGroup": 3, "TensorBoard": 4, "PodDisruptionBudget": 5, "Pod": 6}
 
 
 def render(

@@ -183,6 +183,7 @@ def test_exact_cluster_role() -> None:
         **{(GROUP, f"{p}/status"): {"get", "update", "patch"} for p in PLURALS},
         **{(GROUP, f"{p}/finalizers"): {"update"} for p in PLURALS},
         ("", "pods"): children,
+        ("policy", "poddisruptionbudgets"): updated,
         # A running replica's last log line, for a job's progress deadline (issue 42): read only.
         ("", "pods/log"): {"get"},
         ("", "services"): updated,

@@ -198,7 +198,8 @@ def test_children_match_render(kube: Kube, namespace: str, operator: OperatorPro
     want_pods = [o for o in expected if o["kind"] == "Pod"]
     live_pods = wait_pods(kube, namespace, obj["metadata"]["name"], len(want_pods), operator)
     paths = {"Service": "services", "ConfigMap": "configmaps", "Secret": "secrets"}
-    native = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups"
+    apis = {"PodGroup": f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups",
+            "PodDisruptionBudget": f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"}  # fmt: skip
     problems = []
     for o in expected:
         name = o["metadata"]["name"]
@@ -207,8 +208,8 @@ def test_children_match_render(kube: Kube, namespace: str, operator: OperatorPro
         else:
             live = kube.wait_for(
                 lambda o=o: kube.get(
-                    f"{native}/{o['metadata']['name']}"
-                    if o["kind"] == "PodGroup"
+                    f"{apis[o['kind']]}/{o['metadata']['name']}"
+                    if o["kind"] in apis
                     else core_path(namespace, paths[o["kind"]], o["metadata"]["name"])
                 )
             )

@@ -350,3 +350,47 @@ def test_torchrun_ranks_rendezvous_again_when_a_node_is_lost(
     assert "rank 1 of 2 joined on t9k-node " in new_worker and "rank 1 done" in new_worker, new_worker
     assert "rank 0 done" in log, log
     print(f"\nnode lost -> torchrun's second round +{again:.1f} s")
+
+
+#: A rank that says where it runs and waits for ``/shared/done``.
+WAITS = "import os, time\nprint('up on', os.environ['NODE_NAME'], flush=True)\nwhile not os.path.exists('/shared/done'):\n    time.sleep(0.2)\n"
+
+
+@pytest.mark.timeout(600)
+def test_a_drain_waits_for_a_running_gang_and_goes_on_once_it_ended(
+    node, second_node: str, kube: Kube, kubectl, namespace: str, tmp_path: Path
+) -> None:
+    """Issue 43's disruption budget on the real nodes: a gang of two ranks, one per node (required
+    anti-affinity). ``kubectl drain`` of node 2 (its eviction of the gang's rank there) is refused
+    by the job's PodDisruptionBudget while the gang runs, where it would have stopped the whole
+    gang; once the job Succeeded the budget is gone and the same drain succeeds."""
+    import yaml
+
+    tmp_path.chmod(0o777)
+    name = "gangdrain"
+    job = heartbeat_job(name, tmp_path, "OnFailure")
+    worker = job["spec"]["replicaSpecs"][0]
+    worker["replicas"] = 2
+    spec = worker["template"]["spec"]
+    spec["containers"][0]["command"] = ["python", "-c", WAITS]
+    spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {OWNER: name}}, "topologyKey": "kubernetes.io/hostname"}]}}  # fmt: skip
+    job["spec"]["scheduler"] = {"t9kScheduler": {"queue": "default", "priority": 0}}
+    kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(job))
+    pdb = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}"
+    Kube.wait_for(lambda: kube.get(pdb)["status"].get("currentHealthy") == 2, timeout=300, interval=0.5,
+                  what="both ranks running and counted by the budget")  # fmt: skip
+    drain = ["drain", second_node, f"--pod-selector={OWNER}={name}", "--ignore-daemonsets", "--delete-emptydir-data"]
+    try:
+        refused = kubectl(*drain, "--timeout=20s", check=False, timeout=120)
+        assert refused.returncode != 0 and "disruption budget" in (refused.stdout + refused.stderr), refused
+        on_two = [p for p in kube.list(pod_path(namespace), label_selector=f"{OWNER}={name}") if p["spec"]["nodeName"] == second_node]
+        assert len(on_two) == 1 and not on_two[0]["metadata"].get("deletionTimestamp"), on_two
+        (tmp_path / "done").write_text("")
+        done = wait_phase(kube, job_path(namespace, "GenericJob", name), ("Succeeded", "Failed"), timeout=300)
+        assert done["status"]["phase"] == "Succeeded", done["status"]
+        Kube.wait_for(lambda: not kube.exists(pdb), timeout=60, what="the budget deleted with the job's end")
+        drained = kubectl(*drain, "--timeout=60s", check=False, timeout=120)
+        assert drained.returncode == 0, drained
+    finally:
+        kubectl("uncordon", second_node, check=False)

@@ -152,7 +152,7 @@ def test_pod_labels(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_PODS))
 def test_objects_come_in_apply_order(name: str) -> None:
-    order = ["ConfigMap", "Secret", "Service", "PodGroup", "TensorBoard", "Pod"]
+    order = ["ConfigMap", "Secret", "Service", "PodGroup", "TensorBoard", "PodDisruptionBudget", "Pod"]
     kinds = [o["kind"] for o in render_manifest(name)]
     assert kinds == sorted(kinds, key=order.index)
 

@@ -42,11 +42,11 @@ HERE = Path(__file__).resolve().parent
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")  # start order
 START_TIMEOUT = 90.0  # seconds per component
 STOP_GRACE = 15.0  # seconds between SIGTERM and SIGKILL
-# kube-controller-manager's controllers: the tests' plane collects garbage and deletes namespaces;
-# a plane with a real node also needs service accounts and the CA ConfigMap for pods' tokens, node
+# kube-controller-manager's controllers: the tests' plane collects garbage, deletes namespaces and
+# keeps PodDisruptionBudgets' status (the Eviction API reads it: a gang job's budget); a plane with a real node also needs service accounts and the CA ConfigMap for pods' tokens, node
 # lifecycle (it lifts the not-ready taint), endpoints for Services (CoreDNS, kube-proxy) and the
 # Deployment controllers (the operator runs as a Deployment).
-BASE_CONTROLLERS = ("garbage-collector-controller", "namespace-controller")
+BASE_CONTROLLERS = ("garbage-collector-controller", "namespace-controller", "disruption-controller")
 # With the Workload API on, every scheduling.k8s.io PodGroup is created with the
 # scheduling.k8s.io/podgroup-protection finalizer (admission plugin PodGroupProtection); this
 # controller removes it once no pod refers to the group, or no PodGroup (nor its namespace) could

@@ -69,6 +69,14 @@ def operator(
             "unless its annotation t9k-jobs.io/ttl-seconds-after-finished says otherwise. Default: kept.",
         ),
     ] = None,
+    disruption_budgets: Annotated[
+        bool,
+        typer.Option(
+            "--disruption-budgets/--no-disruption-budgets",
+            help="Keep a PodDisruptionBudget per running gang job (t9kScheduler), so a drain waits for the job "
+            "instead of evicting one of its ranks.",
+        ),
+    ] = True,
 ) -> None:
     """Reconcile GenericJob, PyTorchTrainingJob, DeepSpeedJob and ColossalAIJob on a cluster."""
     import os
@@ -96,6 +104,7 @@ def operator(
         discovery_interval=discovery_interval,
         node_lost_after=node_lost_after,
         ttl_after_finished=ttl_after_finished,
+        disruption_budgets=disruption_budgets,
     )
     try:
         code = run_operator(config, log_level)

@@ -226,7 +226,9 @@ WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
 RESOURCEFLAVORS = Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False)
 #: The REST resource of each job kind (``batch.tensorstack.dev/v1beta1``): the operator's and the SDK's.
 JOB_RESOURCES = {kind: Resource(GROUP, VERSION, cls.PLURAL, kind) for kind, cls in KINDS.items()}
-CORE_CHILDREN = {r.kind: r for r in (PODS, SERVICES, CONFIGMAPS, SECRETS)}
+#: A gang job's PodDisruptionBudget (policy/v1, served since Kubernetes 1.21; issue 43).
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+CORE_CHILDREN = {r.kind: r for r in (PODS, SERVICES, CONFIGMAPS, SECRETS, PDBS)}
 OPTIONAL_CHILDREN = {r.kind: r for r in (PODGROUPS, TENSORBOARDS, WORKLOADS)}
 
 

@@ -93,6 +93,7 @@ class Controller(Actuator):
         native_gang: bool = False,
         node_lost_after: float = NODE_LOST_AFTER,
         ttl_after_finished: int | None = None,
+        disruption_budgets: bool = True,
     ) -> None:
         self.client = client
         #: When the replicas of jobs with a progress deadline last wrote to their logs.
@@ -116,11 +117,14 @@ class Controller(Actuator):
         # what the API server serves changes: operator.py). ``node_lost_after``: seconds a node may
         # be unreachable before the replicas on it count as lost (issue 25; the operator's
         # --node-lost-after); ``ttl_after_finished``: seconds a finished job without its own
-        # annotation is kept (--ttl-after-finished; None: kept).
+        # annotation is kept (--ttl-after-finished; None: kept). ``disruption_budgets``: a gang job
+        # gets a PodDisruptionBudget (--no-disruption-budgets: none, and none watched).
+        self.disruption_budgets = disruption_budgets
         self.runtime = Runtime(
             gang=self.gang_mode, queueing=self.queueing, node_lost_after=node_lost_after,
             ttl_after_finished=ttl_after_finished,
-            unserved=frozenset(k for k in OPTIONAL_CHILDREN if k not in self.served_optional_kinds),
+            unserved=frozenset(k for k in OPTIONAL_CHILDREN if k not in self.served_optional_kinds)
+            | (frozenset() if disruption_budgets else frozenset({"PodDisruptionBudget"})),
             unserved_hint=TENSORBOARD_HINT,
         )  # fmt: skip
         self.identity = identity or f"t9k-jobs-{uuid.uuid4().hex[:8]}"
@@ -153,7 +157,8 @@ class Controller(Actuator):
                 self.job_informers.setdefault(kind, []).append(inf)
             # Not Secrets: the operator may only create them (rbac.py); it knows a job's Secret
             # exists from that create (:attr:`JobState.secrets`).
-            kinds = [r for r in CORE_CHILDREN.values() if r.kind != "Secret"]
+            kinds = [r for r in CORE_CHILDREN.values() if r.kind != "Secret"
+                     and (self.disruption_budgets or r.kind != "PodDisruptionBudget")]  # fmt: skip
             kinds += [self.resource(k) for k in sorted(self.served_optional_kinds)]
             for res in kinds:
                 child: Informer[Child] = Informer(

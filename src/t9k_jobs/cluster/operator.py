@@ -75,6 +75,8 @@ class OperatorConfig:
     #: Seconds a finished job without its own ``t9k-jobs.io/ttl-seconds-after-finished`` is kept
     #: before it is deleted (``--ttl-after-finished``); ``None``: kept.
     ttl_after_finished: int | None = None
+    #: Whether a gang job gets a PodDisruptionBudget (``--no-disruption-budgets``: no).
+    disruption_budgets: bool = True
 
 
 class Operator:
@@ -119,6 +121,7 @@ class Operator:
                 native_gang=native,
                 node_lost_after=c.node_lost_after,
                 ttl_after_finished=c.ttl_after_finished,
+                disruption_budgets=c.disruption_budgets,
             )
             log.info("t9kScheduler jobs: gang mode %s", self.controller.gang_mode)
             log.info(

@@ -418,6 +418,9 @@ def _args(t: _Template, args: list[str]) -> list[str]:
             f"{pad}- --ttl-after-finished",
             f"{pad}- {{{{ .Values.ttlAfterFinished | int | quote }}}}",
             f"{pad}{{{{- end }}}}",
+            f"{pad}{{{{- if not .Values.disruptionBudgets }}}}",
+            f"{pad}- --no-disruption-budgets",
+            f"{pad}{{{{- end }}}}",
         ]
 
     out.append(t.block(namespaces))

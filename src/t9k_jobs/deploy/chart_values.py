@@ -79,6 +79,9 @@ VALUES: tuple[Value, ...] = (
     Value("ttlAfterFinished", None, {"type": ["integer", "null"], "minimum": 0},
           "Seconds a finished job is kept before it is deleted with its children, unless its "
           "annotation t9k-jobs.io/ttl-seconds-after-finished says otherwise; null: kept (--ttl-after-finished)."),
+    Value("disruptionBudgets", True, {"type": "boolean"},
+          "Keep a PodDisruptionBudget per running gang job (t9kScheduler), so a drain waits for the job "
+          "instead of evicting one of its ranks; false: none (--no-disruption-budgets)."),
     Value("logLevel", rbac.LOG_LEVEL, {"type": "string", "enum": ["DEBUG", "INFO", "WARNING", "ERROR"]},
           "Operator log level (--log-level)."),
     Value("metrics.port", rbac.METRICS_PORT, {"type": "integer", "minimum": 1, "maximum": 65535},

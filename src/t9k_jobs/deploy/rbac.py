@@ -34,6 +34,7 @@ from ..cluster.client import (
     PODGROUPS,
     RESOURCEFLAVORS,
     PRIORITYCLASSES,
+    PDBS,
     PODS,
     SECRETS,
     SERVICES,
@@ -178,6 +179,9 @@ def cluster_role() -> dict[str, Any]:
         # The last line of a running replica's log, for a job with a progress deadline
         # (t9k-jobs.io/progress-deadline-seconds; cluster/output_probe.py): read only.
         _rule(PODS.group, ["pods/log"], ["get"]),
+        # A gang job's PodDisruptionBudget (issue 43): created with it, watched label-selected,
+        # patched when the gang's size changes (elastic), deleted when it is paused or finishes.
+        _rule(PDBS.group, [PDBS.plural], list(_UPDATED_CHILD_VERBS)),
         # Per-replica headless Services and launch ConfigMaps (hostfile): created and deleted
         # with the job, watched label-selected; patched when the spec changes what they hold
         # (an elastic job's hostfile), and a scaled-away replica's Service deleted.

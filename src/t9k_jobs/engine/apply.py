@@ -169,8 +169,9 @@ def end(t: Tally, d: Ending) -> str:
     t.plan.requeue_after = None
     apply_clean_up(t, d.clean_up)
     t.plan.events.append(d.event)
-    if d.release is not None and all((x.kind, x.name) != ("Workload", d.release.name) for x in t.plan.delete):
-        t.plan.delete.append(d.release)
+    for release in d.release:
+        if all((x.kind, x.name) != (release.kind, release.name) for x in t.plan.delete):
+            t.plan.delete.append(release)
     return d.phase
 
 

@@ -112,7 +112,8 @@ class CleanUp:
 class Ending:
     """The job ends on this pass with ``outcome`` (:func:`~.outcome.ending`): its terminal
     ``phase``, ``completionTime``, clean-up and one event saying how it ended; ``release``: its
-    queue's Workload to delete, giving its quota back at once (:mod:`~.admission`). An ending pass
+    queue's Workload to delete, giving its quota back at once (:mod:`~.admission`), and its
+    gang's disruption budget. An ending pass
     makes no replica pod: the pass turns the replicas it wants created into pods only when the job
     goes on (:func:`~.reconcile.decide`)."""
 
@@ -121,7 +122,7 @@ class Ending:
     completion_time: str
     clean_up: CleanUp
     event: Event
-    release: Delete | None = None
+    release: tuple[Delete, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -21,14 +21,17 @@ from ..api.extensions import extensions
 from ..api.kinds import JobBase
 from ..frameworks import BuildContext, Framework, ReplicaGroup, framework_for
 from ..frameworks.base import (
-    LABEL_RESTART_GENERATION, add_env, base_pod, container, pod_group, replica_service, tensorboard)
+    LABEL_RESTART_GENERATION, add_env, base_pod, container, disruption_budget, pod_group, replica_service,
+    tensorboard)
 from ..frameworks.queueing import workload
 from .context import Pass, Tally
 from .types import Delete, Observed
 
 #: Children deleted when no longer desired (a replica scaled away leaves its Service; a finished
-#: or paused job gives its Workload's quota back).
-PRUNED_KINDS = frozenset({"Service", "Workload"})
+#: or paused job gives its Workload's quota back and drops its disruption budget).
+PRUNED_KINDS = frozenset({"Service", "Workload", "PodDisruptionBudget"})
+#: Children a finished or paused job gives up: its queue's quota and its gang's disruption budget.
+RELEASED_KINDS = ("Workload", "PodDisruptionBudget")
 #: Children deleted, not updated, when their content must change: Kueue refuses most changes to
 #: an admitted Workload, and a job whose shape changed queues again (engine/admission.py).
 REPLACED_KINDS = frozenset({"Workload"})
@@ -69,7 +72,9 @@ def children(
     ``ctx.gang`` picks which PodGroup, if any (:func:`~t9k_jobs.frameworks.base.pod_group`), which
     may name one of ``ctx.priority_classes`` (the cluster's; ``None``: all taken to exist);
     ``queueing``: the job goes through a queue (:func:`~.admission.in_queue`), so it owns a Workload
-    (:func:`~t9k_jobs.frameworks.queueing.workload`), made first: nothing else waits for it."""
+    (:func:`~t9k_jobs.frameworks.queueing.workload`), made first: nothing else waits for it. A
+    ``t9kScheduler`` job owns a PodDisruptionBudget over its gang
+    (:func:`~t9k_jobs.frameworks.base.disruption_budget`)."""
     gang = ctx.gang
     wl = workload(job, groups) if queueing else None
     out: list[dict[str, Any]] = [wl] if wl is not None else []
@@ -79,12 +84,17 @@ def children(
             continue
         out += [replica_service(job, g, i) for i in range(g.replicas)]
     min_member = fw.pod_group_min_member(job, groups)
+    launchers = sum(g.replicas for g in groups if not g.in_pod_group)
     if gang == "native":
         # Every pod joins a native gang, a launcher too (base_pod): it is counted.
-        min_member += sum(g.replicas for g in groups if not g.in_pod_group)
+        min_member += launchers
     group_obj = pod_group(job, min_member, gang, _user_priority_class(groups), ctx.priority_classes)
     if group_obj is not None:
         out.append(group_obj)
+    if job.scheduler is not None and job.scheduler.t9k_scheduler is not None:
+        # A gang job: a drain waits for it instead of evicting one rank (issue 43). Every pod of
+        # the job is selected, a launcher too.
+        out.append(disruption_budget(job, min_member + (0 if gang == "native" else launchers)))
     tb = tensorboard(job, fw.tensorboard_spec(job))
     if tb is not None:
         out.append(tb)
@@ -191,7 +201,7 @@ def plan_children(
             else:
                 update.append(obj)
     delete = replaced + [
-        Delete(kind, name, None, "Released" if kind == "Workload" else "ScaledDown")
+        Delete(kind, name, None, "Released" if kind in RELEASED_KINDS else "ScaledDown")
         for kind, name in sorted(observed.others - wanted)
         if kind in PRUNED_KINDS
     ]

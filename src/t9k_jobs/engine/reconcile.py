@@ -76,7 +76,7 @@ from .context import CONFLICT_RECHECK, UNFINISHED_GRACE, Pass, Tally, parse_time
 from .cost import lost
 from .deadline import deadline, start_clock
 from .failure_policy import FAILURE_POLICY
-from .desired import build_pod, children, plan_children, replica_pods
+from .desired import RELEASED_KINDS, build_pod, children, plan_children, replica_pods
 from .node_loss import force_deletes, losses, project
 from .outcome import ending
 from .preemption import preemption
@@ -140,8 +140,9 @@ def begin(job: JobBase, observed: Observed, now: float, runtime: Runtime) -> tup
     queues = in_queue(job, observed, old, runtime)
     owned = children(job, fw, groups, ctx, queues)
     if old.phase in TERMINAL_PHASES or job.run_mode.pause_enabled:
-        # A finished or paused job holds no quota: its Workload is deleted (plan_children prunes it).
-        owned = [o for o in owned if o["kind"] != "Workload"]
+        # A finished or paused job holds no quota and has no gang to protect: its Workload and its
+        # disruption budget are deleted (plan_children prunes them).
+        owned = [o for o in owned if o["kind"] not in RELEASED_KINDS]
     p = Pass(job, fw, groups, observed, now, ctx, old, runtime, queues, owned)
     t = Tally.of(old)
     if old.condition("Initialized") is None:

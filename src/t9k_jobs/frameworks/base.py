@@ -387,6 +387,25 @@ def pod_group(
     }
 
 
+def disruption_budget(job: JobBase, min_available: int) -> dict[str, Any]:
+    """A ``policy/v1`` PodDisruptionBudget over every pod of ``job`` (its owner labels), named like
+    the job, with ``minAvailable`` = ``min_available`` (the gang's size, a launcher included): while
+    the gang runs, the Eviction API (``kubectl drain``, a cluster autoscaler's scale-down) refuses
+    to evict one of its ranks, where it would stop the whole gang, and the drain waits for the job
+    to end instead. ``unhealthyPodEvictionPolicy: AlwaysAllow``: a pod that is not Ready (pending,
+    crashing) is evicted as usual: the gang is not running anyway (Kubernetes 1.31+)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": child_meta(job, job.name),
+        "spec": {
+            "minAvailable": min_available,
+            "selector": {"matchLabels": {LABEL_OWNER_KIND: job.kind, LABEL_OWNER_NAME: job.name}},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
 def scheduler_field_warnings(job: JobBase, templates: Templates) -> list[str]:
     """Pod-template scheduling fields (of ``templates``, :meth:`Framework.templates`) that
     ``t9kScheduler`` overrides: ``schedulerName`` (the pods use t9k-scheduler, or the default

@@ -257,9 +257,9 @@ class LocalRunner:
         self.display = display
         self.watch = watch and self.manifest is not None
         self.addressing = LocalAddressing(run_dir.resolve())
-        # What the engine decides for: this machine's addressing and launcher, the default gang
-        # mode, no queue; without the tensorboard package no TensorBoard (the status says so).
-        unserved = frozenset() if tensorboard_available() else frozenset({"TensorBoard"})
+        # What the engine decides for: this machine's addressing and launcher, the default gang mode, no
+        # queue, no drain (no PodDisruptionBudget); without the tensorboard package no TensorBoard.
+        unserved = frozenset({"PodDisruptionBudget"} | (set() if tensorboard_available() else {"TensorBoard"}))
         # A node here is lost only by --inject node-lost, which loses it at once: no limit to wait.
         self.runtime = Runtime(
             self.addressing, LocalLauncher(), unserved=unserved, unserved_hint=TB_HINT, node_lost_after=0.0
