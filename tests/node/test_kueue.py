@@ -208,3 +208,54 @@ def test_restarts_of_the_operator_and_of_kueue_lose_nothing_and_duplicate_nothin
     Kube.wait_for(lambda: [p["status"].get("phase") for p in job_pods(kube, namespace, "waiter")] == ["Succeeded"],
                   timeout=60, interval=0.3, what="the waiter's one pod Succeeded")
     assert done["status"].get("backoffCount", 0) == 0
+
+
+@pytest.fixture
+def visibility(node, kubectl):
+    """Kueue's visibility API (its two APIServices, from Kueue's chart: ``tools/kueue/manifests.sh``
+    without ``--no-visibility``) for this test only, Available; removed afterwards (the node's
+    Kueue runs without them: an APIService the API server cannot reach breaks every discovery)."""
+    import subprocess
+
+    import yaml
+
+    from .conftest import REPO
+
+    rendered = subprocess.run(["bash", str(REPO / "tools" / "kueue" / "manifests.sh")], capture_output=True,
+                              text=True, check=True, timeout=600).stdout.split()[-1]  # fmt: skip
+    services = [d for d in yaml.safe_load_all(open(rendered)) if isinstance(d, dict) and d.get("kind") == "APIService"]
+    assert len(services) == 2, [s["metadata"]["name"] for s in services]
+    kubectl("apply", "-f", "-", input=yaml.safe_dump_all(services))
+    names = [s["metadata"]["name"] for s in services]
+    try:
+        Kube.wait_for(lambda: all(
+            any(c["type"] == "Available" and c["status"] == "True" for c in
+                yaml.safe_load(kubectl("get", "apiservice", n, "-o", "yaml").stdout)["status"].get("conditions", []))
+            for n in names), timeout=180, interval=1, what="Kueue's visibility APIServices Available")  # fmt: skip
+        yield
+    finally:
+        kubectl("delete", "apiservice", *names, "--ignore-not-found", check=False)
+
+
+def test_describe_and_get_say_where_a_queued_job_stands(node, kube: Kube, kubectl, namespace: str, quota: int,
+                                                        visibility) -> None:  # fmt: skip
+    """Issue 43, part 5: with one job holding the quota, a second one waits; ``describe`` says
+    "position 1 of 1 in LocalQueue default (ClusterQueue ...)" and ``get -o wide`` ``1/1``, from
+    Kueue's visibility API."""
+    import subprocess
+    import sys
+
+    create(kube, namespace, queued_job("holder", quota, 50, "sleep 60"))
+    Kube.wait_for(lambda: [p for p in job_pods(kube, namespace, "holder") if p["status"].get("phase") == "Running"],
+                  timeout=180, interval=0.3, what="the first job running")  # fmt: skip
+    path = create(kube, namespace, queued_job("second", quota, 10, "true"))
+    Kube.wait_for(lambda: (q := condition(kube.get(path), "Queued")) and q["reason"] == "Pending",
+                  timeout=60, interval=0.3, what="the second job pending")  # fmt: skip
+    line = f"position 1 of 1 in LocalQueue default (ClusterQueue queue-{namespace})"
+    Kube.wait_for(lambda: line in describe(node, namespace, "genericjob", "second"), timeout=60, interval=1,
+                  what="describe saying where it stands")  # fmt: skip
+    wide = subprocess.run([sys.executable, "-m", "t9k_jobs.cli", "get", "genericjob", "-n", namespace, "-o", "wide",
+                           "--kubeconfig", str(node.kubeconfig)], capture_output=True, text=True, timeout=60)  # fmt: skip
+    rows = {r.split()[0]: r.split() for r in wide.stdout.splitlines()[1:]}
+    assert rows["second"][-1] == "1/1" and rows["holder"][-1] == "-", wide.stdout
+    kubectl("delete", "genericjob", "-n", namespace, "holder", "second", "--wait=false")

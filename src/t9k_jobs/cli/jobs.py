@@ -139,7 +139,8 @@ def get(
 
                 for pruned in prune(target.runs_dir, ttl):  # finished runs past their time to live
                     typer.echo(f"note: {pruned.line()}", err=True)
-            rows = client.summaries(kind, name, all_namespaces=target.all_namespaces)
+            rows = client.summaries(kind, name, all_namespaces=target.all_namespaces,
+                                    positions=output is GetOutput.wide)  # fmt: skip
     kind_name = resolve_kind(kind) if kind is not None else None  # valid: summaries took it
     single = (name is not None or (client.target == "local" and target.run_dir is not None)) and len(rows) == 1
     if output in (GetOutput.yaml, GetOutput.json):
@@ -167,7 +168,7 @@ def get(
         cols.insert(0, "kind")
     if client.target == "cluster" and target.all_namespaces:
         cols.insert(0, "namespace")
-    wide = ["backoff", "pid", "run_dir"] if client.target == "local" else ["backoff", "mode", "queue", "priority"]
+    wide = ["backoff", "pid", "run_dir"] if client.target == "local" else ["backoff", "mode", "queue", "priority", "position"]
     if output is GetOutput.wide:
         cols += wide
 

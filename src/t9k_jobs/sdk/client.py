@@ -279,9 +279,12 @@ class Client(OverBackend):
         name: str | None = None,
         namespace: str | None = None,
         all_namespaces: bool = False,
+        positions: bool = False,
     ) -> list[JobSummary]:
         """The rows ``t9k-jobs get`` prints (:class:`JobSummary`): one job when ``name`` is given
-        (raises :class:`NotFound`), else every job of ``kind`` (default: all kinds)."""
+        (raises :class:`NotFound`), else every job of ``kind`` (default: all kinds). ``positions``:
+        on a cluster with Kueue, each queued job's place in its LocalQueue in ``wide["position"]``
+        (``3/7``; one request per LocalQueue)."""
         import time
 
         from .present import row
@@ -294,7 +297,12 @@ class Client(OverBackend):
                 raise UsageError("-A/--all-namespaces lists jobs; it cannot be combined with a NAME")
         views = self.backend.list(kind_name, name, namespace, all_namespaces)
         now = time.time()
-        return [_summary(v, row(v, now)) for v in views]
+        rows = [_summary(v, row(v, now)) for v in views]
+        if positions and hasattr(self.backend, "queue_positions"):
+            where = self.backend.queue_positions(views)
+            for r in rows:
+                r.wide["position"] = where.get((r.namespace or "", r.name))
+        return rows
 
     @checked
     def describe(self, kind: KindLike, name: str | None = None, namespace: str | None = None) -> str:

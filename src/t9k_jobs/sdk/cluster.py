@@ -136,6 +136,20 @@ class ClusterBackend:
 
         return self._loop.call(views())
 
+    def queue_positions(self, views: list[JobView]) -> dict[tuple[str, str], str]:
+        """Where each queued job of ``views`` stands in its Kueue LocalQueue (:mod:`.queue_position`):
+        ``(namespace, name)`` -> ``N/M``."""
+        from .cluster_api import _network_errors
+        from .queue_position import positions
+
+        async def go() -> dict[tuple[str, str], str]:
+            try:
+                return await positions(self._cl.kube, [v.source for v in views if isinstance(v.source, dict)])
+            except _network_errors() as exc:
+                raise self._cl.unreachable(exc) from None
+
+        return self._loop.call(go())
+
     def watch(
         self,
         kind: str,

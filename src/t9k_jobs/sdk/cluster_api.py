@@ -636,7 +636,25 @@ async def detail_view(cl: Cluster, raw: dict[str, Any]) -> JobView:
         rs.name for t in (status.tasks if status is not None else []) for rs in t.replicas
     }
     events = await job_events(cl, kind, name, names, ns)
-    return raw_view(raw, pods, pod_group, events, detail=True, last_words=await last_words_of(cl, name, ns))
+    view = raw_view(raw, pods, pod_group, events, detail=True, last_words=await last_words_of(cl, name, ns))
+    view.queue_position = await position_of(cl, view, ns)
+    return view
+
+
+async def position_of(cl: Cluster, view: JobView, namespace: str) -> str | None:
+    """Where a queued job stands in its Kueue LocalQueue (:mod:`.queue_position`); ``None`` for a
+    job that is not queued (its ``Queued`` condition True) or when Kueue does not say."""
+    queued = view.status.condition("Queued") if view.status is not None else None
+    job = view.job
+    sched = job.scheduler.t9k_scheduler if job is not None and job.scheduler is not None else None
+    if queued is None or queued.status != "True" or sched is None:
+        return None
+    from .queue_position import queue_position
+
+    try:
+        return await queue_position(cl.kube, namespace, view.name, sched.queue_name)
+    except _network_errors() as exc:
+        raise cl.unreachable(exc) from None
 
 
 async def last_words_of(cl: Cluster, name: str, namespace: str) -> dict[str, Any] | None:

@@ -252,8 +252,9 @@ def _why(view: JobView) -> str | None:
         return "resuming from pause" + (f": {waits}" if waits else "")
     queued = status.condition("Queued")
     if queued is not None and queued.status == "True":
-        # Not admitted by its Kueue queue yet (or evicted): Kueue's own words (engine/admission.py).
-        return queued.message
+        # Not admitted by its Kueue queue yet (or evicted): Kueue's own words (engine/admission.py),
+        # and where it stands when Kueue's visibility API says (sdk/queue_position.py).
+        return queued.message + (f"; {view.queue_position}" if view.queue_position else "")
     if view.gang:
         return view.gang
     if waits:

@@ -127,6 +127,9 @@ class JobView:
     #: (:func:`t9k_jobs.engine.cost.add`'s totals: local ``lost.json``, a cluster job's
     #: last-words ConfigMap), ``None`` when none was lost or not read; read only for ``describe``.
     lost: dict[str, Any] | None = field(default=None, repr=False)
+    #: A queued cluster job's place in its Kueue queue ("position 3 of 7 in LocalQueue team-a
+    #: (ClusterQueue c)": :mod:`t9k_jobs.sdk.queue_position`), ``None`` when not queued or not told.
+    queue_position: str | None = None
 
     @cached_property
     def job(self) -> Job | None:
