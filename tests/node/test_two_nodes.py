@@ -357,6 +357,7 @@ WAITS = "import os, time\nprint('up on', os.environ['NODE_NAME'], flush=True)\nw
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.usefixtures("default_queue")  # the node runs Kueue: a t9kScheduler job queues first
 def test_a_drain_waits_for_a_running_gang_and_goes_on_once_it_ended(
     node, second_node: str, kube: Kube, kubectl, namespace: str, tmp_path: Path
 ) -> None:

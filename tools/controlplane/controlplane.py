@@ -142,6 +142,41 @@ def write_pki(pki: Path, address: str = "127.0.0.1") -> None:
     (pki / "apiserver.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     (pki / "apiserver.key").write_bytes(_pem_key(key))
     (pki / "sa.key").write_bytes(_pem_key(rsa.generate_private_key(public_exponent=65537, key_size=2048)))
+    _write_front_proxy(pki, now)
+
+
+def _write_front_proxy(pki: Path, now: dt.datetime) -> None:
+    """front-proxy-ca.crt and front-proxy-client.{crt,key}: how kube-apiserver's aggregation layer
+    proves itself to an aggregated API server (Kueue's visibility API), which trusts the user and
+    groups it forwards in headers from a client certificate this CA signed (kubeadm's layout)."""
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "t9k-jobs test front-proxy CA")])
+    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
+    ca = (
+        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now).not_valid_after(now + dt.timedelta(days=7))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+        .add_extension(ca_ski, critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    cert = (
+        x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, FRONT_PROXY_CLIENT)]))
+        .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now).not_valid_after(now + dt.timedelta(days=7))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(True, False, True, False, False, False, False, False, False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    (pki / "front-proxy-ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (pki / "front-proxy-client.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (pki / "front-proxy-client.key").write_bytes(_pem_key(key))
+
+
+#: The aggregation layer's client certificate name, the one aggregated API servers accept.
+FRONT_PROXY_CLIENT = "front-proxy-client"
 
 
 def _alive(pid: int, name: str) -> bool:
@@ -249,6 +284,15 @@ class ControlPlane:
                     else ["--disable-admission-plugins=ServiceAccount", "--endpoint-reconciler-type=none"]
                 ),
                 "--allow-privileged=true",
+                # The aggregation layer (kubeadm's flags): aggregated APIs (Kueue's visibility API)
+                # trust the user it forwards from its client certificate.
+                f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+                f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+                f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
                 *([WORKLOAD_GATE, WORKLOAD_RUNTIME_CONFIG] if self.workload_api else []),
                 *self.apiserver_args,
             )
