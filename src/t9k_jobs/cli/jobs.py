@@ -168,7 +168,8 @@ def get(
         cols.insert(0, "kind")
     if client.target == "cluster" and target.all_namespaces:
         cols.insert(0, "namespace")
-    wide = ["backoff", "pid", "run_dir"] if client.target == "local" else ["backoff", "mode", "queue", "priority", "position"]
+    local_wide, cluster_wide = ["backoff", "pid", "run_dir"], ["backoff", "mode", "queue", "priority", "position"]
+    wide = local_wide if client.target == "local" else cluster_wide
     if output is GetOutput.wide:
         cols += wide
 

@@ -20,9 +20,9 @@ ConfigMap per job, ``<job>-last-words`` (:func:`name_of`), owned by the job (del
   by what is new to it.
 
 At most :data:`BUDGET` bytes per job (the API server refuses an object over 1 MiB): the oldest
-attempts are dropped first (never ``lost.json``, bounded by the UIDs it remembers). The ConfigMap carries no child label, so the operator's child
-informer does not see it; ``t9k-jobs logs`` and ``describe`` read it once the pods are gone
-(:mod:`t9k_jobs.sdk.cluster_logs`).
+attempts are dropped first (never ``lost.json``, bounded by the UIDs it remembers). The ConfigMap
+carries no child label, so the operator's child informer does not see it; ``t9k-jobs logs`` and
+``describe`` read it once the pods are gone (:mod:`t9k_jobs.sdk.cluster_logs`).
 """
 
 from __future__ import annotations
@@ -97,7 +97,9 @@ class LastWords:
         # not read the ConfigMap again; the ConfigMap's own list counts each once across operators.
         self.counted: OrderedDict[str, None] = OrderedDict()
 
-    async def keep(self, job: Job, deletes: list[Delete], pods: dict[str, ObservedPod], lost: tuple[Lost, ...] = ()) -> None:
+    async def keep(
+        self, job: Job, deletes: list[Delete], pods: dict[str, ObservedPod], lost: tuple[Lost, ...] = ()
+    ) -> None:
         """Read and keep the last lines of the pods ``deletes`` removes (not forced deletes: they
         were read when first deleted), and count the ``lost`` attempts not counted yet. Failures
         are logged, never raised: the deletes go on."""

@@ -75,8 +75,8 @@ from .clean_up import clean_up
 from .context import CONFLICT_RECHECK, UNFINISHED_GRACE, Pass, Tally, parse_time, rfc3339
 from .cost import lost
 from .deadline import deadline, start_clock
-from .failure_policy import FAILURE_POLICY
 from .desired import RELEASED_KINDS, build_pod, children, plan_children, replica_pods
+from .failure_policy import FAILURE_POLICY
 from .node_loss import force_deletes, losses, project
 from .outcome import ending
 from .preemption import preemption

@@ -11,10 +11,10 @@ read, so such a pod is not judged twice (docs/decisions.md, "Restart marker").
 from __future__ import annotations
 
 from ..api.common import RETRYABLE_EXIT_CODES, ReplicaStatus
+from ..api.extensions import FAILURE_POLICY as FAILURE_POLICY_ANNOTATION
 from ..frameworks import Final, ReplicaGroup
 from .context import Pass
 from .decisions import Replica, Walk
-from ..api.extensions import FAILURE_POLICY as FAILURE_POLICY_ANNOTATION
 from .desired import relaunches
 from .failure_policy import describe, disrupted, matching
 from .preemption import preempted_again, taken, was_preempted

@@ -38,7 +38,8 @@ class Pruned:
     def line(self) -> str:
         ref = f"{self.run.kind}/{self.run.name}"
         if self.problem is not None:
-            return f"cannot remove {self.run.run_dir} ({ref}, {self.phase} past its {self.ttl} s to live): {self.problem}"
+            return (f"cannot remove {self.run.run_dir} ({ref}, {self.phase} past its {self.ttl} s to live): "
+                    f"{self.problem}")  # fmt: skip
         return f"removed {self.run.run_dir}: {ref} {self.phase} more than {self.ttl} s ago (its time to live)"
 
 

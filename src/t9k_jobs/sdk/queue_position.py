@@ -42,7 +42,8 @@ def position_line(pending: dict[str, Any], workload: str, queue: str, cluster_qu
     where = place(pending, workload)
     if where is None:
         return None
-    return f"position {where[0]} of {where[1]} in LocalQueue {queue}" + (f" (ClusterQueue {cluster_queue})" if cluster_queue else "")
+    line = f"position {where[0]} of {where[1]} in LocalQueue {queue}"
+    return line + (f" (ClusterQueue {cluster_queue})" if cluster_queue else "")
 
 
 async def queue_position(kube: Any, namespace: str, workload: str, queue: str) -> str | None:
