@@ -77,3 +77,15 @@ def test_soak_churns_and_leaves_nothing_behind(peers: Path, tmp_path: Path) -> N
     assert data["jobs_created"] >= 3
     assert data["jobs_succeeded_and_deleted"] == data["jobs_created"]
     assert data["samples"], "RSS sampled"
+
+
+def test_topology_placement_runs_both_modes_and_packs_the_racks(tmp_path: Path) -> None:
+    """``benchmarks/topology_placement.py`` small: 2 gangs of 3 in 2 racks of 2 nodes (2 CPUs
+    each, 4 per rack): with the topology none is split, and every gang is placed in both modes."""
+    out = tmp_path / "topology.json"
+    run("topology_placement.py", "--out", str(out), "--racks", "2", "--nodes", "2", "--cpu", "2", "--gangs", "2",
+        "--timeout", "120", timeout=600)  # fmt: skip
+    results = {r["mode"]: r for r in json.loads(out.read_text())["results"]}
+    assert set(results) == {"topology", "plain"}
+    assert results["topology"]["split"] == 0 and not results["topology"]["not_placed"], results
+    assert results["plain"]["placed_s"] is not None and not results["plain"]["not_placed"], results

@@ -73,6 +73,8 @@ class Sim:
         self.unreachable: dict[str, float] = {}
         self.node_lost_after = 60.0
         self.grace = 30.0  # a graceful deletion's grace period (deletion_deadline = now + grace)
+        # The API server drops a native PodGroup's schedulingConstraints (its gate off).
+        self.drops_constraints = False
 
     # ------------------------------------------------------------------ the runtime
 
@@ -88,7 +90,12 @@ class Sim:
             priority_classes=self.priority_classes,
             workload=self.workload if ("Workload", self.job.name) in self.others else None,
             unreachable_nodes=dict(self.unreachable),
-        )
+            unconstrained=frozenset(
+                key for key, obj in self.others.items()
+                if key[0] == "PodGroup" and obj["apiVersion"].startswith("scheduling.k8s.io/")
+                and (self.drops_constraints or not obj["spec"].get("schedulingConstraints"))
+            ),
+        )  # fmt: skip
 
     def runtime(self) -> Runtime:
         """The runtime the engine decides for: a cluster (Services, pods) in this sim's gang mode,

@@ -20,10 +20,14 @@ name, never ignored.
   ``Fail`` (the job fails now), ``Restart`` (restart, counted against the limits, whatever the
   restart policy), ``RestartIgnoringBackoff`` (restart, not counted) or ``Ignore`` (the replica is
   taken as completed). As Kubernetes' ``podFailurePolicy`` and JobSet's ``failurePolicy.rules``.
+- ``t9k-jobs.io/topology-key``: a node label key (a rack, a block: ``topology.kubernetes.io/rack``)
+  and ``t9k-jobs.io/topology-mode``: ``Required`` (the default) or ``Preferred``: every pod of the
+  job in one domain of that label (:mod:`t9k_jobs.engine.topology`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -35,6 +39,10 @@ PROGRESS_DEADLINE = f"{PREFIX}progress-deadline-seconds"
 ON_NO_PROGRESS = f"{PREFIX}on-no-progress"
 TTL_AFTER_FINISHED = f"{PREFIX}ttl-seconds-after-finished"
 FAILURE_POLICY = f"{PREFIX}failure-policy"
+TOPOLOGY_KEY = f"{PREFIX}topology-key"
+TOPOLOGY_MODE = f"{PREFIX}topology-mode"
+#: What ``topology-mode`` accepts, the default first.
+TOPOLOGY_MODES = ("Required", "Preferred")
 #: What a failure rule's ``action`` accepts; its ``onExitCodes.operator``; its ``onPodConditions``.
 FAILURE_ACTIONS = ("Fail", "Restart", "RestartIgnoringBackoff", "Ignore")
 EXIT_CODE_OPERATORS = ("In", "NotIn")
@@ -44,7 +52,7 @@ MAX_RULES, MAX_CODES = 20, 255
 #: What ``on-no-progress`` accepts, the default first.
 NO_PROGRESS_ACTIONS = ("Restart", "Fail", "Warn")
 #: Every annotation of ours, for the message that refuses an unknown one.
-KNOWN = (PROGRESS_DEADLINE, ON_NO_PROGRESS, TTL_AFTER_FINISHED, FAILURE_POLICY)
+KNOWN = (PROGRESS_DEADLINE, ON_NO_PROGRESS, TTL_AFTER_FINISHED, FAILURE_POLICY, TOPOLOGY_KEY, TOPOLOGY_MODE)
 
 NoProgressAction = Literal["Restart", "Fail", "Warn"]
 FailureAction = Literal["Fail", "Restart", "RestartIgnoringBackoff", "Ignore"]
@@ -73,6 +81,9 @@ class Extensions:
     on_no_progress: NoProgressAction = "Restart"
     ttl_after_finished: int | None = None
     failure_rules: tuple[FailureRule, ...] = ()
+    #: The node label whose domains hold the whole job, and whether that is required or preferred.
+    topology_key: str | None = None
+    topology_mode: Literal["Required", "Preferred"] = "Required"
 
 
 def _where(key: str) -> str:
@@ -109,7 +120,31 @@ def extensions(annotations: dict[str, str] | None) -> Extensions:
             raise FieldError(_where(TTL_AFTER_FINISHED), f"{raw!r} is not accepted; expected a non-negative integer (seconds)")
         ttl = int(text)
     rules = failure_rules(annotations[FAILURE_POLICY]) if FAILURE_POLICY in annotations else ()
-    return Extensions(deadline, action, ttl, rules)  # type: ignore[arg-type]
+    key, mode = _topology(annotations)
+    return Extensions(deadline, action, ttl, rules, key, mode)  # type: ignore[arg-type]
+
+
+_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _topology(annotations: dict[str, str]) -> tuple[str | None, str]:
+    """``(topology key, mode)``; raises :class:`~.fields.FieldError` for a key that is not a label
+    key, a mode not in :data:`TOPOLOGY_MODES`, or a mode without a key."""
+    key = annotations.get(TOPOLOGY_KEY)
+    mode = annotations.get(TOPOLOGY_MODE, TOPOLOGY_MODES[0])
+    if key is not None:
+        prefix, _, name = str(key).rpartition("/")
+        ok = 0 < len(name) <= 63 and _NAME.match(name) and (
+            not prefix and "/" not in key or len(prefix) <= 253 and _SUBDOMAIN.match(prefix))  # fmt: skip
+        if not ok:
+            raise FieldError(_where(TOPOLOGY_KEY), f"{key!r} is not a node label key (an optional DNS-subdomain "
+                             "prefix and '/', then a name of at most 63 letters, digits, '-', '_', '.')")  # fmt: skip
+    if mode not in TOPOLOGY_MODES:
+        raise FieldError(_where(TOPOLOGY_MODE), f"{mode!r} is not accepted; expected Required or Preferred")
+    if TOPOLOGY_MODE in annotations and key is None:
+        raise FieldError(_where(TOPOLOGY_MODE), f"says how to hold the job in one domain of {TOPOLOGY_KEY}, which the job does not set")
+    return key, mode
 
 
 def failure_rules(text: str) -> tuple[FailureRule, ...]:

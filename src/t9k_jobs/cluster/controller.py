@@ -395,6 +395,7 @@ class Controller(Actuator):
         others: set[tuple[str, str]] = set()
         ready: set[tuple[str, str]] = set()
         desired_hashes: dict[tuple[str, str], str] = {}
+        unconstrained: set[tuple[str, str]] = set()
         workload = None
         state = self.jobs.get(key) or JobState()
         for ref, c in state.children.items():
@@ -407,6 +408,8 @@ class Controller(Actuator):
                 desired_hashes[(ref.kind, ref.name)] = c.desired_hash
                 if c.ready:
                     ready.add((ref.kind, ref.name))
+                if c.unconstrained:
+                    unconstrained.add((ref.kind, ref.name))
                 if c.workload is not None and ref.name == key.name:
                     workload = kueue.with_node_labels(c.workload, c.flavors, self.flavors)
         others |= {("Secret", name) for name in state.secrets}
@@ -425,6 +428,7 @@ class Controller(Actuator):
             priority_classes=self.known_priority_classes(),
             workload=workload,
             unreachable_nodes=unreachable,
+            unconstrained=frozenset(unconstrained),
         )
 
     @property

@@ -84,6 +84,9 @@ class Child:
     workload: WorkloadState | None = None  # a Kueue Workload's admission (node labels not resolved)
     #: A Workload's admission: per pod set, the ResourceFlavors it was given (names).
     flavors: Flavors = ()
+    #: A native PodGroup stored without ``spec.schedulingConstraints`` (none asked, or dropped by
+    #: the API server: its gate off; :mod:`t9k_jobs.engine.topology`).
+    unconstrained: bool = False
 
     @property
     def ref(self) -> ChildRef:
@@ -123,6 +126,8 @@ def project_child(obj: dict[str, Any]) -> Child:
         ready=obj.get("kind") == "TensorBoard" and _reports_ready(obj.get("status") or {}),
         workload=workload,
         flavors=flavors,
+        unconstrained=obj.get("kind") == "PodGroup" and str(obj.get("apiVersion", "")).startswith("scheduling.k8s.io/")
+        and not (obj.get("spec") or {}).get("schedulingConstraints"),
         # Kept for children that may be updated; a pod's would make every status write of the
         # kubelet look like a change of what the engine reads.
         resource_version="" if pod is not None else str(meta.get("resourceVersion") or ""),

@@ -9,6 +9,7 @@ from .context import Pass, Tally, rfc3339
 from .preemption import preempted_row
 from .progress import progressing_row
 from .replica_status import final_from_status
+from .topology import TOPOLOGY_NOT_ENFORCED, not_enforced
 from .waiting import waiting_message
 
 
@@ -101,6 +102,9 @@ def conditions(p: Pass, t: Tally, phase: str, outcome: Outcome | None) -> list[C
     gang = gang_not_enforced(p)
     if gang:
         rows.append(("GangScheduling", False, "NotEnforced", gang))
+    topology = not_enforced(p)
+    if topology:
+        rows.append(("Topology", False, TOPOLOGY_NOT_ENFORCED, topology))
     queue = queue_not_enforced(p)
     if queue:
         rows.append(("Queueing", False, "NotEnforced", queue))

@@ -25,6 +25,7 @@ from ..frameworks.base import (
     tensorboard)
 from ..frameworks.queueing import workload
 from .context import Pass, Tally
+from .topology import apply_to_pod, constrain_pod_group
 from .types import Delete, Observed
 
 #: Children deleted when no longer desired (a replica scaled away leaves its Service; a finished
@@ -90,6 +91,7 @@ def children(
         min_member += launchers
     group_obj = pod_group(job, min_member, gang, _user_priority_class(groups), ctx.priority_classes)
     if group_obj is not None:
+        constrain_pod_group(job, group_obj)  # a Required topology (engine/topology.py)
         out.append(group_obj)
     if job.scheduler is not None and job.scheduler.t9k_scheduler is not None:
         # A gang job: a drain waits for it instead of evicting one rank (issue 43). Every pod of
@@ -137,6 +139,7 @@ def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext, 
     for c in [*(pod["spec"].get("initContainers") or []), *pod["spec"]["containers"]]:
         add_env(c, attempt)
     fw.decorate(job, group, index, pod, ctx)
+    apply_to_pod(job, pod)  # the job's topology, as pod affinity (engine/topology.py)
     flavor_labels = ctx.node_selectors.get(group.type)
     if flavor_labels:
         # Admitted by Kueue to a flavor: its pods go to that flavor's nodes (engine/admission.py).

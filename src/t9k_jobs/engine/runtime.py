@@ -49,6 +49,8 @@ class Runtime:
     node_lost_after: float = NODE_LOST_AFTER
     unserved_hint: str = "TensorBoards are not served here"
     ttl_after_finished: int | None = None
+    #: Every pod runs on one machine (a local run): a job's topology always holds (:mod:`.topology`).
+    one_node: bool = False
 
     def __post_init__(self) -> None:
         if self.gang not in GANG_MODES:

@@ -70,6 +70,9 @@ def finish_status(p: Pass, t: Tally, phase: str, outcome: Outcome | None) -> Job
     gang = s.condition("GangScheduling")
     if gang is not None and p.old.condition("GangScheduling") is None:
         t.event("Warning", "GangNotEnforced", gang.message)
+    topology = s.condition("Topology")
+    if topology is not None and p.old.condition("Topology") is None:
+        t.event("Warning", "TopologyNotEnforced", topology.message)
     queue = s.condition("Queueing")
     if queue is not None and p.old.condition("Queueing") is None:
         t.event("Warning", "QueueNotEnforced", queue.message)

@@ -210,6 +210,10 @@ class Observed:
     #: condition left True (seconds since the epoch; ``False`` or ``Unknown`` since then). A node
     #: that is Ready, or that a runtime does not know (a local run), is absent (:mod:`.node_loss`).
     unreachable_nodes: dict[str, float] = field(default_factory=dict)
+    #: ``(kind, name)`` of children the API server stored without the scheduling constraints the
+    #: engine asked for (a native PodGroup's ``schedulingConstraints``, dropped when its feature
+    #: gate is off: :mod:`.topology`).
+    unconstrained: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)

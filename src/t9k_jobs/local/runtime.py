@@ -262,7 +262,7 @@ class LocalRunner:
         unserved = frozenset({"PodDisruptionBudget"} | (set() if tensorboard_available() else {"TensorBoard"}))
         # A node here is lost only by --inject node-lost, which loses it at once: no limit to wait.
         self.runtime = Runtime(
-            self.addressing, LocalLauncher(), unserved=unserved, unserved_hint=TB_HINT, node_lost_after=0.0
+            self.addressing, LocalLauncher(), unserved=unserved, unserved_hint=TB_HINT, node_lost_after=0.0, one_node=True
         )
         self.pods: dict[str, LocalPod] = {}
         self.others: set[tuple[str, str]] = set()
