@@ -28,6 +28,7 @@ from .conftest import TRAINING_IMAGE, wait_phase
 from .test_examples import replicas
 
 GRACE = 5  # terminationGracePeriodSeconds of the replicas here
+RACK = "topology.kubernetes.io/rack"
 OWNER = "tensorstack.dev/owner-name"
 # What the operator's own timings allow: NotReady after 50 s, lost 60 s later, the grace period,
 # a new pod: about 2 minutes; the bound is generous for a loaded 2-core machine.
@@ -395,3 +396,55 @@ def test_a_drain_waits_for_a_running_gang_and_goes_on_once_it_ended(
         assert drained.returncode == 0, drained
     finally:
         kubectl("uncordon", second_node, check=False)
+
+
+def free_millicpu_of(kube: Kube, node: str) -> int:
+    """``node``'s allocatable CPU less the requests of the pods bound to it that have not ended."""
+    from .test_gang import _millis
+
+    total = _millis(kube.get(f"/api/v1/nodes/{node}")["status"]["allocatable"]["cpu"])
+    used = sum(_millis(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0"))
+               for p in kube.list("/api/v1/pods") if p["spec"].get("nodeName") == node
+               and p["status"].get("phase") not in ("Succeeded", "Failed") for c in p["spec"]["containers"])  # fmt: skip
+    return total - used
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.usefixtures("default_queue")  # the node runs Kueue: a t9kScheduler job queues first
+def test_a_gang_in_one_rack_lands_on_one_node_and_one_that_fits_no_rack_waits(
+    node, second_node: str, kube: Kube, namespace: str
+) -> None:
+    """Issue 43's topology on the real nodes, each its own rack (``topology.kubernetes.io/rack``:
+    a and b): a gang of two small ranks with ``t9k-jobs.io/topology-key`` lands on one node; a gang
+    whose two ranks fit the two nodes together but neither alone waits, none of its pods bound,
+    and its pods say why (kube-scheduler's PodGroup placement, gate TopologyAwareWorkloadScheduling)."""
+    from .test_gang import gang_job, job_pods
+
+    racks = {"t9k-node": "a", second_node: "b"}
+    for name, rack in racks.items():
+        kube.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {RACK: rack}}})
+    try:
+        small = gang_job("together", 2, 50, 0, "sleep 30")
+        small["metadata"]["annotations"] = {"t9k-jobs.io/topology-key": RACK}
+        small["metadata"]["namespace"] = namespace
+        kube.create(job_path(namespace, "GenericJob"), small)
+        pods = Kube.wait_for(lambda: len(p := job_pods(kube, namespace, "together")) == 2
+                             and all(x["spec"].get("nodeName") for x in p) and p,
+                             timeout=240, interval=0.5, what="the small gang bound")  # fmt: skip
+        assert len({p["spec"]["nodeName"] for p in pods}) == 1, [(p["metadata"]["name"], p["spec"]["nodeName"]) for p in pods]
+        # Each rank a little more than half of the larger node's free CPU: the two nodes hold it, one does not.
+        free = max(free_millicpu_of(kube, n) for n in racks)
+        each = free // 2 + 50
+        big = gang_job("apart", 2, each, 0, "sleep 30")
+        big["metadata"]["annotations"] = {"t9k-jobs.io/topology-key": RACK}
+        big["metadata"]["namespace"] = namespace
+        kube.create(job_path(namespace, "GenericJob"), big)
+        waiting = Kube.wait_for(lambda: len(p := job_pods(kube, namespace, "apart")) == 2 and all(
+            any(c["type"] == "PodScheduled" and c["status"] == "False" for c in (x.get("status") or {}).get("conditions", []))
+            for x in p) and p, timeout=240, interval=0.5, what="the big gang unschedulable")  # fmt: skip
+        assert not [p for p in job_pods(kube, namespace, "apart") if p["spec"].get("nodeName")]
+        print("the gang that fits no rack waits:", next(c["message"] for c in waiting[0]["status"]["conditions"]
+                                                       if c["type"] == "PodScheduled"))  # fmt: skip
+    finally:
+        for name in racks:
+            kube.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {RACK: None}}})

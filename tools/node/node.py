@@ -88,6 +88,10 @@ RESTORE_TIMEOUT = 120.0  # seconds restore waits (kubelet heartbeat, stale pods'
 # of their Service (not its ClusterIP, which only kube-proxy's rules inside the node know); the
 # host reaches POD_CIDR through the route up() adds.
 APISERVER_ARGS = ("--enable-aggregator-routing=true",)
+# Kubernetes 1.37's topology-aware gang placement (a PodGroup's schedulingConstraints; alpha, off
+# by default) on the API server and the scheduler, with the Workload API the plane turns on: the
+# node places a t9k-jobs.io/topology-key gang in one domain (docs/lifecycle.md).
+TOPOLOGY_GATES = "--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
 KUEUE_NAMESPACE, KUEUE_DEPLOYMENT = "kueue-system", "kueue-controller-manager"
 KUEUE_API = "/apis/kueue.x-k8s.io"
 KUEUE_TIMEOUT = 180.0  # seconds for Kueue to be Available and answer once its manifests are applied
@@ -465,7 +469,7 @@ class Node:
         self.bridge = "t9kb-" + digest[:6]
         self.plane = ControlPlane(
             self.dir / "cp", cp_bin, scheduler=True, crds=self.crds, address=HOST_IP, serve_pods=True,
-            apiserver_args=APISERVER_ARGS,
+            apiserver_args=(*APISERVER_ARGS, TOPOLOGY_GATES), scheduler_args=(TOPOLOGY_GATES,),
         )
         self.state: dict = {}
         self.kueue_seconds: float | None = None  # how long install_kueue() took
