@@ -258,4 +258,18 @@ def test_describe_and_get_say_where_a_queued_job_stands(node, kube: Kube, kubect
                            "--kubeconfig", str(node.kubeconfig)], capture_output=True, text=True, timeout=60)  # fmt: skip
     rows = {r.split()[0]: r.split() for r in wide.stdout.splitlines()[1:]}
     assert rows["second"][-1] == "1/1" and rows["holder"][-1] == "-", wide.stdout
+    # The dashboard's job page says it as describe does.
+    import json
+    import os
+
+    from tests.dashboard.conftest import Dashboard
+
+    board = Dashboard("--kubeconfig", str(node.kubeconfig), "-n", namespace,
+                      env={**os.environ, "KUBECONFIG": str(node.kubeconfig)})  # fmt: skip
+    try:
+        page = Kube.wait_for(lambda: (d := json.loads(board.get(f"/api/job/gj/second?namespace={namespace}").read()))
+                             and line in (d.get("why") or "") and d, timeout=60, interval=1, what="the page's why")  # fmt: skip
+        assert page["why"].endswith(line), page["why"]
+    finally:
+        board.stop()
     kubectl("delete", "genericjob", "-n", namespace, "holder", "second", "--wait=false")

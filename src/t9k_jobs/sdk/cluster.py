@@ -513,7 +513,12 @@ class AsyncClusterBackend:
         names = {p["metadata"]["name"] for p in pods} | {
             rs.name for t in (status.tasks if status is not None else []) for rs in t.replicas
         }
-        return raw_view(raw, pods, w.pod_group(raw, pods, ns), w.events_of(kind, ns, name, names), detail=True)
+        view = raw_view(raw, pods, w.pod_group(raw, pods, ns), w.events_of(kind, ns, name, names), detail=True)
+        # A queued job's place in its Kueue queue (the dashboard's job page says it as describe does).
+        from .cluster_api import position_of
+
+        view.queue_position = await position_of(self.cl, view, ns)
+        return view
 
     async def version(self) -> int:
         w = await self._watching()
