@@ -155,8 +155,8 @@ def test_create_then_get_in_every_format(kc: Path, kube: Kube, namespace: str, t
     every = cli(kc, "get", "-n", namespace).stdout.splitlines()
     assert every[0].split()[:2] == ["KIND", "NAME"] and every[1].split()[:3] == ["GenericJob", "two", "Running"]
     wide = cli(kc, "get", "gj", "-n", namespace, "-o", "wide").stdout.splitlines()
-    assert wide[0].split()[-4:] == ["BACKOFF", "MODE", "QUEUE", "PRIORITY"]
-    assert wide[1].split()[-4:] == ["0", "Immediate", "-", "-"]  # no t9kScheduler: no queue
+    assert wide[0].split()[-5:] == ["BACKOFF", "MODE", "QUEUE", "PRIORITY", "POSITION"]
+    assert wide[1].split()[-5:] == ["0", "Immediate", "-", "-", "-"]  # no t9kScheduler: no queue, no position
     all_ns = cli(kc, "get", "gj", "-A").stdout.splitlines()
     assert all_ns[0].split()[:2] == ["NAMESPACE", "NAME"]
     assert [namespace, "two", "Running"] in [line.split()[:3] for line in all_ns[1:]]

@@ -299,6 +299,13 @@ def make_queues(
     ``namespace`` pointing to it; waits until the LocalQueue is Active. Returns the ClusterQueue's
     name; :func:`delete_queues` removes them."""
     flavor, cluster_queue = f"flavor-{namespace}", f"queue-{namespace}"
+    # Kueue answers first. After a fault of the control plane (test_faults.py restarts etcd and the
+    # API server) Kueue's manager loses its lease, exits, and crash-loops with a growing back-off
+    # until its informers sync again; a create meanwhile finds its webhooks without endpoints
+    # (seen: every Kueue test of a run erred so, when test_faults ran just before them).
+    probe = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"generateName": "probe-"}}
+    Kube.wait_for(lambda: kube.create(f"{KUEUE}/resourceflavors?dryRun=All", probe), timeout=300, interval=1,
+                  what="Kueue's webhooks to answer (a dry-run create of a ResourceFlavor)")  # fmt: skip
     kube.create(f"{KUEUE}/resourceflavors", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
                                              "metadata": {"name": flavor}})
     quota = [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": memory}]
