@@ -20,6 +20,7 @@ One file per replica and restart attempt, ``stacks/<pod>.attempt-<N>.txt`` in th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -103,10 +104,14 @@ def dump(pids: list[int], path: Path, may_end: bool) -> Dump:
         if method == NOT_READ and may_end:
             try:
                 os.kill(pid, signal.SIGABRT)
-                os.kill(pid, signal.SIGCONT)
-                method, text = FAULTHANDLER, f"{text}; sent SIGABRT: a Python process writes its stacks to its log"
             except OSError as exc:
                 text = f"{text}; SIGABRT refused: {exc.strerror or exc}"
+            else:
+                method, text = FAULTHANDLER, f"{text}; sent SIGABRT: a Python process writes its stacks to its log"
+                # Should it be stopped. The faulthandler may have written its stacks and the process
+                # ended, reaped at once, already: ESRCH here is that, not a refusal (a flake once).
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
         methods[method] = methods.get(method, 0) + 1
         body = text if method == PY_SPY else ""
         note = "" if method == PY_SPY else text
