@@ -75,6 +75,8 @@ class Sim:
         self.grace = 30.0  # a graceful deletion's grace period (deletion_deadline = now + grace)
         # The API server drops a native PodGroup's schedulingConstraints (its gate off).
         self.drops_constraints = False
+        # Kueue's Topology Aware Scheduling serves the job's queue (Observed.queue_topology).
+        self.queue_topology = False
 
     # ------------------------------------------------------------------ the runtime
 
@@ -95,6 +97,7 @@ class Sim:
                 if key[0] == "PodGroup" and obj["apiVersion"].startswith("scheduling.k8s.io/")
                 and (self.drops_constraints or not obj["spec"].get("schedulingConstraints"))
             ),
+            queue_topology=self.queue_topology,
         )  # fmt: skip
 
     def runtime(self) -> Runtime:

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from t9k_jobs.api import ManifestError
-from t9k_jobs.engine import reconcile
+from t9k_jobs.engine import WorkloadState, reconcile
 from t9k_jobs.frameworks import parse_job
 
 from .jobs import ctr, pytorch, tmpl
@@ -102,3 +102,84 @@ def test_a_bad_topology_is_refused_naming_the_annotation(annotations: dict, expe
     with pytest.raises(ManifestError) as err:
         parse_job(manifest)
     assert expected in str(err.value) and "t9k-jobs.io/topology-" in str(err.value), str(err.value)
+
+
+# ---------------------------------------------------------------- Kueue's Topology Aware Scheduling
+
+HOST = "kubernetes.io/hostname"
+
+
+def tas_sim(manifest: dict, gang: str = "native") -> Sim:
+    sim = Sim(manifest, gang=gang, queueing=True)
+    sim.queue_topology = True
+    return sim
+
+
+def test_through_a_topology_queue_kueue_places_the_job_and_each_pod_goes_to_its_domain() -> None:
+    """A master and its workers ask as one pod-set group; the admission's domains, per pod in rank
+    order, become node selectors beside the flavor's labels; no affinity, no PodGroup constraint
+    (Kueue decided); nothing said."""
+    sim = tas_sim(job())
+    (wl,) = [o for o in sim.step().create if o["kind"] == "Workload"]
+    assert [(s["name"], s["topologyRequest"]) for s in wl["spec"]["podSets"]] == [
+        ("master", {"required": RACK, "podSetGroupName": "job"}),
+        ("worker", {"required": RACK, "podSetGroupName": "job"}),
+    ]
+    placed = {"master": ({RACK: "r1", HOST: "n1"},), "worker": ({RACK: "r1", HOST: "n1"}, {RACK: "r1", HOST: "n2"})}
+    sim.workload = WorkloadState(admitted=True, node_selectors={"master": {"pool": "tas"}, "worker": {"pool": "tas"}},
+                                 placements=placed)  # fmt: skip
+    sim.settle(start="Running")
+    selectors = {name: pod["spec"]["nodeSelector"] for name, pod in sim.specs.items()}
+    assert selectors == {
+        "j-master-0": {"pool": "tas", RACK: "r1", HOST: "n1"},
+        "j-worker-0": {"pool": "tas", RACK: "r1", HOST: "n1"},
+        "j-worker-1": {"pool": "tas", RACK: "r1", HOST: "n2"},
+    }
+    assert all("affinity" not in pod["spec"] for pod in sim.specs.values())
+    assert "schedulingConstraints" not in sim.others[("PodGroup", "j")]["spec"]
+    assert sim.condition("Topology") is None and warnings(sim) == []
+
+
+def test_preferred_asks_kueue_for_a_preferred_domain() -> None:
+    sim = tas_sim(job("Preferred"))
+    (wl,) = [o for o in sim.step().create if o["kind"] == "Workload"]
+    assert {s["topologyRequest"]["preferred"] for s in wl["spec"]["podSets"]} == {RACK}
+    assert not any("required" in s["topologyRequest"] for s in wl["spec"]["podSets"])
+
+
+def test_pod_sets_kueue_cannot_place_as_one_are_said_not_placed_as_a_unit() -> None:
+    """Three replica types (or two of several pods each) are placed each in one domain, maybe not
+    the same: the Topology condition and one Warning say so."""
+    manifest = pytorch([("master", 2), ("worker", 2)], name="j", scheduler=SCHED)
+    manifest["metadata"]["annotations"] = {KEY: RACK}
+    sim = tas_sim(manifest)
+    (wl,) = [o for o in sim.step().create if o["kind"] == "Workload"]
+    assert all(s["topologyRequest"] == {"required": RACK} for s in wl["spec"]["podSets"])
+    sim.workload = WorkloadState(admitted=True)
+    sim.settle(start="Running")
+    cond = sim.condition("Topology")
+    assert cond is not None and cond.reason == "TopologyNotEnforced" and "each of the job's 2 pod sets" in cond.message
+    assert len(warnings(sim)) == 1
+
+
+def test_a_queue_without_topology_is_not_asked_and_the_pods_keep_their_affinity() -> None:
+    sim = Sim(job(), gang="native", queueing=True)
+    (wl,) = [o for o in sim.step().create if o["kind"] == "Workload"]
+    assert not any("topologyRequest" in s for s in wl["spec"]["podSets"])
+    sim.workload = WorkloadState(admitted=True)
+    sim.settle(start="Running")
+    assert all(p["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == [term()]
+               for p in sim.specs.values())  # fmt: skip
+
+
+def test_a_job_without_a_key_in_a_topology_only_queue_still_goes_where_kueue_placed_it() -> None:
+    """Kueue places every pod set of a ClusterQueue whose flavors all have a Topology, asked or not
+    (its "implied" TAS): the pods follow the admission, so Kueue's view of the nodes holds."""
+    manifest = pytorch(name="j", scheduler=SCHED)
+    sim = tas_sim(manifest)
+    (wl,) = [o for o in sim.step().create if o["kind"] == "Workload"]
+    assert not any("topologyRequest" in s for s in wl["spec"]["podSets"])
+    sim.workload = WorkloadState(admitted=True, placements={"worker": ({HOST: "n1"}, {HOST: "n2"})})
+    sim.settle(start="Running")
+    assert sim.specs["j-worker-1"]["spec"]["nodeSelector"] == {HOST: "n2"}
+    assert "nodeSelector" not in sim.specs["j-master-0"]["spec"]

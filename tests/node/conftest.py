@@ -291,13 +291,16 @@ def namespace(kube: Kube) -> Iterator[str]:
 
 def make_queues(
     kube: Kube, namespace: str, cpu: str = "1000", memory: str = "1Ti", preemption: str = "LowerPriority",
-    queue: str = "default",
+    queue: str = "default", topology: list[str] | None = None,
 ) -> str:
     """Kueue's queues for the jobs of ``namespace``: a ResourceFlavor and a ClusterQueue of its own
     (both named ``<kind>-<namespace>``, so no other test meets them) with a ``cpu`` and ``memory``
     quota and ``withinClusterQueue`` preemption ``preemption``, and the LocalQueue ``queue`` in
-    ``namespace`` pointing to it; waits until the LocalQueue is Active. Returns the ClusterQueue's
-    name; :func:`delete_queues` removes them."""
+    ``namespace`` pointing to it; waits until the LocalQueue is Active. ``topology``: node label
+    keys, highest level first: a Topology ``topology-<namespace>`` of those levels, named by the
+    flavor (which then selects the Linux nodes: Kueue needs a TAS flavor to have node labels), so
+    Kueue places the queue's jobs by topology. Returns the ClusterQueue's name;
+    :func:`delete_queues` removes them."""
     flavor, cluster_queue = f"flavor-{namespace}", f"queue-{namespace}"
     # Kueue answers first. After a fault of the control plane (test_faults.py restarts etcd and the
     # API server) Kueue's manager loses its lease, exits, and crash-loops with a growing back-off
@@ -306,8 +309,14 @@ def make_queues(
     probe = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"generateName": "probe-"}}
     Kube.wait_for(lambda: kube.create(f"{KUEUE}/resourceflavors?dryRun=All", probe), timeout=300, interval=1,
                   what="Kueue's webhooks to answer (a dry-run create of a ResourceFlavor)")  # fmt: skip
+    flavor_spec: dict[str, Any] = {}
+    if topology:
+        kube.create(f"{KUEUE}/topologies", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+                                            "metadata": {"name": f"topology-{namespace}"},
+                                            "spec": {"levels": [{"nodeLabel": key} for key in topology]}})  # fmt: skip
+        flavor_spec = {"nodeLabels": {"kubernetes.io/os": "linux"}, "topologyName": f"topology-{namespace}"}
     kube.create(f"{KUEUE}/resourceflavors", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-                                             "metadata": {"name": flavor}})
+                                             "metadata": {"name": flavor}, "spec": flavor_spec})
     quota = [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": memory}]
     kube.create(f"{KUEUE}/clusterqueues", {
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": cluster_queue},
@@ -333,7 +342,8 @@ def delete_queues(kube: Kube, namespace: str, queue: str = "default") -> None:
     """Delete what :func:`make_queues` made (Kueue finishes a ClusterQueue's or a flavor's deletion
     once nothing admitted uses it)."""
     for path in (f"{KUEUE}/namespaces/{namespace}/localqueues/{queue}",
-                 f"{KUEUE}/clusterqueues/queue-{namespace}", f"{KUEUE}/resourceflavors/flavor-{namespace}"):
+                 f"{KUEUE}/clusterqueues/queue-{namespace}", f"{KUEUE}/resourceflavors/flavor-{namespace}",
+                 f"{KUEUE}/topologies/topology-{namespace}"):
         try:
             kube.delete(path)
         except KubeError as exc:

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from ..cluster.kube import Kube, core_path, job_path, pod_path
-from .conftest import TRAINING_IMAGE, wait_phase
+from .conftest import KUEUE, TRAINING_IMAGE, delete_queues, make_queues, wait_phase
 from .test_examples import replicas
 
 GRACE = 5  # terminationGracePeriodSeconds of the replicas here
@@ -449,3 +449,68 @@ def test_a_gang_in_one_rack_lands_on_one_node_and_one_that_fits_no_rack_waits(
     finally:
         for name in racks:
             kube.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {RACK: None}}})
+
+
+@pytest.mark.timeout(600)
+def test_kueue_places_a_gang_in_one_rack_and_one_that_fits_no_rack_waits_in_its_queue(
+    node, second_node: str, kube: Kube, namespace: str
+) -> None:
+    """Issue 43's topology through Kueue's Topology Aware Scheduling on the real nodes, each its own
+    rack: the queue's flavor has a Topology (rack, then host), so the Workload of a job with
+    ``t9k-jobs.io/topology-key`` asks for one rack; Kueue admits the small gang with a
+    ``topologyAssignment`` and its pods go to the host it names, together. A gang whose ranks each
+    need more than half a node's CPU fits the quota but no rack: Kueue does not admit it, the job
+    holds no pod and its ``Queued`` condition gives Kueue's reason."""
+    from .test_gang import _millis, gang_job, job_pods
+
+    host = "kubernetes.io/hostname"
+    racks = {"t9k-node": "a", second_node: "b"}
+    for name, rack in racks.items():
+        kube.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {RACK: rack}}})
+    make_queues(kube, namespace, topology=[RACK, host])
+    try:
+        small = gang_job("together", 2, 50, 0, "sleep 20")
+        small["metadata"]["annotations"] = {"t9k-jobs.io/topology-key": RACK}
+        small["metadata"]["namespace"] = namespace
+        kube.create(job_path(namespace, "GenericJob"), small)
+        pods = Kube.wait_for(lambda: len(p := job_pods(kube, namespace, "together")) == 2
+                             and all(x["spec"].get("nodeName") for x in p) and p,
+                             timeout=240, interval=0.5, what="the small gang admitted and bound")  # fmt: skip
+        wl = kube.get(f"{KUEUE}/namespaces/{namespace}/workloads/together")
+        (ps,) = wl["spec"]["podSets"]
+        assert ps["topologyRequest"] == {"required": RACK}, ps
+        (assigned,) = wl["status"]["admission"]["podSetAssignments"]
+        # Kueue keeps only the host level where the lowest level is the host (it names the rack too).
+        assert assigned["topologyAssignment"]["levels"][-1] == host, assigned
+        nodes = {p["spec"]["nodeName"] for p in pods}
+        assert len(nodes) == 1, [(p["metadata"]["name"], p["spec"]["nodeName"]) for p in pods]
+        (where,) = nodes
+        for p in pods:
+            assert p["spec"]["nodeSelector"][host] == where, p["spec"]
+            assert "affinity" not in p["spec"] or "podAffinity" not in p["spec"]["affinity"], p["spec"]["affinity"]
+        # Each rank more than half of the larger node's CPU: the quota holds it, no rack does.
+        each = max(_millis(kube.get(f"/api/v1/nodes/{n}")["status"]["allocatable"]["cpu"]) for n in racks) // 2 + 50
+        big = gang_job("apart", 2, each, 0, "sleep 20")
+        big["metadata"]["annotations"] = {"t9k-jobs.io/topology-key": RACK}
+        big["metadata"]["namespace"] = namespace
+        kube.create(job_path(namespace, "GenericJob"), big)
+        path = job_path(namespace, "GenericJob", "apart")
+
+        def queued() -> dict[str, Any] | None:
+            conds = (kube.get(path).get("status") or {}).get("conditions") or []
+            cond = next((c for c in conds if c["type"] == "Queued" and c.get("message")), None)
+            return cond if cond is not None and "topology" in cond["message"].lower() else None
+
+        cond = Kube.wait_for(queued, timeout=240, interval=0.5, what="Kueue to say the gang fits no rack")
+        print("the gang that fits no rack waits:", cond["reason"], cond["message"])
+        assert kube.get(path)["status"]["phase"] == "Pending"
+        assert job_pods(kube, namespace, "apart") == []
+    finally:
+        for name in racks:
+            kube.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {RACK: None}}})
+        for job in ("together", "apart"):
+            try:
+                kube.delete(job_path(namespace, "GenericJob", job))
+            except Exception:  # noqa: BLE001 - not made when the test failed early
+                pass
+        delete_queues(kube, namespace)

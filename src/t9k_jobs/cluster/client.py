@@ -224,6 +224,10 @@ PRIORITYCLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "Priori
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
 #: Kueue's ResourceFlavors (cluster-scoped): the node labels of the flavor a Workload is admitted to.
 RESOURCEFLAVORS = Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False)
+#: Kueue's LocalQueues (a namespace's queue, naming its ClusterQueue) and ClusterQueues (their
+#: flavors): whether Kueue's Topology Aware Scheduling places a queued job (cluster/kueue.py).
+LOCALQUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
+CLUSTERQUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
 #: The REST resource of each job kind (``batch.tensorstack.dev/v1beta1``): the operator's and the SDK's.
 JOB_RESOURCES = {kind: Resource(GROUP, VERSION, cls.PLURAL, kind) for kind, cls in KINDS.items()}
 #: A gang job's PodDisruptionBudget (policy/v1, served since Kubernetes 1.21; issue 43).

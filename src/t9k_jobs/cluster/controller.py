@@ -132,7 +132,9 @@ class Controller(Actuator):
         self.expectations: Expectations[JobKey, ChildRef] = Expectations()
         self.job_informers: dict[str, list[Informer[dict[str, Any]]]] = {}
         self.child_informers: list[Informer[Child]] = []
-        self.flavors: Informer[dict[str, str]] | None = None
+        self.flavors: Informer[kueue.Flavor] | None = None
+        # Whether Kueue's Topology Aware Scheduling serves a job's queue (LocalQueues, ClusterQueues).
+        self.queue_topology: kueue.QueueTopology | None = None
         # The cluster's PriorityClasses (names), where a native gang names them: the admin makes
         # the t9k-priority-N classes of the priorities they allow; the operator only reads them.
         self.priority_classes: Informer[bool] | None = None
@@ -169,6 +171,9 @@ class Controller(Actuator):
         if self.queueing:
             # The node labels of Kueue's flavors, put on the pods of an admitted job.
             self.flavors = kueue.flavor_informer(self.client)
+            self.queue_topology = kueue.QueueTopology(self.client, self.namespaces, self.flavors)
+            for inf in [self.flavors, *self.queue_topology.informers()]:
+                inf.add_handler(self._on_queue)
         if self.gang_mode == "native":
             # Which t9k-priority-N classes exist: a native gang names its class only then.
             self.priority_classes = Informer(self.client, PRIORITYCLASSES, transform=lambda obj: True)
@@ -179,6 +184,7 @@ class Controller(Actuator):
 
     def informers(self) -> list[Informer[Any]]:
         extra: list[Informer[Any]] = [i for i in (self.flavors, self.nodes, self.priority_classes) if i is not None]
+        extra += self.queue_topology.informers() if self.queue_topology is not None else []
         return [i for infs in self.job_informers.values() for i in infs] + list(self.child_informers) + extra
 
     def _on_node(self, event: str, key: Key, new: float | None, old: float | None) -> None:
@@ -206,6 +212,17 @@ class Controller(Actuator):
                 "exists" if event == "ADDED" else "was deleted", name[len(PRIORITY_CLASS_PREFIX):],
                 "run at it" if event == "ADDED" else "run at the default priority from now on",
             )  # fmt: skip
+        self._look_at_every_job()
+
+    def _on_queue(self, event: str, key: Key, new: Any, old: Any) -> None:
+        """A Kueue LocalQueue, ClusterQueue or ResourceFlavor came, went or changed what the
+        controller keeps of it: look at every job again (rare; a queued job's Workload asks for
+        a topology where the queue now serves one, and an admitted job's pods carry the node
+        labels of its flavors)."""
+        if event != "MODIFIED" or new != old:
+            self._look_at_every_job()
+
+    def _look_at_every_job(self) -> None:
         for infs in self.job_informers.values():
             for inf in infs:
                 for ns, name in list(inf.store):
@@ -389,8 +406,15 @@ class Controller(Actuator):
             return written.obj
         return cached
 
-    def observe(self, key: JobKey, uid: str | None) -> Observed:
-        """The job's children, as the engine sees them: only those whose controller is this job."""
+    def _queue_of(self, job: Job) -> str | None:
+        """The LocalQueue a ``t9kScheduler`` job names (``None``: it names none)."""
+        sched = job.scheduler.t9k_scheduler if job.scheduler else None
+        return sched.queue_name if sched is not None else None
+
+    def observe(self, key: JobKey, uid: str | None, queue: str | None = None) -> Observed:
+        """The job's children, as the engine sees them: only those whose controller is this job;
+        ``queue``: the LocalQueue of the job's namespace it names, if any (whether Kueue's
+        Topology Aware Scheduling serves it)."""
         pods: dict[str, ObservedPod] = {}
         others: set[tuple[str, str]] = set()
         ready: set[tuple[str, str]] = set()
@@ -429,6 +453,8 @@ class Controller(Actuator):
             workload=workload,
             unreachable_nodes=unreachable,
             unconstrained=frozenset(unconstrained),
+            queue_topology=queue is not None and self.queue_topology is not None
+            and self.queue_topology.serves(key.namespace, queue),
         )
 
     @property
@@ -483,7 +509,7 @@ class Controller(Actuator):
             await self._write_invalid(key, raw)
             return "invalid"
         await self._recheck_conflicts(key, job)
-        observed = await self.output.fill(key, job, self.observe(key, meta.get("uid")))
+        observed = await self.output.fill(key, job, self.observe(key, meta.get("uid"), self._queue_of(job)))
         try:
             plan = reconcile(job, observed, time.time(), self.runtime)
             errors = await self._carry_out(key, job, raw, plan)

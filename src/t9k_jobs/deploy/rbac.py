@@ -33,6 +33,8 @@ from ..cluster.client import (
     NODES,
     PODGROUPS,
     RESOURCEFLAVORS,
+    CLUSTERQUEUES,
+    LOCALQUEUES,
     PRIORITYCLASSES,
     PDBS,
     PODS,
@@ -204,9 +206,11 @@ def cluster_role() -> dict[str, Any]:
         _rule(NATIVE_PODGROUPS.group, [NATIVE_PODGROUPS.plural], list(_UPDATED_CHILD_VERBS)),
         # Kueue's Workloads, where Kueue is installed: one per t9kScheduler job, its request for
         # quota; deleted (not patched) when the job's shape changes, it is paused or finishes, or
-        # Kueue evicted it. The ResourceFlavors are read for the node labels of an admission.
+        # Kueue evicted it. The ResourceFlavors are read for the node labels of an admission, and
+        # with the LocalQueues and ClusterQueues for whether a job's queue places it by topology.
         _rule(WORKLOADS.group, [WORKLOADS.plural], ["get", "list", "watch", "create", "delete"]),
-        _rule(RESOURCEFLAVORS.group, [RESOURCEFLAVORS.plural], ["get", "list", "watch"]),
+        _rule(LOCALQUEUES.group, [LOCALQUEUES.plural], ["get", "list", "watch"]),
+        _rule(RESOURCEFLAVORS.group, [RESOURCEFLAVORS.plural, CLUSTERQUEUES.plural], ["get", "list", "watch"]),
         # PriorityClasses, read only: a native gang's pods name t9k-priority-N only where the
         # cluster admin made that class (the chart's jobPriorities.allowed). Making one would be
         # cluster-wide power (its pods preempt other namespaces' pods), which a job creator must
@@ -237,6 +241,7 @@ def cluster_role_binding() -> dict[str, Any]:
 CLUSTER_SCOPED = frozenset({
     (PRIORITYCLASSES.group, PRIORITYCLASSES.plural),
     (RESOURCEFLAVORS.group, RESOURCEFLAVORS.plural),
+    (CLUSTERQUEUES.group, CLUSTERQUEUES.plural),
     (NODES.group, NODES.plural),
 })
 
@@ -252,7 +257,7 @@ def namespaced_rules() -> list[dict[str, Any]]:
 
 def cluster_scoped_rules() -> list[dict[str, Any]]:
     """The rules of :func:`cluster_role` on cluster-scoped resources (the PriorityClasses, the
-    Kueue ResourceFlavors and the Nodes it reads)."""
+    Kueue ResourceFlavors and ClusterQueues and the Nodes it reads)."""
     return [r for r in cluster_role()["rules"] if _is_cluster_scoped(r)]
 
 

@@ -77,7 +77,7 @@ def children(
     ``t9kScheduler`` job owns a PodDisruptionBudget over its gang
     (:func:`~t9k_jobs.frameworks.base.disruption_budget`)."""
     gang = ctx.gang
-    wl = workload(job, groups) if queueing else None
+    wl = workload(job, groups, ctx.queue_topology) if queueing else None
     out: list[dict[str, Any]] = [wl] if wl is not None else []
     out += fw.extra_children(job, groups, ctx)
     for g in groups:
@@ -91,7 +91,8 @@ def children(
         min_member += launchers
     group_obj = pod_group(job, min_member, gang, _user_priority_class(groups), ctx.priority_classes)
     if group_obj is not None:
-        constrain_pod_group(job, group_obj)  # a Required topology (engine/topology.py)
+        if not ctx.queue_topology:
+            constrain_pod_group(job, group_obj)  # a Required topology (engine/topology.py)
         out.append(group_obj)
     if job.scheduler is not None and job.scheduler.t9k_scheduler is not None:
         # A gang job: a drain waits for it instead of evicting one rank (issue 43). Every pod of
@@ -139,11 +140,14 @@ def build_pod(job: JobBase, group: ReplicaGroup, index: int, ctx: BuildContext, 
     for c in [*(pod["spec"].get("initContainers") or []), *pod["spec"]["containers"]]:
         add_env(c, attempt)
     fw.decorate(job, group, index, pod, ctx)
-    apply_to_pod(job, pod)  # the job's topology, as pod affinity (engine/topology.py)
-    flavor_labels = ctx.node_selectors.get(group.type)
-    if flavor_labels:
-        # Admitted by Kueue to a flavor: its pods go to that flavor's nodes (engine/admission.py).
-        pod["spec"]["nodeSelector"] = {**(pod["spec"].get("nodeSelector") or {}), **flavor_labels}
+    if not ctx.queue_topology:
+        apply_to_pod(job, pod)  # the job's topology, as pod affinity (engine/topology.py)
+    # Admitted by Kueue to a flavor: its pods go to that flavor's nodes (engine/admission.py), and
+    # with its Topology Aware Scheduling each to the domain the admission gave it.
+    placed = ctx.placements.get(group.type) or ()
+    labels = {**ctx.node_selectors.get(group.type, {}), **(placed[index] if index < len(placed) else {})}
+    if labels:
+        pod["spec"]["nodeSelector"] = {**(pod["spec"].get("nodeSelector") or {}), **labels}
     mode = job.run_mode
     c = container(pod, group.training_container)
     if mode.debug_enabled and mode.debug is not None:

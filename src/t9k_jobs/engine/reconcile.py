@@ -131,13 +131,15 @@ def begin(job: JobBase, observed: Observed, now: float, runtime: Runtime) -> tup
     old = job.status or JobStatus()
     groups = fw.groups(job)
     wl = observed.workload
+    queues = in_queue(job, observed, old, runtime)
     ctx = BuildContext(
         runtime.addressing, resumed=old.condition("Paused") is not None, groups=tuple(groups),
         gang=runtime.gang, launcher=runtime.launcher,
         node_selectors=wl.node_selectors if wl is not None and wl.admitted else {},
+        placements=wl.placements if wl is not None and wl.admitted else {},
+        queue_topology=queues and observed.queue_topology,
         priority_classes=observed.priority_classes,
     )  # fmt: skip
-    queues = in_queue(job, observed, old, runtime)
     owned = children(job, fw, groups, ctx, queues)
     if old.phase in TERMINAL_PHASES or job.run_mode.pause_enabled:
         # A finished or paused job holds no quota and has no gang to protect: its Workload and its

@@ -18,8 +18,16 @@ one domain. Here, by what the cluster serves:
   and one Warning: its pods are kept together, but the first pod's domain may not hold the rest,
   who then wait (:func:`not_enforced`). A local run is one machine: one domain, always held.
 
-Kueue's Topology Aware Scheduling (a Workload pod set's ``topologyRequest``) is not asked for: a
-ClusterQueue whose flavors have no topology would refuse such a Workload (docs/lifecycle.md).
+- through Kueue, where the job's LocalQueue leads to a ClusterQueue with a flavor that has a
+  Topology (``Observed.queue_topology``), Kueue's Topology Aware Scheduling places the job: its
+  Workload's pod sets ask for the key (``topologyRequest``:
+  :func:`t9k_jobs.frameworks.queueing.topology_requests`), and each pod gets, as node selector,
+  the domain the admission's ``topologyAssignment`` gave it, neighbouring ranks together
+  (:func:`t9k_jobs.cluster.kueue.placements`). Kueue decided the placement: the pods carry no pod
+  affinity and the PodGroup no constraint, which could only disagree with it. Kueue places two
+  pod sets as one only where one has a single pod (a master with its workers); a ``Required``
+  job of more gets the condition. A queue without a Topology is not asked: Kueue would never
+  admit the Workload ("Flavor X does not support TopologyAwareScheduling").
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from typing import Any
 from ..api.extensions import TOPOLOGY_KEY, extensions
 from ..api.kinds import JobBase
 from ..frameworks.base import LABEL_OWNER_KIND, LABEL_OWNER_NAME
+from ..frameworks.queueing import groups_as_one
 from .context import Pass
 
 #: The reason of the ``Topology`` condition and of its Warning.
@@ -71,6 +80,13 @@ def not_enforced(p: Pass) -> str:
     if ext.topology_key is None or ext.topology_mode != "Required" or p.runtime.one_node:
         return ""
     key = ext.topology_key
+    if p.ctx.queue_topology:
+        counts = [g.replicas for g in p.groups if g.replicas > 0]
+        if groups_as_one(counts):
+            return ""
+        return (f"{TOPOLOGY_KEY} ({key}) is not placed as a unit: Kueue's Topology Aware Scheduling places each "
+                f"of the job's {len(counts)} pod sets (replica types) in one domain, maybe not the same one "
+                "(it places two pod sets as one only where one of them has a single pod)")  # fmt: skip
     kept = (f"its pods are kept in one domain of {key} by pod affinity, but the first pod's domain may not "
             "hold the others, who then wait")  # fmt: skip
     sched = p.job.scheduler.t9k_scheduler if p.job.scheduler else None

@@ -166,6 +166,8 @@ class WorkloadState:
     flavor default, 3 more needed"), else the ``Admitted`` condition's.
     ``cluster_queue``: the ClusterQueue that admitted it. ``node_selectors``: per pod set (replica
     type), the node labels of the ResourceFlavors it was admitted to, which its pods must carry.
+    ``placements``: per pod set admitted by Kueue's Topology Aware Scheduling, one node selector
+    per pod in rank order, its topology domain (:func:`t9k_jobs.cluster.kueue.placements`).
     """
 
     admitted: bool = False
@@ -174,6 +176,7 @@ class WorkloadState:
     message: str | None = None
     cluster_queue: str | None = None
     node_selectors: dict[str, dict[str, str]] = field(default_factory=dict)
+    placements: dict[str, tuple[dict[str, str], ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -214,6 +217,9 @@ class Observed:
     #: engine asked for (a native PodGroup's ``schedulingConstraints``, dropped when its feature
     #: gate is off: :mod:`.topology`).
     unconstrained: frozenset[tuple[str, str]] = frozenset()
+    #: Kueue's Topology Aware Scheduling places the job: its LocalQueue's ClusterQueue has a
+    #: flavor with a Topology (read by the runtime; :mod:`.topology`).
+    queue_topology: bool = False
 
 
 @dataclass(frozen=True)

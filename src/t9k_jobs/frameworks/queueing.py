@@ -58,12 +58,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ..api.extensions import extensions
 from ..api.kinds import JobBase
 from .base import child_meta
 from .types import ReplicaGroup
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 WORKLOAD_API = f"{KUEUE_GROUP}/v1beta2"
+#: The ``podSetGroupName`` of a job's two pod sets placed as one (:func:`topology_requests`).
+POD_SET_GROUP = "job"
 #: Kueue refuses a Workload with more pod sets (``workload_types.go``, ``MaxItems=8``).
 MAX_POD_SETS = 8
 
@@ -73,11 +76,14 @@ def queued(job: JobBase) -> bool:
     return bool(job.scheduler and job.scheduler.t9k_scheduler)
 
 
-def workload(job: JobBase, groups: list[ReplicaGroup]) -> dict[str, Any] | None:
+def workload(job: JobBase, groups: list[ReplicaGroup], topology: bool = False) -> dict[str, Any] | None:
     """The ``kueue.x-k8s.io/v1beta2`` ``Workload`` of ``job``, named like the job, or ``None`` when
     the job does not set ``t9kScheduler``. Replica types with no replicas make no pod set. A job
     with more than :data:`MAX_POD_SETS` replica types gets a Workload that Kueue's webhook refuses:
-    the create fails and the job's ``FailedCreateWorkload`` Warning event says why."""
+    the create fails and the job's ``FailedCreateWorkload`` Warning event says why.
+
+    ``topology``: Kueue's Topology Aware Scheduling serves the job's queue; a job with
+    ``t9k-jobs.io/topology-key`` then asks for it on every pod set (:func:`topology_requests`)."""
     sched = job.scheduler.t9k_scheduler if job.scheduler else None
     if sched is None:
         return None
@@ -87,9 +93,37 @@ def workload(job: JobBase, groups: list[ReplicaGroup]) -> dict[str, Any] | None:
             continue
         spec = copy.deepcopy(g.template.get("spec") or {})
         pod_sets.append({"name": g.type, "count": g.replicas, "template": {"spec": spec}})
+    if topology:
+        for pod_set, request in zip(pod_sets, topology_requests(job, [p["count"] for p in pod_sets])):
+            if request:
+                pod_set["topologyRequest"] = request
     return {
         "apiVersion": WORKLOAD_API,
         "kind": "Workload",
         "metadata": child_meta(job, job.name),
         "spec": {"queueName": sched.queue_name, "priority": sched.priority, "podSets": pod_sets},
     }
+
+
+def topology_requests(job: JobBase, counts: list[int]) -> list[dict[str, Any]]:
+    """The ``topologyRequest`` of each pod set (of ``counts`` pods) of ``job``: ``{required: KEY}``
+    or ``{preferred: KEY}`` (``t9k-jobs.io/topology-key``/``-mode``), ``{}`` for a job without a
+    key. Kueue places each pod set in one domain, and two pod sets of one ``podSetGroupName`` in
+    the same one, where one of the two has a single pod (Kueue v0.17.0
+    ``jobframework/tas_validation.go``: groups of exactly 2, one of 1 replica): a master or
+    launcher with its workers, in group ``job`` (Kueue keys ungrouped pod sets by their index, so
+    the name is no number). Other jobs of several pod sets get each pod set
+    in one domain, maybe not the same (the ``Topology`` condition says so:
+    :func:`t9k_jobs.engine.topology.not_enforced`)."""
+    ext = extensions(job.metadata.annotations)
+    if ext.topology_key is None:
+        return [{} for _ in counts]
+    request: dict[str, Any] = {ext.topology_mode.lower(): ext.topology_key}
+    grouped = groups_as_one(counts)
+    return [{**request, "podSetGroupName": POD_SET_GROUP} if grouped and len(counts) == 2 else dict(request) for _ in counts]
+
+
+def groups_as_one(counts: list[int]) -> bool:
+    """Whether Kueue places pod sets of ``counts`` pods as one: one pod set, or two of which one
+    has a single pod (:func:`topology_requests`)."""
+    return len(counts) == 1 or (len(counts) == 2 and 1 in counts)

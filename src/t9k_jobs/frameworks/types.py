@@ -64,7 +64,8 @@ class BuildContext:
     apply, the replica groups wanted now (``()``: ask the framework), how a ``t9kScheduler``
     job is gang-scheduled (:data:`GangMode`), the runtime's launcher of launches over ssh
     (:class:`Launcher`; ``None``: pods, as on a cluster), and, by
-    replica type, the node labels a queue's admission puts on its pods (Kueue's flavors)."""
+    replica type, the node labels a queue's admission puts on its pods (Kueue's flavors) and the
+    topology domain of each of its pods (Kueue's Topology Aware Scheduling)."""
 
     addressing: Addressing
     resumed: bool = False
@@ -72,6 +73,12 @@ class BuildContext:
     gang: GangMode = "t9k"
     launcher: Launcher | None = None
     node_selectors: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Per replica type, one node selector per replica in index order: the topology domain Kueue's
+    #: admission gave it (``WorkloadState.placements``).
+    placements: dict[str, tuple[dict[str, str], ...]] = field(default_factory=dict)
+    #: Kueue's Topology Aware Scheduling places the job (``Observed.queue_topology``): its
+    #: Workload asks for the job's topology, and Kueue's placements replace the pod affinity.
+    queue_topology: bool = False
     #: The PriorityClasses the cluster has (names; :func:`priority_class_name`), which a native
     #: gang's pods and PodGroup may name; ``None``: not known, every one is taken to exist (render).
     priority_classes: frozenset[str] | None = None

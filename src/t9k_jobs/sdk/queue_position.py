@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cluster.client import ApiError, Resource
+from ..cluster.client import LOCALQUEUES, ApiError, Resource
 
-#: Kueue's LocalQueues and their visibility subresource.
-LOCALQUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
+#: Kueue's LocalQueues' visibility subresource.
 VISIBLE_LOCALQUEUES = Resource("visibility.kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
 
 
