@@ -195,9 +195,12 @@ def test_exact_cluster_role() -> None:
         # PriorityClasses: read only (which t9k-priority-N the admin made); never made (issue 33).
         ("scheduling.k8s.io", "priorityclasses"): {"get", "list", "watch"},
         ("tensorstack.dev", "tensorboards"): updated,
-        # Kueue: a t9kScheduler job's Workload (deleted, never patched) and the flavors' node labels.
+        # Kueue: a t9kScheduler job's Workload (deleted, never patched), the flavors' node labels
+        # and, with the queues, whether a job's queue places it by topology: read only.
         ("kueue.x-k8s.io", "workloads"): children,
         ("kueue.x-k8s.io", "resourceflavors"): {"get", "list", "watch"},
+        ("kueue.x-k8s.io", "localqueues"): {"get", "list", "watch"},
+        ("kueue.x-k8s.io", "clusterqueues"): {"get", "list", "watch"},
         ("", "nodes"): {"get", "list", "watch"},
     }
     assert granted == expected
