@@ -130,7 +130,7 @@ def _domains(sl: Any, levels: list[str]) -> list[tuple[dict[str, str], int]] | N
             continue
         ind = level.get("individual")
         roots = ind.get("roots") if isinstance(ind, dict) else None
-        if not isinstance(roots, list) or len(roots) != n:
+        if not isinstance(ind, dict) or not isinstance(roots, list) or len(roots) != n:
             return None
         prefix, suffix = str(ind.get("prefix") or ""), str(ind.get("suffix") or "")
         values.append([f"{prefix}{r}{suffix}" for r in roots])

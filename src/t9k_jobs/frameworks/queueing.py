@@ -94,7 +94,8 @@ def workload(job: JobBase, groups: list[ReplicaGroup], topology: bool = False) -
         spec = copy.deepcopy(g.template.get("spec") or {})
         pod_sets.append({"name": g.type, "count": g.replicas, "template": {"spec": spec}})
     if topology:
-        for pod_set, request in zip(pod_sets, topology_requests(job, [p["count"] for p in pod_sets])):
+        counts = [g.replicas for g in groups if g.replicas >= 1]
+        for pod_set, request in zip(pod_sets, topology_requests(job, counts)):
             if request:
                 pod_set["topologyRequest"] = request
     return {

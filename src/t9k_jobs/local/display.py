@@ -25,7 +25,7 @@ from .rundir import RunDir
 
 if TYPE_CHECKING:
     from ..api import Job
-    from .processes import LocalPod
+    from .pod_runner import ReplicaPod
 
 _PHASE_STYLE = {
     "Succeeded": "bold green",
@@ -281,7 +281,7 @@ class Display:
     def error(self, text: str) -> None:
         self.err.print(Text(f"error: {text}", style="bold red"))
 
-    def update(self, job: Job, pods: dict[str, LocalPod]) -> None:
+    def update(self, job: Job, pods: dict[str, ReplicaPod]) -> None:
         """Make the live table show ``job`` and ``pods``; it is drawn at the next draw (at most
         :data:`DRAW_INTERVAL` seconds later), not now."""
         self.job = job

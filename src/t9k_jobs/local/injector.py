@@ -5,11 +5,15 @@ from __future__ import annotations
 import dataclasses
 import signal
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ..engine import ObservedPod
 from ..engine.types import PREEMPTION_BY_SCHEDULER
 from .inject import Injection
-from .processes import LocalPod, signal_each
+from .processes import signal_each
+
+if TYPE_CHECKING:
+    from .pod_runner import ReplicaPod
 
 #: The node a replica lost by ``node-lost`` is said to have been on: ``<prefix><pod>``.
 LOST_NODE_PREFIX = "lost-node-of-"
@@ -29,7 +33,7 @@ class Injector:
         self.lost: dict[str, float] = {}
         self.preempted: set[str] = set()
 
-    def fire(self, phase: str | None, job_name: str, pods: dict[str, LocalPod], now: float) -> list[str]:
+    def fire(self, phase: str | None, job_name: str, pods: dict[str, ReplicaPod], now: float) -> list[str]:
         """Carry out the injections due at ``now`` (the job's ``phase`` says when it is Running);
         the lines that say what each did."""
         if not self.pending:
@@ -63,7 +67,7 @@ class Injector:
             out.append(f"{injection} (--inject): {what}")
         return out
 
-    def observe(self, pod: LocalPod) -> ObservedPod:
+    def observe(self, pod: ReplicaPod) -> ObservedPod:
         """``pod`` as the engine reads it, with what an injection did to it."""
         seen = pod.observe()
         if pod.uid in self.preempted:
@@ -73,6 +77,6 @@ class Injector:
             seen = dataclasses.replace(seen, node=f"{LOST_NODE_PREFIX}{pod.name}")
         return seen
 
-    def unreachable(self, pods: Iterable[LocalPod]) -> dict[str, float]:
+    def unreachable(self, pods: Iterable[ReplicaPod]) -> dict[str, float]:
         """The nodes lost by injection of ``pods`` (:attr:`~t9k_jobs.engine.Observed.unreachable_nodes`)."""
         return {f"{LOST_NODE_PREFIX}{p.name}": self.lost[p.uid] for p in pods if p.uid in self.lost}

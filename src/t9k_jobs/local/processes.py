@@ -277,6 +277,11 @@ class LocalPod:
                 c.reader.cancel()
         self.on_change()
 
+    def kill(self) -> None:
+        """SIGKILL every live container process of the pod and what it started, now."""
+        for pid in self.pids():
+            self.kill_leftovers(pid, "")
+
     def kill_leftovers(self, pid: int, container: str) -> None:
         """SIGKILL what the container's process ``pid`` left: its process group, its descendants
         (in a PID namespace the kernel has ended them already), and every process carrying this

@@ -35,8 +35,8 @@ from .injector import Injection, Injector
 from .launch import LocalLauncher
 from .lost import LostAttempts
 from .ownership import StopNote, dir_lock, working_dir, write_atomic
-from .processes import RUN_ENV, Crashes, LocalPod, base_environment, end_orphans, marked, write_python_shims
-from .procfs import become_subreaper
+from .pod_runner import PodRunner, ProcessRunner, ReplicaPod
+from .processes import RUN_ENV, Crashes, base_environment, write_python_shims
 from .rundir import (
     RunDir,
     RunDirError,
@@ -53,8 +53,7 @@ from .stacks import dump_replicas
 from .tensorboard import INSTALL_HINT as TB_HINT
 from .tensorboard import LocalTensorBoard
 from .tensorboard import available as tensorboard_available
-from .volumes import make_shm_dir, remove_shm_dir, tensorboard_folders, uses_memory
-from .watchdog import start_watchdog
+from .volumes import tensorboard_folders
 
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
@@ -226,7 +225,10 @@ class LocalRunner:
         sandbox: Sandbox | None = None,
         python: str | None = None,
         injections: tuple[Injection, ...] = (),
+        pod_runner: PodRunner | None = None,
     ) -> None:
+        """``pod_runner``: how the replicas run (:mod:`.pod_runner`); default: a
+        :class:`~.pod_runner.ProcessRunner` in ``sandbox`` (default: none) with ``volumes``."""
         self.job = job
         #: ``--inject``: the failures to make happen, and what they did to the pods.
         self.injector = Injector(injections)
@@ -236,18 +238,10 @@ class LocalRunner:
         self.sandbox = sandbox if sandbox is not None else Sandbox("none")
         self.python = python
         self.tensorboard: LocalTensorBoard | None = None
-        #: The run's own folder under /dev/shm, made when a pod first has a Memory emptyDir.
-        self.shm: Path | None = None
-        #: The processes this runtime started that are not containers (the watchdog, TensorBoard)
-        #: and every container process it started: its children that are none of these were
-        #: orphaned by an uncontained container and reparented here (_sweep_orphans).
-        self.helpers: set[int] = set()
-        self.started: set[int] = set()
-        self.subreaper = False
         # Every pod takes GPUs of its own when it starts and gives them back when its processes
         # end; a pod whose GPUs are still held by one being stopped waits (Pending) for them.
         self.gpus = GpuAllocator(gpus if gpus is not None else GpuInventory.discovered())
-        self.gpu_waiting: dict[str, LocalPod] = {}  # by pod UID
+        self.gpu_waiting: dict[str, ReplicaPod] = {}  # by pod UID
         # Restarts back off as the kubelet's do (CrashLoopBackOff): per replica, and the pods
         # waiting out their back-off (by pod UID) with the timer that starts them.
         self.crashes: dict[str, Crashes] = {}
@@ -264,7 +258,7 @@ class LocalRunner:
         self.runtime = Runtime(
             self.addressing, LocalLauncher(), unserved=unserved, unserved_hint=TB_HINT, node_lost_after=0.0, one_node=True
         )
-        self.pods: dict[str, LocalPod] = {}
+        self.pods: dict[str, ReplicaPod] = {}
         self.others: set[tuple[str, str]] = set()
         self.objects: list[dict[str, Any]] = []
         # Every process of the run carries its run directory: how a sweep (and a user) tells this
@@ -272,6 +266,12 @@ class LocalRunner:
         # --python: python, python3 and torchrun mean it (small scripts in <run dir>/bin).
         shims = write_python_shims(RunDir(run_dir).bin, python) if python is not None else None
         self.base_env = {**base_environment(python, shims), RUN_ENV: str(run_dir.resolve())}
+        self.pod_runner: PodRunner = pod_runner or ProcessRunner(
+            sandbox=self.sandbox, base_env=self.base_env,
+            default_dir=self.manifest.parent if self.manifest is not None else working_dir(),
+            run_dir=run_dir, volumes=self.volumes, sink=self._line, on_change=self._changed,
+            on_fatal=self._fatal, on_event=self._event, on_error=self.display.error,
+        )  # fmt: skip
         self.wake = asyncio.Event()
         self.stop_signal: int | None = None
         self.mtime = self._mtime()
@@ -334,7 +334,7 @@ class LocalRunner:
         ``b"\\n"``, see ``LineSink``) go to job.log as ``[prefix] line``, one block at a time, and
         to the display."""
         pod_obj = self.pods.get(pod)
-        several = pod_obj is not None and len(pod_obj.main) > 1
+        several = pod_obj is not None and len(pod_obj.manifest["spec"]["containers"]) > 1
         prefix = replica_prefix(self.job.name, pod, container if several else None)
         tag = f"[{prefix}] ".encode()
         try:
@@ -391,25 +391,14 @@ class LocalRunner:
 
     def _kill_now(self) -> None:
         for pod in self.pods.values():
-            for pid in pod.pids():
-                pod.kill_leftovers(pid, "")
-        for pid in marked({RUN_ENV: self.base_env[RUN_ENV]}):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            pod.kill()
+        self.pod_runner.kill_all()
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         for sig in STOP_SIGNALS:
             loop.add_signal_handler(sig, self._on_signal, sig)
-        if not self.sandbox.pids:
-            # What an uncontained container orphans comes here when it ends. Only a runtime that
-            # runs (this process is its own: the CLI's, or python -m t9k_jobs.local) sweeps: a
-            # runner embedded in another program must never touch that program's children.
-            self.subreaper = become_subreaper()
-        watchdog = start_watchdog(self.base_env[RUN_ENV])
-        self.helpers.add(watchdog.pid)
+        self.pod_runner.begin()
         self.display.start(self.job, self.run_dir)
         if self.sandbox.kind != "bwrap":
             self.display.note(f"replicas run {self.sandbox.describe()}")
@@ -423,10 +412,7 @@ class LocalRunner:
             await self._teardown()
             if self.tensorboard is not None:
                 self.tensorboard.stop()
-            if self.shm is not None:
-                remove_shm_dir(self.shm)  # emptied by the pods as they ended, unless they could not be
-            watchdog.kill()
-            watchdog.wait()
+            self.pod_runner.close()
             for sig in STOP_SIGNALS:
                 loop.remove_signal_handler(sig)
             self.display.stop(self.job)
@@ -500,7 +486,7 @@ class LocalRunner:
             return
         self.tensorboard = tb
         if tb.proc is not None:
-            self.helpers.add(tb.proc.pid)
+            self.pod_runner.helper(tb.proc.pid)
         self.display.note(f"TensorBoard {tb.name}: {tb.url} (serving {', '.join(map(str, folders))})")
 
     def _apply(self, plan: Plan) -> None:
@@ -569,56 +555,14 @@ class LocalRunner:
         self.events_log.flush()
         self.display.event(event)
 
-    def _sweep_orphans(self, who: str) -> None:
-        """End what the uncontained container ``who`` left running (:func:`~.processes.end_orphans`),
-        said in one Warning event, as a pod's end ends its PID namespace. Only once :meth:`run` made
-        this process a subreaper: every child it has is then one it started or adopted."""
-        if not self.subreaper:
-            return
-        self.started.update(c.proc.pid for pod in self.pods.values() for c in pod.init + pod.main if c.proc is not None)
-        ended = end_orphans(self.started | self.helpers)
-        if ended:
-            self._event(Event(
-                "Warning", "LeftoverProcesses",
-                f"{who} left {len(ended)} process(es) running after it ended, ended now (no PID namespace "
-                f"here ends them): {', '.join(ended[:10])}" + (" ..." if len(ended) > 10 else ""),
-            ))  # fmt: skip
-
-    def _shm_dir(self) -> Path | None:
-        """The run's own folder under ``/dev/shm`` (:func:`~.volumes.make_shm_dir`), made at its
-        first use and named in the run dir (``shm.path``: the watchdog removes it if this process
-        dies); None, said once, when it cannot be made (the pod's Memory emptyDir then fails it)."""
-        if self.shm is None:
-            try:
-                self.shm = make_shm_dir()
-                write_atomic(RunDir(self.run_dir).shm, f"{self.shm}\n", mode=0o600)
-            except OSError as exc:
-                self.display.error(f"cannot make a folder under /dev/shm for Memory emptyDirs: {exc.strerror or exc}")
-                return None
-        return self.shm
-
     def _start_pod(self, manifest: dict[str, Any]) -> None:
-        pod = LocalPod(
-            manifest=copy.deepcopy(manifest),  # its containers' env gets their GPUs at start
-            base_env=self.base_env,
-            default_dir=self.manifest.parent if self.manifest is not None else working_dir(),
-            log_dir=self.run_dir,
-            sink=self._line,
-            on_change=self._changed,
-            on_fatal=self._fatal,
-            sandbox=self.sandbox,
-            address=self._address(manifest),
-            volume_map=self.volumes,
-            sweep_orphans=self._sweep_orphans,
-            shm=self._shm_dir() if uses_memory(manifest) else None,
-            own_objects={
-                (o["kind"], o["metadata"]["name"]): Path(
-                    self.addressing.child_file(o["kind"], o["metadata"]["name"], "-") or ""
-                ).parent
-                for o in self.objects
-                if o["kind"] in ("ConfigMap", "Secret")
-            },
-        )
+        own_objects = {
+            (o["kind"], o["metadata"]["name"]): Path(self.addressing.child_file(o["kind"], o["metadata"]["name"], "-") or "").parent
+            for o in self.objects
+            if o["kind"] in ("ConfigMap", "Secret")
+        }
+        # A copy: its containers' env gets their GPUs at start.
+        pod = self.pod_runner.make(copy.deepcopy(manifest), self._address(manifest), own_objects)
         self.pods[pod.name] = pod
         crashes = self.crashes.setdefault(pod.name, Crashes())
         attempt = restart_attempt_label(pod.labels) or 0
@@ -631,7 +575,7 @@ class LocalRunner:
             return
         self._start_or_wait(pod)
 
-    def _backed_off(self, pod: LocalPod) -> None:
+    def _backed_off(self, pod: ReplicaPod) -> None:
         """``pod``'s back-off is over: it starts, unless it was deleted meanwhile."""
         self.backing_off.pop(pod.uid, None)
         pod.backoff = None
@@ -640,7 +584,7 @@ class LocalRunner:
         self._start_or_wait(pod)
         self.wake.set()
 
-    def _start_or_wait(self, pod: LocalPod) -> None:
+    def _start_or_wait(self, pod: ReplicaPod) -> None:
         """Start ``pod``, or have it wait for its GPUs (held by pods still stopping)."""
         if not self._start_with_gpus(pod):
             self.gpu_waiting[pod.uid] = pod
@@ -651,7 +595,7 @@ class LocalRunner:
             )
             self.display.note(f"{pod.name} waits for its GPUs, held by {held or 'pods still stopping'}")
 
-    def _start_with_gpus(self, pod: LocalPod) -> bool:
+    def _start_with_gpus(self, pod: ReplicaPod) -> bool:
         """Start ``pod`` with GPUs of its own in its containers' env; False when too few are free
         now (the GPUs of a pod being stopped: it waits for them)."""
         assignment = self.gpus.assign(pod.uid, pod.manifest["spec"])
@@ -666,7 +610,7 @@ class LocalRunner:
         pod.task.add_done_callback(lambda _task, c=crashes: setattr(c, "ended", time.monotonic()))
         return True
 
-    def _gpus_released(self, pod: LocalPod) -> None:
+    def _gpus_released(self, pod: ReplicaPod) -> None:
         """``pod``'s processes have all ended: its GPUs go back, and pods that waited for GPUs
         start if the job goes on."""
         if not self.gpus.release(pod.uid):
@@ -680,7 +624,7 @@ class LocalRunner:
                 del self.gpu_waiting[uid]
         self.wake.set()
 
-    async def _delete(self, pod: LocalPod) -> None:
+    async def _delete(self, pod: ReplicaPod) -> None:
         self.gpu_waiting.pop(pod.uid, None)  # one that never started has nothing to stop
         timer = self.backing_off.pop(pod.uid, None)
         if timer is not None:
@@ -756,7 +700,7 @@ class LocalRunner:
             return
         self.user_base = new_doc
 
-    async def _count_down(self, live: list[LocalPod]) -> None:
+    async def _count_down(self, live: list[ReplicaPod]) -> None:
         """Say how long the stop may take: SIGTERM was sent; SIGKILL follows after the longest
         grace period of the replicas still running, counted down every 5 s (every second in the
         last 5) until they have all ended."""
@@ -788,13 +732,6 @@ class LocalRunner:
         for pod in self.pods.values():
             if pod.task is not None and not pod.task.done():
                 pod.task.cancel()
-        # Whatever still carries the run's marker was started by a replica and escaped its tree
-        # (reparented when its parent ended): it goes with the run.
-        for pid in marked({RUN_ENV: self.base_env[RUN_ENV]}):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
 
 __all__ = ["LocalRunner", "run_job", "run_prepared"]

@@ -38,7 +38,7 @@ from .ownership import write_atomic
 from .rundir import RunDir
 
 if TYPE_CHECKING:
-    from .processes import LocalPod
+    from .pod_runner import ReplicaPod
 
 #: Seconds one ``py-spy dump`` may take (it reads memory; a dump takes ~0.1 s).
 PY_SPY_TIMEOUT = 10.0
@@ -121,7 +121,7 @@ def dump(pids: list[int], path: Path, may_end: bool) -> Dump:
     return Dump(path, methods)
 
 
-def dump_replicas(pods: dict[str, LocalPod], plan: Plan, run_dir: Path) -> list[Event]:
+def dump_replicas(pods: dict[str, ReplicaPod], plan: Plan, run_dir: Path) -> list[Event]:
     """Dump the stacks of the pods ``plan`` names (:attr:`~t9k_jobs.engine.Plan.dump_stacks`) into
     the run dir, each said in one ``StacksDumped`` event; a pod the plan deletes may be asked to
     dump its own (:func:`dump`). Raises ``OSError`` when the run dir cannot be written."""
