@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from t9k_jobs.cluster.kubeconfig import read
 from t9k_jobs.cluster.oneshot import plain_connection
 
 
@@ -74,7 +75,7 @@ def test_a_token_and_a_certificate_authority_file(tmp_path: Path, pems: tuple[by
         {"token": "abc"},
         {"namespace": "team-a"},
     )
-    plain = plain_connection([str(conf)])
+    plain = plain_connection(read([str(conf)]))
     assert plain is not None
     assert (plain.server, plain.token, plain.namespace) == ("https://127.0.0.1:6443", "abc", "team-a")
     assert plain.context.verify_mode == ssl.CERT_REQUIRED and plain.context.check_hostname
@@ -89,14 +90,14 @@ def test_inline_data_and_a_client_certificate(tmp_path: Path, pems: tuple[bytes,
         {"server": "https://k8s.example:443", "certificate-authority-data": b64(cert)},
         {"client-certificate-data": b64(cert), "client-key-data": b64(key)},
     )
-    plain = plain_connection([str(conf)])
+    plain = plain_connection(read([str(conf)]))
     assert plain is not None and plain.token is None
     assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("t9k-jobs-tls-*")), "the key is not left on disk"
 
 
 def test_skip_tls_verify(tmp_path: Path) -> None:
     conf = kubeconfig(tmp_path / "config", {"server": "https://1.2.3.4:6443", "insecure-skip-tls-verify": True}, {})
-    plain = plain_connection([str(conf)])
+    plain = plain_connection(read([str(conf)]))
     assert plain is not None and plain.context.verify_mode == ssl.CERT_NONE
 
 
@@ -117,18 +118,18 @@ def test_skip_tls_verify(tmp_path: Path) -> None:
     ],
 )
 def test_anything_else_goes_the_full_way(tmp_path: Path, cluster: dict, user: dict) -> None:
-    assert plain_connection([str(kubeconfig(tmp_path / "config", cluster, user))]) is None
+    assert plain_connection(read([str(kubeconfig(tmp_path / "config", cluster, user))])) is None
 
 
 def test_merged_files_and_a_chosen_context(tmp_path: Path) -> None:
     first = kubeconfig(tmp_path / "a", {"server": "https://first:1", "insecure-skip-tls-verify": True}, {"token": "1"})
     second = kubeconfig(tmp_path / "b", {"server": "https://second:1", "insecure-skip-tls-verify": True}, {"token": "2"})
-    assert plain_connection([str(first), str(second)]).server == "https://first:1"  # first to name "c" wins
+    assert plain_connection(read([str(first), str(second)])).server == "https://first:1"  # first to name "c" wins
     doc = yaml.safe_load(second.read_text())
     doc["contexts"].append({"name": "other", "context": {"cluster": "c", "user": "c"}})
     second.write_text(yaml.safe_dump(doc))
-    assert plain_connection([str(tmp_path / "missing"), str(second)], "other").server == "https://second:1"
-    assert plain_connection([str(second)], "nope") is None
+    assert plain_connection(read([str(tmp_path / "missing"), str(second)]), "other").server == "https://second:1"
+    assert plain_connection(read([str(second)]), "nope") is None
 
 
 def test_a_cluster_verb_of_a_plain_kubeconfig_loads_neither_aiohttp_nor_kubernetes_asyncio_config(tmp_path: Path) -> None:

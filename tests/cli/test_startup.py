@@ -28,7 +28,7 @@ NEVER = {"torch", "markdown_it", "pygments"}
 #: What only a cluster needs: the operator's package and the SDK's cluster backend (issue 34 moved
 #: it from t9k_jobs.cluster to t9k_jobs.sdk; it stays loaded only by a cluster verb).
 CLUSTER = {"aiohttp", "kubernetes_asyncio", "t9k_jobs.cluster", "t9k_jobs.sdk.cluster", "t9k_jobs.sdk.cluster_api",
-           "t9k_jobs.sdk.cluster_logs", "t9k_jobs.sdk.gang_why", "t9k_jobs.sdk.kubeconfig"}  # fmt: skip
+           "t9k_jobs.sdk.cluster_logs", "t9k_jobs.sdk.gang_why", "t9k_jobs.cluster.kubeconfig"}  # fmt: skip
 
 _PROBE = """
 import atexit, json, sys

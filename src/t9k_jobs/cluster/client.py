@@ -33,6 +33,8 @@ from kubernetes_asyncio import client as k8s_client  # the lazy package (cluster
 
 from ..api import GROUP, KINDS, VERSION
 from ..loglines import READ_SIZE, split_lines
+from .kubeconfig import IN_CLUSTER, operator_source
+from .kubeconfig import read as read_kubeconfig
 
 # aiohttp, kubernetes_asyncio's kubeconfig loader and the metrics (prometheus_client) are imported
 # where they are used: a one-shot command (cluster/oneshot.py) reads answers here without them.
@@ -347,28 +349,37 @@ class KubeClient:
         qps: float = DEFAULT_QPS,
         burst: int = DEFAULT_BURST,
     ) -> KubeClient:
-        """Load ``kubeconfig`` (or ``$KUBECONFIG``, ``~/.kube/config``), else the in-cluster account.
-        A credential plugin gets :data:`DEFAULT_REQUEST_TIMEOUT` seconds (:mod:`.credentials`).
+        """Load ``kubeconfig``, else ``$KUBECONFIG``, else the in-cluster account, else
+        ``~/.kube/config`` (controller-runtime's order: :func:`.kubeconfig.operator_source`; the
+        files read once: :func:`.kubeconfig.read`). A credential plugin gets
+        :data:`DEFAULT_REQUEST_TIMEOUT` seconds (:mod:`.credentials`).
 
-        Raises ``kubernetes_asyncio.config.ConfigException`` when neither is usable, or when the
-        TLS files (certificate authority, client certificate) cannot be used (one line).
+        Raises ``kubernetes_asyncio.config.ConfigException`` when none is usable (a missing file, a
+        kubeconfig's problem in one line naming it), or when the TLS files (certificate authority,
+        client certificate) cannot be used (one line).
         """
         from kubernetes_asyncio import config as k8s_config
+        from kubernetes_asyncio.config.config_exception import ConfigException
 
         from .credentials import PLUGIN_LIMIT
 
         conf = k8s_client.Configuration()
         conf.connection_pool_maxsize = 64
-        if kubeconfig is None and _in_cluster():
+        source = operator_source(kubeconfig)
+        if source == IN_CLUSTER:
             k8s_config.load_incluster_config(client_configuration=conf)
         else:
+            cfg = read_kubeconfig(source)
+            if not cfg.exists:
+                raise ConfigException(f"no kubeconfig: {os.pathsep.join(cfg.files)} does not exist, and this is not a pod")
+            problem = cfg.problem(context)
+            if problem is None and context is not None and context not in cfg.contexts:
+                problem = f"no context {context!r} in {os.pathsep.join(cfg.read)}; it has {', '.join(cfg.contexts) or 'none'}"
+            if problem is not None:
+                raise ConfigException(problem)
             token = PLUGIN_LIMIT.set(DEFAULT_REQUEST_TIMEOUT)
             try:
-                await k8s_config.load_kube_config(
-                    config_file=None if kubeconfig is None else os.fspath(kubeconfig),
-                    context=context,
-                    client_configuration=conf,
-                )
+                await cfg.loader(context).load_and_set(conf)
             finally:
                 PLUGIN_LIMIT.reset(token)
         return cls(api_client(conf), qps=qps, burst=burst)
@@ -737,6 +748,3 @@ def _tls_problem(conf: k8s_client.Configuration) -> str | None:
             return f"the client certificate ({cert}) or its key ({key}) cannot be used ({reason(exc)})"
     return None
 
-
-def _in_cluster() -> bool:
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not os.environ.get("KUBECONFIG")

@@ -46,6 +46,7 @@ from .client import (
     decode_answer,
     retried,
 )
+from .kubeconfig import KubeConfig
 
 #: The fields of a kubeconfig cluster and user that :func:`plain_connection` reads; any other
 #: field present sends the kubeconfig the full way.
@@ -67,41 +68,21 @@ class PlainConnection:
     namespace: str | None = None
 
 
-def plain_connection(files: list[str], context: str | None = None) -> PlainConnection | None:
-    """The connection of ``context`` (else ``current-context``) in the kubeconfig ``files``
-    (merged as kubectl merges ``$KUBECONFIG``: the first file to name a cluster, user or context
-    wins, and the first ``current-context`` set), when its cluster and user hold only
-    :data:`CLUSTER_FIELDS` and :data:`USER_FIELDS`, an ``https`` server, and files and data that
-    load; None otherwise (the full client then reads it, and says what is wrong). Paths are taken
-    relative to the file that names them, as kubectl takes them."""
-    import yaml
-
-    clusters: dict[str, tuple[dict[str, Any], Path]] = {}
-    users: dict[str, tuple[dict[str, Any], Path]] = {}
-    contexts: dict[str, dict[str, Any]] = {}
-    current = None
+def plain_connection(config: KubeConfig, context: str | None = None) -> PlainConnection | None:
+    """The connection of ``context`` (else ``current-context``) in the kubeconfig ``config`` (its
+    files merged as kubectl merges ``$KUBECONFIG``: :mod:`.kubeconfig`), when its cluster and user
+    hold only :data:`CLUSTER_FIELDS` and :data:`USER_FIELDS`, an ``https`` server, and files and
+    data that load; None otherwise (the full client then reads it, and says what is wrong). Paths
+    are taken relative to the file that names them, as kubectl takes them."""
     try:
-        for name in files:
-            path = Path(name)
-            if not path.is_file():
-                continue
-            doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-            if not isinstance(doc, dict):
-                return None
-            for key, into, field in (("clusters", clusters, "cluster"), ("users", users, "user")):
-                for entry in doc.get(key) or []:
-                    if isinstance(entry, dict) and isinstance(entry.get(field), dict):
-                        into.setdefault(entry.get("name"), (entry[field], path.parent))
-            for entry in doc.get("contexts") or []:
-                if isinstance(entry, dict) and isinstance(entry.get("context"), dict):
-                    contexts.setdefault(entry.get("name"), entry["context"])
-            current = current or doc.get("current-context")
-        chosen = contexts.get(context or current)
-        if chosen is None or chosen.get("cluster") not in clusters:
+        chosen = config.context(context)
+        named = config.clusters.get(chosen.get("cluster")) if chosen is not None else None  # type: ignore[arg-type]
+        if chosen is None or named is None or not isinstance(named.entry.get("cluster"), dict):
             return None
-        cluster, cluster_dir = clusters[chosen["cluster"]]
-        user, user_dir = users.get(chosen.get("user"), ({}, cluster_dir))
-        if set(cluster) - CLUSTER_FIELDS or set(user) - USER_FIELDS:
+        cluster, cluster_dir = named.entry["cluster"], Path(named.path).parent
+        by_user = config.users.get(chosen.get("user"))  # type: ignore[arg-type]
+        user, user_dir = ({}, cluster_dir) if by_user is None else (by_user.entry.get("user"), Path(by_user.path).parent)
+        if not isinstance(user, dict) or set(cluster) - CLUSTER_FIELDS or set(user) - USER_FIELDS:
             return None
         server = cluster.get("server")
         if not isinstance(server, str) or urlsplit(server).scheme != "https" or urlsplit(server).path.strip("/"):
@@ -112,7 +93,7 @@ def plain_connection(files: list[str], context: str | None = None) -> PlainConne
         return PlainConnection(
             server.rstrip("/"), _tls(cluster, cluster_dir, user, user_dir), _token(user), namespace or None
         )
-    except (OSError, ValueError, TypeError, ssl.SSLError, yaml.YAMLError):
+    except (OSError, ValueError, TypeError, ssl.SSLError):
         return None
 
 

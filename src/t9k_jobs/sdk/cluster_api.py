@@ -36,6 +36,8 @@ from ..cluster.client import (
     checked_items,
     checked_object,
 )
+from ..cluster.kubeconfig import IN_CLUSTER, kubectl_source
+from ..cluster.kubeconfig import read as kubeconfig_read
 from ..errors import AlreadyExists, ClusterError, InvalidJob, JobsError, NotFound, UsageError
 from ..frameworks import parse_job
 from ..frameworks.base import (
@@ -46,7 +48,6 @@ from ..frameworks.base import (
 )
 from ..words import parse_time, short
 from .gang_why import gang_waiting, pod_group_line, preempted_since
-from .kubeconfig import kubeconfig_problem, kubeconfig_server
 from .present import replicas_wanted
 from .view import Event, JobView
 
@@ -158,7 +159,7 @@ async def connect(
     server, and no plugin runs, yet.
 
     Raises :class:`UsageError` for a kubeconfig that is not a file, a context it does not have,
-    or a file that is not a usable kubeconfig (:func:`kubeconfig_problem`: empty, not a mapping,
+    or a file that is not a usable kubeconfig (:meth:`~t9k_jobs.cluster.kubeconfig.KubeConfig.problem`: empty, not a mapping,
     no clusters, a context naming a cluster or user it lacks), :class:`ClusterError` when no
     configuration can be loaded; the first request raises :class:`ClusterError` (one line) when
     the credential plugin fails, is missing or gives no credential in time, or when the TLS
@@ -182,12 +183,11 @@ async def connect(
         raise UsageError(f"--kubeconfig: {kubeconfig} is not a file")
     conf = k8s_client.Configuration()
     conf.connection_pool_maxsize = 16
-    env = os.environ.get("KUBECONFIG")
-    in_cluster = kubeconfig is None and not env and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    source = kubectl_source(kubeconfig)
     default_ns = "default"
     kube: KubeClient | None = None
     try:
-        if in_cluster and not Path(os.path.expanduser("~/.kube/config")).exists():
+        if source == IN_CLUSTER:
             k8s_config.load_incluster_config(client_configuration=conf)
             kube = KubeClient(api_client(conf))
             try:
@@ -195,33 +195,26 @@ async def connect(
             except OSError:
                 pass
         else:
-            files = str(kubeconfig) if kubeconfig is not None else env or os.path.expanduser("~/.kube/config")
-            if not any(Path(f).is_file() for f in files.split(os.pathsep) if f):
+            cfg = kubeconfig_read(source)
+            files = os.pathsep.join(cfg.files)
+            if not cfg.exists:
                 raise ClusterError(
                     f"no kubeconfig: {files} does not exist; give --kubeconfig FILE or set KUBECONFIG "
                     "(or --local for this machine's runs)"
                 )
-            problem = kubeconfig_problem([f for f in files.split(os.pathsep) if f], context)
+            problem = cfg.problem(context)
             if problem is not None:
                 raise UsageError(problem)
-            contexts, current = k8s_config.list_kube_config_contexts(files)
-            if context is not None:
-                names = [c.get("name") for c in contexts]
-                if context not in names:
-                    raise UsageError(
-                        f"--context: no context {context!r} in {files}; it has {', '.join(map(str, names)) or 'none'}"
-                    )
-                current = next(c for c in contexts if c.get("name") == context)
-            default_ns = ((current or {}).get("context") or {}).get("namespace") or "default"
+            if context is not None and context not in cfg.contexts:
+                raise UsageError(f"--context: no context {context!r} in {files}; it has {', '.join(cfg.contexts) or 'none'}")
+            default_ns = cfg.namespace(context) or "default"
 
             async def load() -> Any:
                 """The connection settings, with the credential (a plugin runs here): one line when not."""
                 loaded = k8s_client.Configuration()
                 loaded.connection_pool_maxsize = 16
                 try:
-                    await k8s_config.load_kube_config(
-                        config_file=files, context=context, client_configuration=loaded, persist_config=False
-                    )
+                    await cfg.loader(context).load_and_set(loaded)
                     return api_client(loaded)
                 except ConfigException as exc:
                     raise ClusterError(f"the kubeconfig cannot be used: {short(str(exc), 300)}") from None
@@ -229,7 +222,7 @@ async def connect(
                     first = (str(exc).splitlines() or [type(exc).__name__])[0]
                     raise ClusterError(f"the kubeconfig cannot be read: {type(exc).__name__}: {short(first, 200)}") from None
 
-            kube = KubeClient.lazy(kubeconfig_server(files.split(os.pathsep), context) or "", load)
+            kube = KubeClient.lazy(cfg.server(context) or "", load)
     except JobsError:
         raise
     except ConfigException as exc:
@@ -249,13 +242,13 @@ def _one_shot(
     full way then, which says what is wrong."""
     from ..cluster.oneshot import OneShotClient, plain_connection
 
-    if kubeconfig is None and not os.environ.get("KUBECONFIG") and os.environ.get("KUBERNETES_SERVICE_HOST"):
+    source = kubectl_source(kubeconfig)
+    if source == IN_CLUSTER:
         return None
-    files = str(kubeconfig) if kubeconfig is not None else os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-    names = [f for f in files.split(os.pathsep) if f]
-    if not any(Path(f).is_file() for f in names) or kubeconfig_problem(names, context) is not None:
+    cfg = kubeconfig_read(source)
+    if not cfg.exists or cfg.problem(context) is not None:
         return None
-    plain = plain_connection(names, context)
+    plain = plain_connection(cfg, context)
     if plain is None:
         return None
 
