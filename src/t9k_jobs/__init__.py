@@ -21,11 +21,11 @@ __all__ = ["AsyncClient", "Client", "__version__"]
 def __getattr__(name: str) -> Any:
     # Imported on first use, so that `import t9k_jobs` (the operator, the CLI) stays light.
     if name == "Client":
-        from .sdk.client import Client
+        from .sdk.client import Client  # lazy: keeps the SDK and pydantic out of `import t9k_jobs`
 
         return Client
     if name == "AsyncClient":
-        from .sdk.async_client import AsyncClient
+        from .sdk.async_client import AsyncClient  # lazy: keeps the SDK and pydantic out of `import t9k_jobs`
 
         return AsyncClient
     raise AttributeError(f"module 't9k_jobs' has no attribute {name!r}")

@@ -18,6 +18,7 @@ from pydantic.alias_generators import to_camel
 
 from .extensions import extensions
 from .fields import INT32_MAX, INT64_MAX, FieldError
+from .pod_schema import check_pod_template
 
 GROUP = "batch.tensorstack.dev"
 #: Annotation on a child whose content is made when it is created (an ssh Secret's key pair).
@@ -256,8 +257,6 @@ def validate_pod_template(template: Any, *, required_container: str | None = Non
     ``volumeMounts``, ``resources``, ``ports``...). ``required_container`` names a container that
     must exist (T9k docs: ColossalAIJob workers need a container named ``worker``).
     """
-    from .pod_schema import check_pod_template
-
     if not isinstance(template, dict):
         raise ValueError("must be a PodTemplateSpec mapping with spec.containers")
     spec = template.get("spec")

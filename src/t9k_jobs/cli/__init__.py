@@ -23,6 +23,7 @@ import sys
 import typer
 
 from .. import __version__
+from ..startup import command_for, light_rich_help
 from . import admin, jobs, manifest
 
 __all__ = ["app", "main"]
@@ -66,8 +67,6 @@ for _verb in VERBS:
 
 def main() -> None:
     """The ``t9k-jobs`` program (pyproject's ``[project.scripts]``, ``python -m t9k_jobs.cli``)."""
-    from ..startup import command_for, light_rich_help
-
     light_rich_help()
     try:
         command_for(app, sys.argv[1:])()

@@ -81,7 +81,10 @@ def operator(
     """Reconcile GenericJob, PyTorchTrainingJob, DeepSpeedJob and ColossalAIJob on a cluster."""
     import os
 
-    from ..cluster.operator import OperatorConfig, run_operator
+    from ..cluster.operator import (  # lazy: kubernetes_asyncio: only operator needs it
+        OperatorConfig,
+        run_operator,
+    )
 
     if log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         fail([f"--log-level: {log_level!r} is not accepted; use DEBUG, INFO, WARNING or ERROR"])
@@ -127,9 +130,9 @@ def install(
     """Apply the CRDs, the t9k-jobs-system namespace and the operator's RBAC to the current context."""
     import asyncio
 
-    from ..cluster.client import KubeClient
-    from ..deploy.install import InstallError
-    from ..deploy.install import install as install_objects
+    from ..cluster.client import KubeClient  # lazy: kubernetes_asyncio: only install needs it
+    from ..deploy.install import InstallError  # lazy: kubernetes_asyncio: only install needs it
+    from ..deploy.install import install as install_objects  # lazy: kubernetes_asyncio: only install needs it
 
     _check_kubeconfig(kubeconfig)
 

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import typer
 
+from ..errors import JobsError
+
 EXIT_INVALID = 2
 
 
@@ -20,8 +22,6 @@ def fail(lines: list[str], code: int = EXIT_INVALID) -> None:
 @contextlib.contextmanager
 def verb_errors() -> Iterator[None]:
     """Turn the verbs' errors (:mod:`t9k_jobs.errors`) into their one line and exit code."""
-    from ..errors import JobsError
-
     try:
         yield
     except JobsError as exc:

@@ -14,6 +14,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..dashboard import missing
+from ..errors import UsageError
 from .exits import fail, verb_errors
 from .target import Target, takes_target
 
@@ -75,7 +77,7 @@ def create(
 ) -> None:
     """Create the job in FILE (-f FILE, as kubectl, or FILE alone) on the cluster (validated here first).
     `t9k-jobs run` runs one on this machine."""
-    from ..words import ref
+    from ..words import ref  # lazy: keeps pydantic out of --help and version
 
     if (given is None) == (file is None):
         fail(["give the manifest once: -f FILE (as kubectl create -f) or FILE" if given else
@@ -94,7 +96,7 @@ def create(
 
 def _load_for_create(file: Path) -> dict:
     """The manifest of ``create -f``, validated (InvalidJob: the lines validate prints)."""
-    from ..sdk.client import load_job
+    from ..sdk.client import load_job  # lazy: keeps pydantic out of --help and version
 
     _job, manifest, _path = load_job(file)
     return manifest
@@ -126,8 +128,8 @@ def get(
 
     Target: a cluster when --kubeconfig, --context, -n or -A is given or $KUBECONFIG is set, else this
     machine's runs; --cluster and --local choose."""
-    from ..sdk.arguments import resolve_kind
-    from ..words import format_table
+    from ..sdk.arguments import resolve_kind  # lazy: keeps pydantic out of --help and version
+    from ..words import format_table  # lazy: keeps pydantic out of --help and version
 
     with verb_errors():
         with target.client() as client:
@@ -135,7 +137,7 @@ def get(
                 fail(["--ttl: removes local runs; on a cluster the operator deletes finished jobs (their "
                       "t9k-jobs.io/ttl-seconds-after-finished, its --ttl-after-finished)"])  # fmt: skip
             if client.target == "local" and target.run_dir is None:
-                from ..local.prune import prune
+                from ..local.prune import prune  # lazy: keeps the engine out of --help and a cluster get
 
                 for pruned in prune(target.runs_dir, ttl):  # finished runs past their time to live
                     typer.echo(f"note: {pruned.line()}", err=True)
@@ -155,7 +157,7 @@ def get(
     if not rows:
         what = f" of {kind_name}" if kind_name else ""
         if client.target == "local":
-            from ..local.rundir import runs_dir_default
+            from ..local.rundir import runs_dir_default  # lazy: keeps pydantic out of --help and version
 
             typer.echo(f"No local runs{what} found in {target.runs_dir or runs_dir_default()}.", err=True)
         elif target.all_namespaces:
@@ -242,8 +244,6 @@ def logs(
 ) -> None:
     """Print a job's logs: every replica merged, each line prefixed with its replica (\\[worker-1] ...),
     or one replica's (--type T --index I). With -f, until the job has finished and every log is read."""
-    from ..errors import UsageError
-
     with verb_errors():
         if all_replicas and (replica_type is not None or index is not None):
             raise UsageError("--all cannot be combined with --type or --index")
@@ -272,7 +272,7 @@ def wait(
     target: Target,
 ) -> None:
     """Wait until a job is in a phase: exit 0 when it is, 1 when it ends otherwise (with why) or time runs out."""
-    from ..sdk.arguments import seconds, wait_phase
+    from ..sdk.arguments import seconds, wait_phase  # lazy: keeps pydantic out of --help and version
 
     phase = for_.split("=", 1)[1] if for_.lower().startswith("condition=") else for_
     with verb_errors():
@@ -303,7 +303,7 @@ def delete(
     """Delete a job. On a cluster its pods, Services, ConfigMaps and Secrets go with it. Locally, stop
     the run (SIGTERM to its runtime, which stops every replica gracefully) and keep its run dir;
     a run that is not running is left as it is (exit 0); --purge removes its run dir either way."""
-    from ..sdk.arguments import seconds
+    from ..sdk.arguments import seconds  # lazy: keeps pydantic out of --help and version
 
     with verb_errors():
         seconds(timeout)  # a bad duration is refused before anything is stopped
@@ -402,12 +402,10 @@ def dashboard(
     its URL with its token: live job list, job pages (why not Running, replicas, events, timeline),
     logs, loss plots. Only who holds the token sees anything; -n NS shows that namespace only.
     Read-only unless --allow-actions. Needs the dashboard extra (docs/dashboard.md)."""
-    from ..dashboard import missing
-
     if missing():
         fail([f"dashboard: {', '.join(missing())} not installed: bash scripts/bootstrap.sh examples,dashboard"], 1)
-    from ..dashboard.auth import TOKEN_ENV
-    from ..dashboard.server import serve
+    from ..dashboard.auth import TOKEN_ENV  # lazy: keeps hmac and secrets out of the other verbs
+    from ..dashboard.server import serve  # lazy: keeps starlette and jinja2 out of the other verbs
 
     given = token if token is not None else os.environ.get(TOKEN_ENV) or None
     with verb_errors():

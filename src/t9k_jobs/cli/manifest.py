@@ -33,8 +33,8 @@ def _load(path: Path, created: bool = False):  # noqa: ANN202 - returns one of t
     """The job in ``path``, or exit 2 with its errors; its warnings go to stderr. ``created``: read
     as the API server reads a create (a saved job's status and server-set metadata dropped, with
     one note on stderr: :mod:`t9k_jobs.api.created`)."""
-    from ..api import ManifestError
-    from ..frameworks import load_manifest, spec_warnings
+    from ..api import ManifestError  # lazy: keeps pydantic out of --help and version
+    from ..frameworks import load_manifest, spec_warnings  # lazy: keeps pydantic out of --help and version
 
     try:
         job = load_manifest(path)
@@ -42,8 +42,8 @@ def _load(path: Path, created: bool = False):  # noqa: ANN202 - returns one of t
         fail(exc.lines())
     source = "<stdin>" if str(path) == "-" else str(path)
     if created:
-        from ..api.created import as_created, dropped_note
-        from ..frameworks import parse_job
+        from ..api.created import as_created, dropped_note  # lazy: keeps pydantic out of --help and version
+        from ..frameworks import parse_job  # lazy: keeps pydantic out of --help and version
 
         doc, dropped = as_created(job.dump())
         if dropped:
@@ -69,8 +69,8 @@ def render(
     ] = Gang.t9k,
 ) -> None:
     """Print every object the operator would create for FILE: pods, services, config maps, secrets, pod groups."""
-    from ..render import render as render_objects
-    from ..render import to_yaml
+    from ..render import render as render_objects  # lazy: keeps the engine out of --help and validate
+    from ..render import to_yaml  # lazy: keeps the engine out of --help and validate
 
     job = _load(file, created=True)
     objects = render_objects(job, gang=gang.value)
@@ -84,7 +84,7 @@ def validate(file: _File) -> None:
     """Check FILE against the API and print the kind and name when it is valid (exit 0; fields
     without effect and silent defaults are printed as warnings on stderr, and what a local run
     leaves out, such as queue and priority, as notes), else exit 2."""
-    from ..frameworks import framework_for
+    from ..frameworks import framework_for  # lazy: keeps pydantic out of --help and version
 
     job = _load(file)
     source = "<stdin>" if str(file) == "-" else str(file)
@@ -168,10 +168,13 @@ def run(
     ] = None,
 ) -> None:
     """Run the job in FILE on this machine; exit 0 only when it Succeeded (with -d: once it started)."""
-    from ..local.gpus import GpuInventory
-    from ..local.processes import check_python
-    from ..local.runtime import run_job
-    from ..local.volumes import VolumeError, parse_volume_flags
+    from ..local.gpus import GpuInventory  # lazy: keeps the local runtime out of other verbs
+    from ..local.processes import check_python  # lazy: keeps the local runtime out of other verbs
+    from ..local.runtime import run_job  # lazy: keeps the local runtime out of other verbs
+    from ..local.volumes import (  # lazy: keeps the local runtime out of other verbs
+        VolumeError,
+        parse_volume_flags,
+    )
 
     inventory = None
     if gpus is not None:
@@ -188,14 +191,14 @@ def run(
             python = check_python(python)
         except ValueError as exc:
             fail([f"--python: {exc}"])
-    from ..local.prune import prune, ttl_problem
+    from ..local.prune import prune, ttl_problem  # lazy: keeps the local runtime out of other verbs
 
     problem = ttl_problem(ttl, run_dir is not None)
     if problem is not None:
         fail([problem])
     if detach:
-        from ..local.checks import start_notes
-        from ..sdk.client import Client
+        from ..local.checks import start_notes  # lazy: keeps the local runtime out of other verbs
+        from ..sdk.client import Client  # lazy: keeps pydantic out of --help and version
 
         if str(file) != "-":  # a manifest from standard input is read once, by the run
             for line in start_notes(_load(file, created=True), volumes):
@@ -216,8 +219,8 @@ def run(
         _print_detached(started)
         raise typer.Exit(0)
     job = _load(file, created=True)
-    from ..local.inject import InjectError
-    from ..local.inject import parse as parse_injections
+    from ..local.inject import InjectError  # lazy: keeps the local runtime out of other verbs
+    from ..local.inject import parse as parse_injections  # lazy: keeps the local runtime out of other verbs
 
     try:
         injections = parse_injections(inject or [], job)
@@ -244,10 +247,10 @@ def run(
 
 
 def _print_detached(job) -> None:  # noqa: ANN001 - a job model returned by Client.run
-    from ..local.rundir import LOCAL_PID, LOCAL_RUN_DIR
+    from ..local.rundir import LOCAL_PID, LOCAL_RUN_DIR  # lazy: keeps the local runtime out of other verbs
 
     notes = job.metadata.annotations or {}
-    from ..words import short_name
+    from ..words import short_name  # lazy: keeps pydantic out of --help and version
 
     short = short_name(job.kind)
     typer.echo(

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
+from ..errors import UsageError
+
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 _RunsDir = Annotated[
@@ -86,7 +88,10 @@ class Target:
 
     def client(self):  # noqa: ANN201 - a t9k_jobs.Client
         """The client the options choose (:meth:`is_cluster`)."""
-        from ..sdk.client import DEFAULT_REQUEST_TIMEOUT, Client
+        from ..sdk.client import (  # lazy: keeps pydantic out of --help and version
+            DEFAULT_REQUEST_TIMEOUT,
+            Client,
+        )
 
         if self.is_cluster():
             limit = self.request_timeout if self.request_timeout is not None else DEFAULT_REQUEST_TIMEOUT
@@ -97,8 +102,7 @@ class Target:
         """Whether the options choose a cluster (docs/decisions.md, "Day-two verbs: which target"):
         a cluster option given, or --cluster, or $KUBECONFIG set and no local option; else this
         machine's runs. Options of both kinds together are a usage error."""
-        from ..sdk.client import default_target
-        from ..errors import UsageError
+        from ..sdk.client import default_target  # lazy: keeps pydantic out of --help and version
 
         cluster_opts = [
             flag
@@ -129,8 +133,8 @@ class Target:
     async def async_client(self, watch: bool = True):  # noqa: ANN201 - a t9k_jobs.AsyncClient
         """The async client (:class:`t9k_jobs.AsyncClient`) of the same target as :meth:`client`,
         watching (the dashboard's)."""
-        from ..sdk.async_client import AsyncClient
-        from ..sdk.client import DEFAULT_REQUEST_TIMEOUT
+        from ..sdk.async_client import AsyncClient  # lazy: keeps pydantic out of --help and version
+        from ..sdk.client import DEFAULT_REQUEST_TIMEOUT  # lazy: keeps pydantic out of --help and version
 
         if self.is_cluster():
             limit = self.request_timeout if self.request_timeout is not None else DEFAULT_REQUEST_TIMEOUT

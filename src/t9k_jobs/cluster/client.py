@@ -333,7 +333,7 @@ class KubeClient:
         async with self._lock:
             if self._api is None:
                 assert self._loader is not None
-                from .credentials import PLUGIN_LIMIT
+                from .credentials import PLUGIN_LIMIT  # lazy: keeps aiohttp out of the one-shot path
 
                 token = PLUGIN_LIMIT.set(self.request_timeout)
                 try:
@@ -361,7 +361,7 @@ class KubeClient:
         from kubernetes_asyncio import config as k8s_config
         from kubernetes_asyncio.config.config_exception import ConfigException
 
-        from .credentials import PLUGIN_LIMIT
+        from .credentials import PLUGIN_LIMIT  # lazy: keeps aiohttp out of the one-shot path
 
         conf = k8s_client.Configuration()
         conf.connection_pool_maxsize = 64
@@ -440,7 +440,7 @@ class KubeClient:
         """
         import aiohttp
 
-        from . import metrics
+        from . import metrics  # lazy: keeps prometheus_client out of the one-shot path
 
         verb = verb or _VERBS[method]
         url = self.host + path
@@ -610,7 +610,7 @@ class KubeClient:
         the token bucket."""
         import aiohttp
 
-        from . import metrics
+        from . import metrics  # lazy: keeps prometheus_client out of the one-shot path
 
         headers = await self._headers(None)
         if accept is not None:

@@ -23,6 +23,10 @@ from typing import Any
 
 from ..errors import JobsError, UsageError
 from ..threads import thread_pool
+from .app import create_app
+from .auth import check_token, new_token
+from .source import JobSource, check_tensorboard_url
+from .web import MIN_INTERVAL
 
 DEFAULT_ADDRESS = "127.0.0.1"
 DEFAULT_PORT = 8700
@@ -211,9 +215,6 @@ def serve(
     which other users can read in the process list: a note says so); ``allow_hosts``: more
     ``Host`` names to answer for; ``tensorboard_url``: where a job's TensorBoard link points
     (``{namespace}``, ``{name}``). Raises :class:`UsageError` (exit 2) for bad options."""
-    from .auth import check_token, new_token
-    from .source import check_tensorboard_url
-
     bind = parse_bind(port, address)
     extra = tuple(check_host_name(h) for h in allow_hosts)
     if tensorboard_url is not None:
@@ -249,10 +250,6 @@ async def _main(
     poll: float | None,
 ) -> None:
     import uvicorn
-
-    from .app import create_app
-    from .source import JobSource
-    from .web import MIN_INTERVAL
 
     # The reads that block (files, to_thread) run in a bounded pool named for what it is: a
     # process that runs for days shows which of its threads are this pool's.

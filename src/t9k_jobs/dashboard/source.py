@@ -32,7 +32,8 @@ from typing import Any
 
 from .. import words
 from ..api.common import TERMINAL_PHASES
-from ..errors import JobsError, NotFound, UsageError
+from ..changes import Changes
+from ..errors import ClusterError, JobsError, NotFound, UsageError
 from ..frameworks import framework_for
 from ..sdk import present
 from ..sdk.arguments import resolve_kind
@@ -501,8 +502,6 @@ class Action:
 def http_status(exc: JobsError) -> int:
     """The HTTP status of a verb's error: 404 not found, 400 a bad request, 502 the cluster did not
     answer as it should, 409 anything else (a finished job cannot be paused...)."""
-    from ..errors import ClusterError
-
     if isinstance(exc, NotFound):
         return 404
     if isinstance(exc, UsageError):
@@ -516,8 +515,6 @@ class MetricsTracker:
     complete), ``problem`` (why it could not be read)."""
 
     def __init__(self, source: JobSource, key: JobKey) -> None:
-        from ..changes import Changes
-
         self.source = source
         self.key = key
         self.series = Series()

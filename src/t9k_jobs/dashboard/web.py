@@ -20,6 +20,7 @@ from starlette.templating import Jinja2Templates
 from .. import __version__
 from ..errors import JobsError, UsageError
 from .source import JobKey, JobSource, http_status
+from .sse import encode
 
 #: Seconds between two looks for a stream when nothing says a change came (the informers' and
 #: inotify's problems, which change without a new version).
@@ -43,8 +44,6 @@ class Board:
     def encoded(self, event: str, value: Any) -> bytes:
         """``value`` as the event ``event`` of a stream, encoded once for every stream sending it
         (the source hands the same object to all while nothing changed)."""
-        from .sse import encode
-
         key = (event, id(value))
         hit = self._encoded.get(key)
         if hit is not None and hit[0] is value:

@@ -43,6 +43,7 @@ from ..cluster.client import (
     TENSORBOARDS,
     WORKLOADS,
 )
+from ..frameworks.base import priority_class_name
 from ..render import to_yaml
 from . import generator_parser, report_check, stale_files, write_files
 from .crd import crd_for
@@ -437,8 +438,6 @@ def priority_class(priority: int, preemption_policy: str = PRIORITY_PREEMPTION) 
     never outranks the cluster's critical pods; 0 equals a pod without a class.
     ``preemption_policy``: :data:`PREEMPTION_POLICIES`. Raises ``ValueError`` for a priority
     outside 0-100 or another policy."""
-    from ..frameworks.base import priority_class_name
-
     if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 100:
         raise ValueError(f"a job priority is an integer from 0 to 100, not {priority!r}")
     if preemption_policy not in PREEMPTION_POLICIES:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..api.common import TERMINAL_PHASES, Condition, ReplicaStatus
 from ..frameworks import Outcome
+from ..frameworks.base import priority_class_name
 from .admission import queue_row
 from .context import Pass, Tally, rfc3339
 from .preemption import preempted_row
@@ -183,8 +184,6 @@ def priority_not_enforced(p: Pass) -> str:
     Priority admission plugin judges those), nor where the classes are not known (``render``).
     The condition (False, reason :data:`NO_PRIORITY_CLASS`) stays while it holds; one Warning
     ``PriorityNotEnforced`` event says it when it first appears (:func:`~.status.finish_status`)."""
-    from ..frameworks.base import priority_class_name
-
     sched = p.job.scheduler.t9k_scheduler if p.job.scheduler else None
     known = p.observed.priority_classes
     if sched is None or p.ctx.gang != "native" or p.runtime.queueing or known is None:

@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 from .. import api
 from ..addressing import replica_name
 from ..api import Job, ManifestError
+from ..api.extensions import FAILURE_POLICY, extensions
 from ..api.kinds import JobBase
 from .base import Framework
 from .colossalai import ColossalAIFramework
@@ -73,8 +74,6 @@ def parse_job(data: Any, source: str = "<input>") -> Job:
 def failure_rule_problem(job: Job) -> str | None:
     """A ``t9k-jobs.io/failure-policy`` rule naming a replica type the job does not have (a rule
     that could never match), as one line; ``None`` when there is none."""
-    from ..api.extensions import FAILURE_POLICY, extensions
-
     types = {g.type for g in framework_for(job).groups(job)}
     for rule in extensions(job.metadata.annotations).failure_rules:
         for i, name in enumerate(rule.replica_types):

@@ -12,13 +12,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from .runtime import run_prepared
+
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m t9k_jobs.local RUN_DIR (a run dir prepared by t9k-jobs run -d)", file=sys.stderr)
         return 2
-    from .runtime import run_prepared
-
     return run_prepared(Path(argv[0]))
 
 

@@ -24,7 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from ..api import Job
+from ..api.created import as_created
+from ..api.reading import ReadError, decode, parse_documents, read_source
 from ..render import to_yaml
+from .ownership import write_atomic
 from .rundir import RunDir, write_run_info
 
 _MISSING = object()
@@ -70,8 +73,6 @@ def set_path(doc: dict[str, Any], path: list[str], value: Any) -> dict[str, Any]
 def read_copy(run_dir: Path) -> dict[str, Any] | None:
     """The run's manifest copy as a mapping; None when there is none (a run of an older version)
     or it is not one job's mapping. Raises ``OSError`` when it cannot be read."""
-    from ..api.reading import ReadError, decode, parse_documents
-
     path = RunDir(run_dir).copy
     try:
         text = decode(path.read_bytes())
@@ -90,8 +91,6 @@ def write_copy(run_dir: Path, doc: dict[str, Any]) -> None:
     """Write ``doc`` as the run's manifest copy, whole (temp file and rename). Raises ``OSError``."""
     import yaml
 
-    from .ownership import write_atomic
-
     write_atomic(RunDir(run_dir).copy, yaml.safe_dump(doc, sort_keys=False), mode=0o600)
 
 
@@ -106,9 +105,6 @@ def manifest_doc(path: Path) -> dict[str, Any] | None:
     """The user's manifest as a mapping, read as :func:`t9k_jobs.frameworks.load_manifest` reads it (None
     when it no longer reads as one job: it was read a moment ago, so that is an edit in between),
     without what the API server sets (:func:`t9k_jobs.api.created.as_created`)."""
-    from ..api.created import as_created
-    from ..api.reading import ReadError, decode, parse_documents, read_source
-
     try:
         docs = parse_documents(decode(read_source(path)))
     except (ReadError, OSError):

@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import UsageError
 from . import procfs
 
 RUNNING = "running"
@@ -137,8 +138,6 @@ NO_WORKING_DIR = (
 def working_dir() -> Path:
     """The current folder. Raises :class:`~t9k_jobs.errors.UsageError` (one line, exit 2) when it
     was removed: ``os.getcwd()`` then fails with ENOENT."""
-    from ..errors import UsageError
-
     try:
         return Path.cwd()
     except FileNotFoundError:

@@ -51,8 +51,9 @@ import yaml
 
 from ..api import Job, JobStatus
 from ..api.common import TERMINAL_PHASES
+from ..api.extensions import extensions
 from ..frameworks import framework_for, parse_job
-from ..words import STOPPED, UNKNOWN
+from ..words import STOPPED, UNKNOWN, short_name
 from . import ownership
 from .inject import Injection
 from .inject import from_json as injections_from_json
@@ -565,8 +566,6 @@ def already_running(runs_dir: Path, kind: str, name: str) -> str | None:
     if not live:
         return None
     other = live[-1]
-    from ..words import short_name
-
     short = short_name(kind)
     return (
         f"{kind} {name} {ALREADY_RUNNING} {other.run_dir} (runtime pid {other.pid()}); stop it first "
@@ -610,8 +609,6 @@ def write_run_info(run_dir: Path, job: Job, created: float, ttl: int | None = No
     (kind, name, ``created`` in epoch seconds, the number of replicas) and the run's time to live
     once finished (``ttl``, ``run --ttl``, else the job's ``t9k-jobs.io/ttl-seconds-after-finished``;
     :mod:`t9k_jobs.local.prune`), when it has one. Raises ``OSError``."""
-    from ..api.extensions import extensions
-
     replicas = sum(g.replicas for g in framework_for(job).groups(job))
     info: dict[str, Any] = {"kind": job.kind, "name": job.name, "created": created, "replicas": replicas}
     ttl = ttl if ttl is not None else extensions(job.metadata.annotations).ttl_after_finished
@@ -661,7 +658,11 @@ class RunOptions:
     def read(cls, run_dir: Path) -> RunOptions:
         """The options in ``run_dir``'s ``options.json``. Raises ``OSError``, ``ValueError`` (not
         written by :meth:`write`), ``KeyError`` or ``TypeError``."""
-        from .gpus import DECLARED, Gpu, GpuInventory
+        from .gpus import (  # lazy: keeps subprocess and GPU probes out of day-two verbs
+            DECLARED,
+            Gpu,
+            GpuInventory,
+        )
 
         data = json.loads(RunDir(run_dir).options.read_bytes())
         gpus = data["gpus"]

@@ -30,10 +30,11 @@ from typing import Any
 from ..errors import AlreadyExists, JobsError, NotFound, NotSupported, UsageError
 from ..frameworks import parse_job
 from ..addressing import replica_name
-from ..api import Job
+from ..api import Job, fixed_field_changes
 from ..loglines import LineReader
+from ..words import check_name
 from . import procfs
-from .ownership import write_atomic
+from .ownership import NotOurs, dir_lock, signal_runtime, wait_exit, write_atomic
 from .rundir import (
     ALREADY_RUNNING,
     LocalRun,
@@ -81,7 +82,6 @@ def find_run(
                 f"{run_dir} holds {run.kind} {run.name}, not {kind or run.kind} {name or run.name}"
             )
         return run
-    from ..words import check_name
 
     check_name(name)
     base = runs_dir if runs_dir is not None else runs_dir_default()
@@ -378,7 +378,7 @@ class StopResult:
 def grace_seconds(run: LocalRun) -> float:
     """The longest ``terminationGracePeriodSeconds`` of the job's pod templates (seconds;
     the local default, 10, where none is set)."""
-    from .processes import DEFAULT_GRACE_SECONDS
+    from .processes import DEFAULT_GRACE_SECONDS  # lazy: keeps asyncio and the engine out of get and logs
 
     longest = DEFAULT_GRACE_SECONDS
     for group in run.groups():
@@ -399,8 +399,7 @@ def stop_run(run: LocalRun, timeout: float | None = None) -> StopResult:
     Only a runtime proven to be the run's (:func:`t9k_jobs.local.rundir.runtime_state`) is
     signalled, through a pidfd pinned before the proof is checked again; raises
     :class:`JobsError` (nothing signalled) when the runtime's state cannot be told."""
-    from .ownership import NotOurs, signal_runtime, wait_exit
-    from .processes import RUN_ENV, marked
+    from .processes import RUN_ENV, marked  # lazy: keeps asyncio and the engine out of get and logs
 
     state = run.runtime()
     if state.unknown:
@@ -487,9 +486,11 @@ def edit_spec(
     when it cannot be written, or when the runtime did not apply the edit in time;
     :class:`UsageError` for an edit of a field that cannot change; ``verb`` names the action in
     those messages (``pause``)."""
-    from ..api import fixed_field_changes
-    from .edits import read_copy, set_path, write_copy
-    from .ownership import dir_lock
+    from .edits import (  # lazy: keeps render and the engine out of get and logs
+        read_copy,
+        set_path,
+        write_copy,
+    )
 
     what = f"{run.kind} {run.name}"
     state = run.runtime()
@@ -560,7 +561,11 @@ def start_detached(job: Job, run_dir: Path, options: RunOptions, timeout: float 
     before starting (:class:`AlreadyExists` when a run of the job runs in the same runs dir), or
     when it has not started in ``timeout`` seconds (it is stopped then); the run dir goes then,
     unless the runtime wrote in it."""
-    from .edits import manifest_doc, without_status, write_copy
+    from .edits import (  # lazy: keeps render and the engine out of get and logs
+        manifest_doc,
+        without_status,
+        write_copy,
+    )
 
     files = RunDir(run_dir)
     user_doc = manifest_doc(options.manifest) if options.manifest is not None else None

@@ -24,6 +24,7 @@ from ..api.created import as_created
 from ..engine import Event, Observed, Plan, Runtime, desired_hash_of, reconcile, restart_attempt_label
 from ..engine.progress import NO_PROGRESS
 from ..frameworks import load_manifest, parse_job
+from ..frameworks.base import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from ..render import to_yaml
 from ..sshkeys import materialize
 from .addressing import LocalAddressing, write_child_files
@@ -543,8 +544,6 @@ class LocalRunner:
     def _address(self, pod: dict[str, Any]) -> str:
         """The replica's own loopback address (:meth:`LocalAddressing.own_address`), where its host
         name resolves inside its namespaces."""
-        from ..frameworks.base import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
-
         labels = pod["metadata"].get("labels") or {}
         index = int(labels.get(LABEL_REPLICA_INDEX, "0"))
         return self.addressing.own_address(self.job.name, str(labels.get(LABEL_REPLICA_TYPE, "")), index)

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from .arguments import Duration, KindLike, checked, resolve_kind, seconds
+from .arguments import Duration, KindLike, check_arguments, checked, resolve_kind, seconds
 from .backend import OverBackend
 from .client import DEFAULT_REQUEST_TIMEOUT, edited
 from .edits import edit_of
@@ -49,7 +49,7 @@ class AsyncClient(OverBackend):
         """The runs dir of a local client (``./t9k-runs`` by default); None on a cluster."""
         if self.target != "local":
             return None
-        from ..local.rundir import runs_dir_default
+        from ..local.rundir import runs_dir_default  # lazy: keeps the local run dirs out of a cluster client
 
         return getattr(self.backend, "runs_dir", None) or runs_dir_default()
 
@@ -60,10 +60,8 @@ class AsyncClient(OverBackend):
         """This machine's runs under ``runs_dir`` (default ``./t9k-runs``), or the one in
         ``run_dir``; ``watch``: keep them in a cache that inotify keeps true (the ``watchfiles``
         library; without it, or without inotify, the cache looks again every 2 s)."""
-        from .arguments import check_arguments
-
         check_arguments("local", {"runs_dir": runs_dir, "run_dir": run_dir, "watch": watch})
-        from .local_aio import AsyncLocalBackend
+        from .local_aio import AsyncLocalBackend  # lazy: keeps the local runtime out of a cluster client
 
         return cls(AsyncLocalBackend(Path(runs_dir) if runs_dir else None, Path(run_dir) if run_dir else None, watch))
 
@@ -81,15 +79,13 @@ class AsyncClient(OverBackend):
         arguments and errors), over one connection. ``watch``: keep the jobs of ``namespace``
         (every namespace with ``all_namespaces``), their pods, the Events of both and the native
         PodGroups in informers; a job outside them is then not found."""
-        from .arguments import check_arguments
-
         check_arguments(
             "cluster",
             {"kubeconfig": kubeconfig, "context": context, "namespace": namespace,
              "request_timeout": request_timeout, "watch": watch, "all_namespaces": all_namespaces},
         )
-        from .cluster import AsyncClusterBackend
-        from .cluster_api import connect
+        from .cluster import AsyncClusterBackend  # lazy: keeps the cluster stack out of a local client
+        from .cluster_api import connect  # lazy: keeps the cluster stack out of a local client
 
         cl = await connect(kubeconfig, context, namespace, seconds(request_timeout) or None)
         return cls(AsyncClusterBackend(cl, watch=watch, all_namespaces=all_namespaces))

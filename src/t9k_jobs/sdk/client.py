@@ -37,12 +37,13 @@ import os
 from pathlib import Path
 from typing import Any, Union
 
-from ..api import Job, JobBase, ManifestError
+from ..api import Job, JobBase, ManifestError, read_manifest
 from ..api.common import TERMINAL_PHASES
 from ..errors import InvalidJob, JobEndedOtherwise, JobsError, NotSupported, UsageError, WaitTimeout
 from ..frameworks import parse_job
 from ..words import STOPPED, UNKNOWN
-from .arguments import Duration, KindLike, checked, resolve_kind, seconds, wait_phase
+from . import present as show
+from .arguments import Duration, KindLike, check_arguments, checked, resolve_kind, seconds, wait_phase
 from .backend import Backend, OverBackend, Runner
 from .edits import edit_of, edited_line
 from .view import Deleted, Edited, JobSummary, JobView, LogOptions, LogStream
@@ -70,7 +71,7 @@ def job_phase(job: JobBase) -> str:
     """The phase of a job returned by a client: ``Stopped`` for a local run whose runtime is gone
     before it finished (annotation ``t9k-jobs.local/phase``), else ``status.phase`` (``Pending``
     before the first status)."""
-    from ..local.rundir import LOCAL_PHASE
+    from ..local.rundir import LOCAL_PHASE  # lazy: keeps the local run dirs out of a cluster client
 
     notes = job.metadata.annotations or {}
     if LOCAL_PHASE in notes:
@@ -91,8 +92,6 @@ def load_job(source: JobLike) -> tuple[Job, dict[str, Any], Path | None]:
             return parse_job(source, "<dict>"), dict(source), None
         except ManifestError as exc:
             raise InvalidJob(exc.lines()) from None
-    from ..api import read_manifest
-
     path = str(source)
     try:
         manifest, name = read_manifest(path)
@@ -137,10 +136,8 @@ class Client(OverBackend):
         >>> Client.local().list()                            # doctest: +SKIP
         [GenericJob(...), PyTorchTrainingJob(...)]
         """
-        from .arguments import check_arguments
-
         check_arguments("local", {"runs_dir": runs_dir, "run_dir": run_dir})
-        from .local import LocalBackend
+        from .local import LocalBackend  # lazy: keeps the local runtime out of a cluster client
 
         return cls(LocalBackend(Path(runs_dir) if runs_dir else None, Path(run_dir) if run_dir else None))
 
@@ -173,14 +170,12 @@ class Client(OverBackend):
         ...     [j.name for j in c.list("pj")]
         ['digits-ddp']
         """
-        from .arguments import check_arguments
-
         check_arguments(
             "cluster",
             {"kubeconfig": kubeconfig, "context": context, "namespace": namespace, "request_timeout": request_timeout},
         )
         limit = seconds(request_timeout)
-        from .cluster import ClusterBackend
+        from .cluster import ClusterBackend  # lazy: keeps the cluster backend out of local verbs
 
         return cls(ClusterBackend(kubeconfig, context, namespace, limit or None))
 
@@ -287,8 +282,6 @@ class Client(OverBackend):
         (``3/7``; one request per LocalQueue)."""
         import time
 
-        from .present import row
-
         kind_name = resolve_kind(kind) if kind is not None else None
         if name is not None:
             if kind_name is None:
@@ -297,7 +290,7 @@ class Client(OverBackend):
                 raise UsageError("-A/--all-namespaces lists jobs; it cannot be combined with a NAME")
         views = self.backend.list(kind_name, name, namespace, all_namespaces)
         now = time.time()
-        rows = [_summary(v, row(v, now)) for v in views]
+        rows = [_summary(v, show.row(v, now)) for v in views]
         if positions and hasattr(self.backend, "queue_positions"):
             where = self.backend.queue_positions(views)
             for r in rows:
@@ -313,15 +306,13 @@ class Client(OverBackend):
         KIND`` does; ``""`` when there is none. Raises :class:`NotFound`."""
         import time
 
-        from .present import describe
-
         kind_name = resolve_kind(kind)
         if name is None:
             views = self.backend.list(kind_name, None, namespace, detail=True)
         else:
             views = [self.backend.get(kind_name, name, namespace, detail=True)]
         now = time.time()
-        return "\n\n".join("\n".join(describe(v, now)) for v in views)
+        return "\n\n".join("\n".join(show.describe(v, now)) for v in views)
 
     @checked
     def wait(
@@ -346,8 +337,6 @@ class Client(OverBackend):
         >>> Client.local().wait("gj", "exchange", timeout="5m").status.phase   # doctest: +SKIP
         'Succeeded'
         """
-        from . import present as show
-
         kind_name, wanted, limit = resolve_kind(kind), wait_phase(phase), seconds(timeout)
 
         def done(view: JobView | None) -> bool:
@@ -462,7 +451,7 @@ class Client(OverBackend):
         """The typed job of a view (its status included). Raises :class:`InvalidJob`."""
         where = f"{view.kind}/{view.name}"
         if view.run_dir is not None:  # a local run's job.yaml
-            from ..local.rundir import RunDir
+            from ..local.rundir import RunDir  # lazy: keeps the local run dirs out of a cluster client
 
             where = str(RunDir(view.run_dir).job)
         try:
@@ -492,7 +481,7 @@ def edited(view: JobView, verb: str, replicas: int | None = None) -> Edited:
 
 def _left_alone(view: JobView) -> bool:
     """Whether the operator marked the job's spec invalid (``SpecValid`` False) and leaves it alone."""
-    from ..engine.conditions import SPEC_VALID
+    from ..engine.conditions import SPEC_VALID  # lazy: keeps the engine out of local logs, wait and edits
 
     cond = view.status.condition(SPEC_VALID) if view.status is not None else None
     return cond is not None and cond.status == "False"

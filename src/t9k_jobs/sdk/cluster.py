@@ -26,8 +26,32 @@ from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..api import GROUP, VERSION, Job
+from ..api import GROUP, KINDS, VERSION, Job
+from ..changes import Changes
+from ..cluster.client import EVENTS, JOB_RESOURCES, NATIVE_PODGROUPS, PODS
+from ..cluster.informer import Informer
 from ..errors import ClusterError, JobsError, NotFound, NotSupported
+from ..frameworks.base import LABEL_OWNER_KIND, LABEL_OWNER_NAME
+from ..words import ref
+from .cluster_api import (
+    _event_time,
+    _network_errors,
+    connect,
+    controlled_by,
+    create_job,
+    delete_job,
+    detail_view,
+    list_jobs,
+    patch_job,
+    pod_group_name,
+    pod_sort_key,
+    position_of,
+    raw_view,
+    read_view,
+    status_of,
+    wait_job,
+)
+from .queue_position import positions
 from .view import JobView, LogOptions, LogStream
 
 T = TypeVar("T")
@@ -81,8 +105,6 @@ class ClusterBackend:
     def __init__(
         self, kubeconfig: Any, context: str | None, namespace: str | None, request_timeout: float | None
     ) -> None:
-        from .cluster_api import connect
-
         self._loop = _Loop()
         self._holder: dict[str, Any] = {}
         self._finalizer = weakref.finalize(self, _shutdown, self._loop, self._holder)
@@ -109,8 +131,6 @@ class ClusterBackend:
     # -- reading
 
     def get(self, kind: str, name: str, namespace: str | None = None, detail: bool = False) -> JobView:
-        from .cluster_api import read_view
-
         return self._loop.call(read_view(self._cl, kind, name, namespace, detail))
 
     def list(
@@ -123,9 +143,6 @@ class ClusterBackend:
     ) -> list[JobView]:
         """Every job of ``kind`` (all kinds when None) in ``namespace`` or all namespaces; with
         ``name``, that one job (NotFound when there is none)."""
-        from ..api import KINDS
-        from .cluster_api import detail_view, list_jobs, raw_view
-
         if name is not None and kind is not None:
             return [self.get(kind, name, namespace, detail)]
         kinds = [kind] if kind else list(KINDS)
@@ -139,9 +156,6 @@ class ClusterBackend:
     def queue_positions(self, views: list[JobView]) -> dict[tuple[str, str], str]:
         """Where each queued job of ``views`` stands in its Kueue LocalQueue (:mod:`.queue_position`):
         ``(namespace, name)`` -> ``N/M``."""
-        from .cluster_api import _network_errors
-        from .queue_position import positions
-
         async def go() -> dict[tuple[str, str], str]:
             try:
                 return await positions(self._cl.kube, [v.source for v in views if isinstance(v.source, dict)])
@@ -160,8 +174,6 @@ class ClusterBackend:
     ) -> tuple[JobView | None, bool]:
         """Watch the job (no polling) until ``done(view)`` (``view`` None: deleted) or ``timeout``
         seconds pass, every request included: ``(the last view, whether done said yes)``."""
-        from .cluster_api import raw_view, wait_job
-
         def done_raw(raw: dict[str, Any] | None) -> bool:
             return done(None if raw is None else raw_view(raw))
 
@@ -169,7 +181,7 @@ class ClusterBackend:
         return (None if raw is None else raw_view(raw)), reached
 
     def logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> LogStream:
-        from .cluster_logs import open_logs
+        from .cluster_logs import open_logs  # lazy: keeps prometheus_client (last_words) out of all but logs
 
         agen = self._loop.call(open_logs(self._cl, kind, name, options, namespace, require_pods=True))
         lines: queue.Queue[Any] = queue.Queue(maxsize=1000)
@@ -221,15 +233,11 @@ class ClusterBackend:
     # -- writing
 
     def create(self, job: Job, manifest: dict[str, Any], path: Path | None, namespace: str | None = None) -> JobView:
-        from .cluster_api import create_job, raw_view
-
         body = {k: v for k, v in manifest.items() if k != "status"}
         return raw_view(self._loop.call(create_job(self._cl, body, namespace)))
 
     def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
         """A JSON merge patch setting ``path`` to ``value``."""
-        from .cluster_api import patch_job, raw_view
-
         body: Any = value
         for key in reversed(path):
             body = {key: body}
@@ -240,9 +248,6 @@ class ClusterBackend:
     ) -> list[str]:
         """Delete the object; its children follow (the garbage collector). The lines ``delete``
         prints."""
-        from ..words import ref
-        from .cluster_api import delete_job
-
         if purge:
             raise NotSupported("--purge is for local runs; a cluster job's logs go with its pods")
         if timeout is not None:
@@ -297,13 +302,6 @@ class ClusterWatch:
     :attr:`changes` is bumped on every change of any of them."""
 
     def __init__(self, cl: Any, namespace: str | None) -> None:
-        from ..api import KINDS
-        from ..changes import Changes
-        from ..frameworks.base import LABEL_OWNER_KIND
-        from ..cluster.client import EVENTS, NATIVE_PODGROUPS, PODS
-        from ..cluster.informer import Informer
-        from ..cluster.client import JOB_RESOURCES
-
         kube = cl.kube
         self.server = cl.server
         self.changes = Changes()
@@ -332,8 +330,6 @@ class ClusterWatch:
         return [*self.jobs.values(), self.pods, self.job_events, self.pod_events, self.pod_groups]
 
     def _index_pod(self, event: str, key: tuple[str, str], new: Any, old: Any) -> None:
-        from ..frameworks.base import LABEL_OWNER_KIND, LABEL_OWNER_NAME
-
         for obj, add in ((old, False), (new, True)):
             if obj is None:
                 continue
@@ -402,8 +398,6 @@ class ClusterWatch:
         """The job's pods, sorted as :func:`t9k_jobs.sdk.cluster_api.job_pods` sorts them: those with
         its owner labels whose controller is the job (a bare pod that only carries the labels is
         none of its replicas, as the operator sees it)."""
-        from .cluster_api import controlled_by, pod_sort_key
-
         raw = self.raw(kind, namespace, name)
         uid = (raw or {}).get("metadata", {}).get("uid")
         keys = self._by_owner.get((namespace, kind, name), set())
@@ -411,8 +405,6 @@ class ClusterWatch:
         return sorted(pods, key=pod_sort_key)
 
     def events_of(self, kind: str, namespace: str, name: str, pod_names: set[str], last: int = 20) -> list[dict[str, Any]]:
-        from .cluster_api import _event_time
-
         found = []
         for about in [(namespace, kind, name), *((namespace, "Pod", p) for p in pod_names)]:
             for key in self._events_of.get(about, ()):
@@ -423,8 +415,6 @@ class ClusterWatch:
         return found[-last:]
 
     def pod_group(self, raw: dict[str, Any], pods: list[dict[str, Any]], namespace: str) -> dict[str, Any] | None:
-        from .cluster_api import pod_group_name
-
         name = pod_group_name(raw, pods)
         return self.pod_groups.get(namespace, name) if name is not None else None
 
@@ -469,9 +459,6 @@ class AsyncClusterBackend:
         self, kind: str | None = None, namespace: str | None = None, all_namespaces: bool = False
     ) -> list[JobView]:
         """Every job of ``kind`` (all kinds when None) in ``namespace`` or all namespaces."""
-        from ..api import KINDS
-        from .cluster_api import list_jobs, raw_view
-
         w = await self._watching()
         if w is None:
             raws = await list_jobs(self.cl, [kind] if kind else list(KINDS), namespace, all_namespaces)
@@ -494,9 +481,6 @@ class AsyncClusterBackend:
 
     async def get(self, kind: str, name: str, namespace: str | None = None, detail: bool = False) -> JobView:
         """The job's view; ``detail``: with its pods, PodGroup and Events. Raises NotFound."""
-        from ..cluster.client import JOB_RESOURCES
-        from .cluster_api import raw_view, read_view
-
         w = await self._watching()
         if w is None:
             return await read_view(self.cl, kind, name, namespace, detail)
@@ -506,8 +490,6 @@ class AsyncClusterBackend:
             raise NotFound(f"{JOB_RESOURCES[kind].kind} {name!r} not found in namespace {ns!r}")
         if not detail:
             return raw_view(raw)
-        from .cluster_api import status_of
-
         pods = w.pods_of(kind, ns, name)
         status = status_of(raw)
         names = {p["metadata"]["name"] for p in pods} | {
@@ -515,8 +497,6 @@ class AsyncClusterBackend:
         }
         view = raw_view(raw, pods, w.pod_group(raw, pods, ns), w.events_of(kind, ns, name, names), detail=True)
         # A queued job's place in its Kueue queue (the dashboard's job page says it as describe does).
-        from .cluster_api import position_of
-
         view.queue_position = await position_of(self.cl, view, ns)
         return view
 
@@ -536,7 +516,7 @@ class AsyncClusterBackend:
     async def open_logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> Any:
         """The job's log lines as an async iterator (:func:`t9k_jobs.sdk.cluster_logs.open_logs`); when
         watching, new pods and the job's end are learnt from the informers, not by polling."""
-        from .cluster_logs import open_logs
+        from .cluster_logs import open_logs  # lazy: keeps prometheus_client (last_words) out of all but logs
 
         w = await self._watching()
         if w is None:
@@ -576,8 +556,6 @@ class AsyncClusterBackend:
 
     async def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
         """A JSON merge patch setting ``path`` to ``value``."""
-        from .cluster_api import patch_job, raw_view
-
         body: Any = value
         for key in reversed(path):
             body = {key: body}
@@ -587,9 +565,6 @@ class AsyncClusterBackend:
         self, kind: str, name: str, namespace: str | None = None, purge: bool = False, timeout: float | None = None
     ) -> list[str]:
         """Delete the object; its children follow (the garbage collector). The lines ``delete`` prints."""
-        from ..words import ref
-        from .cluster_api import delete_job
-
         if purge:
             raise NotSupported("--purge is for local runs; a cluster job's logs go with its pods")
         if timeout is not None:

@@ -33,11 +33,14 @@ from ..cluster.client import (
     BadAnswer,
     KubeClient,
     Resource,
+    api_client,
     checked_items,
     checked_object,
 )
 from ..cluster.kubeconfig import IN_CLUSTER, kubectl_source
 from ..cluster.kubeconfig import read as kubeconfig_read
+from ..cluster.oneshot import OneShotClient, plain_connection
+from ..engine.replica_status import from_pod
 from ..errors import AlreadyExists, ClusterError, InvalidJob, JobsError, NotFound, UsageError
 from ..frameworks import parse_job
 from ..frameworks.base import (
@@ -49,6 +52,7 @@ from ..frameworks.base import (
 from ..words import parse_time, short
 from .gang_why import gang_waiting, pod_group_line, preempted_since
 from .present import replicas_wanted
+from .queue_position import queue_position
 from .view import Event, JobView
 
 #: Seconds ``logs -f`` and ``wait`` go on while the API server cannot be reached (no timeout given).
@@ -176,8 +180,8 @@ async def connect(
     from kubernetes_asyncio import config as k8s_config
     from kubernetes_asyncio.config.config_exception import ConfigException
 
-    from ..cluster import credentials  # noqa: F401 - bounded credential plugins (installed on import)
-    from ..cluster.client import api_client
+    # The bounded credential plugins, installed on import.
+    from ..cluster import credentials  # noqa: F401  # lazy: keeps aiohttp out of the one-shot path
 
     if kubeconfig is not None and not Path(kubeconfig).is_file():
         raise UsageError(f"--kubeconfig: {kubeconfig} is not a file")
@@ -240,8 +244,6 @@ def _one_shot(
     """The :func:`connect` of a plain kubeconfig for a synchronous caller (cluster/oneshot.py),
     or None when the kubeconfig is not one (in a pod, missing, with a problem, a plugin...): the
     full way then, which says what is wrong."""
-    from ..cluster.oneshot import OneShotClient, plain_connection
-
     source = kubectl_source(kubeconfig)
     if source == IN_CLUSTER:
         return None
@@ -507,8 +509,7 @@ def _event_time(ev: dict[str, Any]) -> float:
 def pod_replica(pod: dict[str, Any]) -> ReplicaStatus:
     """A live pod as a replica's status (as the operator derives it: ``Creating`` while not
     scheduled, with the scheduler's reason; waiting reasons of init containers)."""
-    from ..engine.replica_status import from_pod
-    from ..cluster.projection import project_child
+    from ..cluster.projection import project_child  # lazy: keeps projection and kueue out of get and wait
 
     observed = project_child({**pod, "kind": "Pod"}).pod
     assert observed is not None
@@ -565,7 +566,10 @@ def raw_view(
     attempts and what the lost ones cost: :mod:`t9k_jobs.cluster.last_words`)."""
     ended, lost = [], None
     if last_words is not None:  # describe only: the module brings the operator's client
-        from ..cluster.last_words import attempts, lost_totals
+        from ..cluster.last_words import (  # lazy: keeps prometheus_client out of all but describe
+            attempts,
+            lost_totals,
+        )
 
         ended, lost = attempts(last_words), lost_totals(last_words)
 
@@ -642,7 +646,6 @@ async def position_of(cl: Cluster, view: JobView, namespace: str) -> str | None:
     sched = job.scheduler.t9k_scheduler if job is not None and job.scheduler is not None else None
     if queued is None or queued.status != "True" or sched is None:
         return None
-    from .queue_position import queue_position
 
     try:
         return await queue_position(cl.kube, namespace, view.name, sched.queue_name)
@@ -654,7 +657,7 @@ async def last_words_of(cl: Cluster, name: str, namespace: str) -> dict[str, Any
     """Job ``name``'s last-words ConfigMap (:mod:`t9k_jobs.cluster.last_words`: the ends the operator
     kept of its deleted pods, what its lost attempts cost); ``None`` when there is none or it cannot
     be read (403): describe goes on without it."""
-    from ..cluster.last_words import name_of
+    from ..cluster.last_words import name_of  # lazy: keeps prometheus_client out of all but describe
 
     try:
         return await cl.kube.get(CONFIGMAPS, namespace, name_of(name))

@@ -16,9 +16,22 @@ from typing import Any
 
 from ..api import Job
 from ..errors import NotSupported, UsageError
-from ..local.rundir import LocalRun, Observation, stop_reason
-from ..local.rundirs import POLL
-from ..words import STOPPED
+from ..local.inject import InjectError
+from ..local.inject import parse as parse_injections
+from ..local.rundir import (
+    LocalRun,
+    Observation,
+    RunDir,
+    RunDirError,
+    RunOptions,
+    list_runs,
+    make_run_dir,
+    new_default_run_dir,
+    stop_reason,
+)
+from ..local.rundirs import POLL, edit_spec, find_run, follow_logs, log_source, start_detached, stop_run
+from ..local.rundirs import purge as purge_run
+from ..words import STOPPED, ref
 from .view import Event, JobView, LogOptions, LogStream
 
 
@@ -62,15 +75,14 @@ SHOWN_DUMPS, DUMP_READ = 8, 256 * 1024
 
 def _lost(run_dir: Path) -> dict[str, Any] | None:
     """What the run's lost attempts cost (:mod:`t9k_jobs.local.lost`)."""
-    from ..local.lost import read
+    from ..local.lost import read  # lazy: keeps the engine out of all but describe
 
     return read(run_dir)
 
 
 def _stacks(run_dir: Path) -> list[tuple[str, list[str]]]:
     """The run's newest stack dumps (:mod:`t9k_jobs.local.stacks`) with their top frames."""
-    from ..local.rundir import RunDir
-    from ..local.stacks import top_frames
+    from ..local.stacks import top_frames  # lazy: keeps the engine out of all but describe
 
     folder = RunDir(run_dir).path / RunDir.STACKS
     try:
@@ -92,8 +104,6 @@ def _stacks(run_dir: Path) -> list[tuple[str, list[str]]]:
 def _tensorboard_url(run_dir: Path) -> str | None:
     """The URL of the run's TensorBoard while it is served (``tensorboard.url``, written by
     :class:`~t9k_jobs.local.tensorboard.LocalTensorBoard`)."""
-    from ..local.rundir import RunDir
-
     try:
         text = RunDir(run_dir).tensorboard_url.read_text(encoding="utf-8").strip()
     except OSError:
@@ -122,8 +132,6 @@ class LocalBackend:
             raise NotSupported("-A/--all-namespaces: local runs have no namespaces")
 
     def _find(self, kind: str | None, name: str | None) -> LocalRun:
-        from ..local.rundirs import find_run
-
         return find_run(kind, name, self.runs_dir, self.run_dir)
 
     # -- reading
@@ -142,8 +150,6 @@ class LocalBackend:
     ) -> list[JobView]:
         """The newest run of each name and every live one (of ``kind``, and ``name`` when given:
         NotFound when it has none); with ``run_dir``, that run."""
-        from ..local.rundir import list_runs
-
         self._no_namespace(namespace, all_namespaces)
         if self.run_dir is not None:
             runs = [self._find(kind, name)]
@@ -175,8 +181,6 @@ class LocalBackend:
             time.sleep(POLL if end is None else max(0.0, min(POLL, end - time.monotonic())))
 
     def logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> LogStream:
-        from ..local.rundirs import follow_logs, log_source
-
         self._no_namespace(namespace)
         o = options
         if o.timestamps:
@@ -213,15 +217,14 @@ class LocalBackend:
         background; the view once its runtime has started. ``volumes``: ``{CLAIM: DIR}``
         (``--volume``); ``python``: ``--python``; ``inject``: ``--inject``'s values; ``ttl``:
         ``--ttl`` (:mod:`t9k_jobs.local.prune`)."""
-        from ..local.checks import cannot_run_reason
-        from ..local.gpus import GpuInventory
-        from ..local.inject import InjectError
-        from ..local.inject import parse as parse_injections
-        from ..local.processes import check_python
-        from ..local.prune import prune, ttl_problem
-        from ..local.rundir import RunDirError, RunOptions, make_run_dir, new_default_run_dir
-        from ..local.rundirs import start_detached
-        from ..local.volumes import VolumeError, parse_volume_flags
+        from ..local.checks import cannot_run_reason  # lazy: keeps asyncio and the engine out of all but run
+        from ..local.gpus import GpuInventory  # lazy: keeps subprocess and GPU probes out of all but run
+        from ..local.processes import check_python  # lazy: keeps asyncio and the engine out of all but run
+        from ..local.prune import prune, ttl_problem  # lazy: keeps the engine out of all but run
+        from ..local.volumes import (  # lazy: keeps subprocess out of all but run
+            VolumeError,
+            parse_volume_flags,
+        )
 
         inventory = None
         if gpus is not None:
@@ -261,8 +264,6 @@ class LocalBackend:
     def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
         """Set ``path`` to ``value`` in the run's own copy of its manifest and wait for the run to
         apply it (:func:`t9k_jobs.local.rundirs.edit_spec`)."""
-        from ..local.rundirs import edit_spec
-
         return run_view(edit_spec(view.source, path, value, verb))
 
     def delete(
@@ -270,10 +271,6 @@ class LocalBackend:
     ) -> list[str]:
         """Stop the run gracefully (only a runtime proven to be its own is signalled); keep its run
         dir unless ``purge``. The lines ``delete`` prints."""
-        from ..words import ref
-        from ..local.rundirs import purge as purge_run
-        from ..local.rundirs import stop_run
-
         self._no_namespace(namespace)
         run = self._find(kind, name)
         state = run.runtime()

@@ -28,6 +28,7 @@ from ..local.ownership import GONE
 from ..local.rundir import LocalRun, Observation, RunDir, newest_and_live, runs_dir_default
 from ..local.rundirs import POLL, LogReader, LogSourceGone, log_source, pick_run
 from ..threads import thread_pool
+from ..words import check_name
 from .local import LocalBackend, run_view
 from .view import JobView, LogOptions
 
@@ -227,8 +228,6 @@ class RunsCache:
     def find(self, kind: str | None, name: str) -> Entry:
         """As :func:`~t9k_jobs.local.rundirs.find_run`: the live run of that name, else the newest.
         Raises NotFound, UsageError (several live)."""
-        from ..words import check_name
-
         check_name(name)
         found = [e for e in self.runs() if e.run.name == name and (kind is None or e.run.kind == kind)]
         live = [(e.run, e.seen.pid) for e in found if e.seen.alive]

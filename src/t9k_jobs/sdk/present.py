@@ -17,6 +17,8 @@ import yaml
 
 from ..api import Job, JobStatus
 from ..api.common import TERMINAL_PHASES, ReplicaStatus
+from ..frameworks import framework_for
+from ..frameworks.base import T9K_SCHEDULER_NAME
 from ..words import STOPPED, UNKNOWN, format_table, human_age, rfc3339, short, short_name
 from .view import JobView
 
@@ -26,8 +28,6 @@ def groups(job: Job | None) -> list[Any]:
     applied), ``[]`` for None."""
     if job is None:
         return []
-    from ..frameworks import framework_for
-
     return list(framework_for(job).groups(job))
 
 
@@ -145,7 +145,7 @@ def waiting_summary(replicas: list[ReplicaStatus]) -> str:
     """``<pod>[, <pod>...] is/are waiting: <reason>: <message>`` for every replica that waits for a
     reason (unschedulable, an image that cannot be pulled, a missing ConfigMap...), replicas with
     the same reason sharing one entry; ``""`` when none waits (:func:`t9k_jobs.engine.waiting.waiting`)."""
-    from ..engine.waiting import waiting
+    from ..engine.waiting import waiting  # lazy: keeps the engine out of a local wait and list
 
     by_text: dict[str, list[str]] = {}
     for rs in replicas:
@@ -217,10 +217,10 @@ def why(view: JobView) -> str | None:
 
 
 def _why(view: JobView) -> str | None:
-    from ..engine.conditions import SPEC_VALID
-    from ..engine.node_loss import NODE_LOST
-    from ..engine.replica_status import being_replaced
-    from ..engine.types import PREEMPTION_BY_SCHEDULER
+    from ..engine.conditions import SPEC_VALID  # lazy: keeps the engine out of a local wait and list
+    from ..engine.node_loss import NODE_LOST  # lazy: keeps the engine out of a local wait and list
+    from ..engine.replica_status import being_replaced  # lazy: keeps the engine out of a local wait and list
+    from ..engine.types import PREEMPTION_BY_SCHEDULER  # lazy: keeps the engine out of a local wait and list
 
     status, phase = view.status, view.phase
     if phase == UNKNOWN and view.unknown_reason is not None:
@@ -314,8 +314,6 @@ def _refused_child(view: JobView) -> str | None:
 
 def _unseen(view: JobView, live: list[dict[str, Any]]) -> str | None:
     """Why pods that no scheduler has looked at yet wait (a cluster job's; None locally)."""
-    from ..frameworks.base import T9K_SCHEDULER_NAME
-
     unseen = [
         p["metadata"]["name"]
         for p in live
@@ -425,7 +423,7 @@ def _lost_rows(totals: dict[str, Any] | None) -> list[tuple[str, int, float, flo
     """:func:`t9k_jobs.engine.cost.rows` of ``totals`` (imported only when there are some)."""
     if not totals:
         return []
-    from ..engine.cost import rows
+    from ..engine.cost import rows  # lazy: keeps the engine out of a local wait and list
 
     return rows(totals)
 

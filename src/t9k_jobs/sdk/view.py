@@ -19,10 +19,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from .. import words
 from ..addressing import replica_name
 from ..api import Job, JobStatus
 from ..api.common import ReplicaStatus
 from ..errors import NotFound, UsageError
+from ..frameworks import framework_for
 
 
 @dataclass
@@ -178,7 +180,6 @@ class LogOptions:
             raise UsageError("--container needs --type and --index")
         if job is None or self.replica_type is None:
             return
-        from ..frameworks import framework_for
 
         groups = list(framework_for(job).groups(job))
         types = [g.type for g in groups]
@@ -257,9 +258,7 @@ class JobSummary:
 
     @property
     def ref(self) -> str:
-        from ..words import ref
-
-        return ref(self.kind, self.name)
+        return words.ref(self.kind, self.name)
 
 
 def _summary_object(self: JobSummary) -> dict[str, Any]:
