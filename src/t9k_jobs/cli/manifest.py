@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from enum import Enum
 from pathlib import Path
@@ -168,81 +169,40 @@ def run(
     ] = None,
 ) -> None:
     """Run the job in FILE on this machine; exit 0 only when it Succeeded (with -d: once it started)."""
-    from ..local.gpus import GpuInventory  # lazy: keeps the local runtime out of other verbs
-    from ..local.processes import check_python  # lazy: keeps the local runtime out of other verbs
+    from ..local.options import OptionError, run_options  # lazy: keeps the local runtime out of other verbs
+    from ..local.prune import prune  # lazy: keeps the local runtime out of other verbs
     from ..local.runtime import run_job  # lazy: keeps the local runtime out of other verbs
-    from ..local.volumes import (  # lazy: keeps the local runtime out of other verbs
-        VolumeError,
-        parse_volume_flags,
-    )
 
-    inventory = None
-    if gpus is not None:
-        try:
-            inventory = GpuInventory.declared(gpus)
-        except ValueError as exc:
-            fail([f"--gpus: {exc}"])
-    try:
-        volumes = parse_volume_flags(volume or [])
-    except VolumeError as exc:
-        fail([str(exc)])
-    if python is not None:
-        try:
-            python = check_python(python)
-        except ValueError as exc:
-            fail([f"--python: {exc}"])
-    from ..local.prune import prune, ttl_problem  # lazy: keeps the local runtime out of other verbs
-
-    problem = ttl_problem(ttl, run_dir is not None)
-    if problem is not None:
-        fail([problem])
     if detach:
+        # The SDK checks the options (once) and starts the run; the notes say what the run got.
         from ..local.checks import start_notes  # lazy: keeps the local runtime out of other verbs
+        from ..local.rundir import LOCAL_RUN_DIR, RunOptions  # lazy: keeps the local runtime out of other verbs
         from ..sdk.client import Client  # lazy: keeps pydantic out of --help and version
-
-        if str(file) != "-":  # a manifest from standard input is read once, by the run
-            for line in start_notes(_load(file, created=True), volumes):
-                typer.echo(f"note: {line}", err=True)
 
         with verb_errors():
             started = Client.local().run(
-                file,
-                run_dir=run_dir,
-                gpus=gpus,
-                watch=watch_manifest,
-                allow_duplicate=allow_duplicate,
-                volumes=volumes,
-                python=python,
-                inject=inject,
-                ttl=ttl,
-            )
+                file, run_dir=run_dir, gpus=gpus, watch=watch_manifest, allow_duplicate=allow_duplicate,
+                volumes=volume or [], python=python, inject=inject, ttl=ttl,
+            )  # fmt: skip
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):  # notes only: never fails the start
+            got = RunOptions.read(Path((started.metadata.annotations or {})[LOCAL_RUN_DIR]))
+            for line in start_notes(started, got.volumes) if str(file) != "-" else []:
+                typer.echo(f"note: {line}", err=True)
         _print_detached(started)
         raise typer.Exit(0)
     job = _load(file, created=True)
-    from ..local.inject import InjectError  # lazy: keeps the local runtime out of other verbs
-    from ..local.inject import parse as parse_injections  # lazy: keeps the local runtime out of other verbs
-
     try:
-        injections = parse_injections(inject or [], job)
-    except InjectError as exc:
+        options = run_options(
+            job, None if str(file) == "-" else file, run_dir_given=run_dir is not None, gpus=gpus,
+            watch=watch_manifest, allow_duplicate=allow_duplicate, volumes=volume or [], python=python,
+            inject=inject or [], ttl=ttl,
+        )  # fmt: skip
+    except OptionError as exc:
         fail([str(exc)])
-    from_stdin = str(file) == "-"
     if run_dir is None:
         for pruned in prune(None):  # the finished runs of ./t9k-runs past their time to live
             typer.echo(f"note: {pruned.line()}", err=True)
-    code = run_job(
-        job,
-        manifest=None if from_stdin else file,
-        run_dir=run_dir,
-        quiet=quiet,
-        watch=watch_manifest,
-        gpus=inventory,
-        allow_duplicate=allow_duplicate,
-        volumes=volumes,
-        python=python,
-        injections=injections,
-        ttl=ttl,
-    )
+    code = run_job(job, options, run_dir=run_dir, quiet=quiet)
     raise typer.Exit(code)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import json
 import os
 import signal
@@ -65,38 +66,29 @@ END_GRACE = 5.0
 #: Signals that stop a run: Ctrl-C, a kill, a closed terminal or dropped ssh session, Ctrl-\\.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
-def run_job(
-    job: Job,
-    manifest: Path | None,
-    run_dir: Path | None = None,
-    quiet: bool = False,
-    watch: bool = True,
-    gpus: GpuInventory | None = None,
-    allow_duplicate: bool = False,
-    volumes: dict[str, Path] | None = None,
-    python: str | None = None,
-    injections: tuple[Injection, ...] = (),
-    ttl: int | None = None,
-) -> int:
+
+def run_job(job: Job, options: RunOptions, run_dir: Path | None = None, quiet: bool = False) -> int:
     """Run ``job`` here until it finishes or is interrupted; return the process exit code.
 
-    ``manifest``: the file the job was read from (its edits are followed when ``watch``), ``None``
-    when it came from standard input. 0 when the job Succeeded, 1 when it Failed or when a run of
-    the same job is running in the same runs dir (the run dir's parent; AlreadyExists, unless
-    ``allow_duplicate``), 2 when it cannot run here, 130 (143) when stopped by SIGINT (SIGTERM).
-    Logs go to ``run_dir`` (default ``./t9k-runs/<job>-<time>``): ``<pod>.<container>.log`` per
-    container, ``job.log`` interleaved, ``status.yaml``, ``events.log`` and ``objects.yaml`` (the
-    non-pod objects the operator would create); ``manifest.yaml`` is the run's own copy of the
-    manifest (:mod:`t9k_jobs.local.edits`). ``gpus``: the GPUs replicas get (``--gpus``); default:
-    this machine's, discovered when a replica first asks for one. ``volumes``: ``--volume``, the
-    folder of each claim (or foreign configMap or secret) the pods mount (:mod:`.volumes`); each
-    container runs in namespaces of its own where the machine allows (:mod:`.sandbox`).
-    ``python``: ``--python``, the interpreter ``python``, ``python3`` and ``torchrun`` mean (an
-    absolute path; default: the one t9k-jobs runs in). ``injections``: ``--inject`` (:mod:`.inject`);
-    ``ttl``: ``--ttl`` (:mod:`.prune`). A status the job carries is not read: a run starts anew.
+    ``options``: what ``run`` was asked besides the job, checked once
+    (:func:`t9k_jobs.local.options.run_options`): the file the job was read from (its edits are
+    followed when ``watch``; ``None`` when it came from standard input), the GPUs replicas get
+    (``--gpus``; default: this machine's, discovered when a replica first asks for one), the folder
+    of each claim (or foreign configMap or secret) the pods mount (``--volume``: :mod:`.volumes`),
+    ``--python`` (the interpreter ``python``, ``python3`` and ``torchrun`` mean), ``--inject``
+    (:mod:`.inject`) and ``--ttl`` (:mod:`.prune`). 0 when the job Succeeded, 1 when it Failed or
+    when a run of the same job is running in the same runs dir (the run dir's parent;
+    AlreadyExists, unless ``allow_duplicate``), 2 when it cannot run here, 130 (143) when stopped by
+    SIGINT (SIGTERM). Logs go to ``run_dir`` (default ``./t9k-runs/<job>-<time>``):
+    ``<pod>.<container>.log`` per container, ``job.log`` interleaved, ``status.yaml``,
+    ``events.log`` and ``objects.yaml`` (the non-pod objects the operator would create);
+    ``manifest.yaml`` is the run's own copy of the manifest (:mod:`t9k_jobs.local.edits`). Each
+    container runs in namespaces of its own where the machine allows (:mod:`.sandbox`). A status
+    the job carries is not read: a run starts anew.
     """
-    gpus = gpus if gpus is not None else GpuInventory.discovered()  # probed once, when first asked
-    options = RunOptions(manifest, watch, gpus, allow_duplicate, dict(volumes or {}), python, injections, ttl)
+    gpus = options.gpus if options.gpus is not None else GpuInventory.discovered()  # probed once, when first asked
+    options = dataclasses.replace(options, gpus=gpus)
+    manifest = options.manifest
     job = _anew(job)
     display = Display(quiet=quiet)
     try:
@@ -104,7 +96,7 @@ def run_job(
     except SandboxError as exc:
         display.error(str(exc))
         return EXIT_CANNOT_RUN
-    reason = cannot_run_reason(job, gpus, options.volumes, sandbox, python)
+    reason = cannot_run_reason(job, gpus, options.volumes, sandbox, options.python)
     if reason is not None:
         display.error(reason)
         return EXIT_CANNOT_RUN

@@ -11,10 +11,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..api import Job
 from .view import JobView, LogOptions, LogStream
+
+if TYPE_CHECKING:
+    from ..local.rundir import RunOptions
 
 
 @runtime_checkable
@@ -71,21 +74,9 @@ class Runner(Protocol):
     """A backend that starts jobs on this machine (:class:`t9k_jobs.sdk.local.LocalBackend`):
     what :meth:`t9k_jobs.sdk.client.Client.run` needs beyond :class:`Backend`."""
 
-    def run(
-        self,
-        job: Job,
-        path: Path | None,
-        run_dir: str | os.PathLike | None = None,
-        gpus: str | None = None,
-        watch: bool = True,
-        allow_duplicate: bool = False,
-        volumes: dict[str, str | os.PathLike] | None = None,
-        python: str | os.PathLike | None = None,
-        inject: list[str] | None = None,
-        ttl: int | None = None,
-    ) -> JobView:
-        """Start ``job`` (from the file ``path``, or from its dump) in the background; the view
-        once its runtime has started."""
+    def run(self, job: Job, options: RunOptions, run_dir: str | os.PathLike | None = None) -> JobView:
+        """Start ``job`` with ``options`` (checked: :func:`t9k_jobs.local.options.run_options`) in
+        the background; the view once its runtime has started."""
 
 
 class OverBackend:

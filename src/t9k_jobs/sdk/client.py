@@ -215,7 +215,7 @@ class Client(OverBackend):
         gpus: str | None = None,
         watch: bool = True,
         allow_duplicate: bool = False,
-        volumes: dict[str, str | os.PathLike] | None = None,
+        volumes: dict[str, str | os.PathLike] | list[str] | None = None,
         python: str | os.PathLike | None = None,
         inject: list[str] | None = None,
         ttl: int | None = None,
@@ -228,7 +228,8 @@ class Client(OverBackend):
         the manifest file while it runs (the run keeps its own copy, which :meth:`pause`,
         :meth:`resume` and :meth:`scale` edit); ``allow_duplicate``: start it even though a run
         of the same job runs in the same runs dir; ``volumes``: ``{CLAIM: DIR}``, the folder each
-        persistentVolumeClaim (or foreign configMap or secret) stands for (``--volume``); ``python``:
+        persistentVolumeClaim (or foreign configMap or secret) stands for, or ``--volume``'s values
+        (``["CLAIM=DIR"]``); ``python``:
         the interpreter ``python``, ``python3`` and ``torchrun`` mean in the replicas (``--python``);
         ``inject``: failures to make happen on purpose, ``["kill:worker-1@10"]`` (``--inject``,
         :mod:`t9k_jobs.local.inject`); ``ttl``: seconds the finished run is kept before ``get`` or
@@ -245,9 +246,19 @@ class Client(OverBackend):
         """
         if not isinstance(self.backend, Runner):
             raise NotSupported("run starts a job on this machine; on a cluster use create")
+        from ..local.options import OptionError, run_options  # lazy: keeps the local runtime out of a cluster client
+
         model, _manifest, path = load_job(job)
-        return self._job(self.backend.run(model, path, run_dir, gpus, watch, allow_duplicate, volumes, python, inject,
-                                          ttl))  # fmt: skip
+        flags = ([f"{claim}={os.fspath(folder)}" for claim, folder in volumes.items()] if isinstance(volumes, dict)
+                 else [volumes] if isinstance(volumes, str) else list(volumes or []))  # fmt: skip
+        try:
+            options = run_options(
+                model, path.resolve() if path is not None else None, run_dir_given=run_dir is not None, gpus=gpus,
+                watch=watch, allow_duplicate=allow_duplicate, volumes=flags, python=python, inject=inject or [], ttl=ttl,
+            )  # fmt: skip
+        except OptionError as exc:
+            raise UsageError(str(exc)) from None
+        return self._job(self.backend.run(model, options, run_dir))
 
     @checked
     def get(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:

@@ -16,8 +16,6 @@ from typing import Any
 
 from ..api import Job
 from ..errors import NotSupported, UsageError
-from ..local.inject import InjectError
-from ..local.inject import parse as parse_injections
 from ..local.rundir import (
     LocalRun,
     Observation,
@@ -200,63 +198,23 @@ class LocalBackend:
         self._no_namespace(namespace)
         return self.run(job, path)
 
-    def run(
-        self,
-        job: Job,
-        path: Path | None,
-        run_dir: str | os.PathLike | None = None,
-        gpus: str | None = None,
-        watch: bool = True,
-        allow_duplicate: bool = False,
-        volumes: dict[str, str | os.PathLike] | None = None,
-        python: str | os.PathLike | None = None,
-        inject: list[str] | None = None,
-        ttl: int | None = None,
-    ) -> JobView:
-        """Start ``job`` (from the file ``path``, watched for edits, or from its dump) in the
-        background; the view once its runtime has started. ``volumes``: ``{CLAIM: DIR}``
-        (``--volume``); ``python``: ``--python``; ``inject``: ``--inject``'s values; ``ttl``:
-        ``--ttl`` (:mod:`t9k_jobs.local.prune`)."""
+    def run(self, job: Job, options: RunOptions, run_dir: str | os.PathLike | None = None) -> JobView:
+        """Start ``job`` with ``options`` (:func:`t9k_jobs.local.options.run_options`: its file, watched
+        for edits, and the checked options) in the background, in ``run_dir`` (default: a new one
+        under ``./t9k-runs``, whose finished runs past their time to live go first); the view once
+        its runtime has started. Raises :class:`UsageError` when it cannot run here."""
         from ..local.checks import cannot_run_reason  # lazy: keeps asyncio and the engine out of all but run
         from ..local.gpus import GpuInventory  # lazy: keeps subprocess and GPU probes out of all but run
-        from ..local.processes import check_python  # lazy: keeps asyncio and the engine out of all but run
-        from ..local.prune import prune, ttl_problem  # lazy: keeps the engine out of all but run
-        from ..local.volumes import (  # lazy: keeps subprocess out of all but run
-            VolumeError,
-            parse_volume_flags,
-        )
+        from ..local.prune import prune  # lazy: keeps the engine out of all but run
 
-        inventory = None
-        if gpus is not None:
-            try:
-                inventory = GpuInventory.declared(gpus)
-            except ValueError as exc:
-                raise UsageError(f"--gpus: {exc}") from None
-        try:
-            mapping = parse_volume_flags(f"{name}={os.fspath(folder)}" for name, folder in (volumes or {}).items())
-            interpreter = check_python(os.fspath(python)) if python is not None else None
-        except VolumeError as exc:
-            raise UsageError(str(exc)) from None
-        except ValueError as exc:
-            raise UsageError(f"--python: {exc}") from None
-        try:
-            injections = parse_injections(inject or [], job)
-        except InjectError as exc:
-            raise UsageError(str(exc)) from None
-        problem = ttl_problem(ttl, run_dir is not None)
-        if problem is not None:
-            raise UsageError(problem)
-        reason = cannot_run_reason(
-            job, inventory if inventory is not None else GpuInventory.discovered(), mapping, python=interpreter
-        )
+        gpus = options.gpus if options.gpus is not None else GpuInventory.discovered()
+        reason = cannot_run_reason(job, gpus, options.volumes, python=options.python)
         if reason is not None:
             raise UsageError(reason)
         try:
             target = make_run_dir(Path(run_dir)) if run_dir is not None else new_default_run_dir(job)
         except RunDirError as exc:
             raise UsageError(str(exc)) from None
-        manifest = path.resolve() if path is not None else None
-        options = RunOptions(manifest, watch, inventory, allow_duplicate, mapping, interpreter, injections, ttl)
         if run_dir is None:
             prune(target.parent)  # the finished runs of its runs dir past their time to live
         return run_view(start_detached(job, target, options))

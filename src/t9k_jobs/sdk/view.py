@@ -249,30 +249,27 @@ class JobSummary:
     age: str
     backoff: int
     wide: dict[str, Any] = field(default_factory=dict)
-    object: dict[str, Any] = field(default_factory=dict, repr=False)
     queue: str | None = None
     priority: int | None = None
     #: Makes ``object`` when it is first read (a local run's manifest is parsed only then: ``get``
     #: prints the rows of many runs without parsing any).
     loader: Callable[[], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    _object: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def object(self) -> dict[str, Any]:
+        """The job as a dict, as ``-o yaml`` prints it (made by ``loader`` when first read)."""
+        if not self._object and self.loader is not None:
+            self._object = self.loader()
+        return self._object if self._object is not None else {}
+
+    @object.setter
+    def object(self, value: dict[str, Any]) -> None:
+        self._object = value
 
     @property
     def ref(self) -> str:
         return words.ref(self.kind, self.name)
-
-
-def _summary_object(self: JobSummary) -> dict[str, Any]:
-    value = self.__dict__.get("_object")
-    if not value and self.__dict__.get("loader") is not None:
-        value = self.__dict__["_object"] = self.loader()  # type: ignore[misc]
-    return value if value is not None else {}
-
-
-def _set_summary_object(self: JobSummary, value: dict[str, Any]) -> None:
-    self.__dict__["_object"] = value
-
-
-JobSummary.object = property(_summary_object, _set_summary_object)  # type: ignore[assignment,method-assign]
 
 
 @dataclass
