@@ -179,6 +179,8 @@ def run(
         from ..local.rundir import LOCAL_RUN_DIR, RunOptions  # lazy: keeps the local runtime out of other verbs
         from ..sdk.client import Client  # lazy: keeps pydantic out of --help and version
 
+        if str(file) != "-":  # its warnings first (standard input is read once, by the run)
+            _load(file, created=True)
         with verb_errors():
             started = Client.local().run(
                 file, run_dir=run_dir, gpus=gpus, watch=watch_manifest, allow_duplicate=allow_duplicate,
