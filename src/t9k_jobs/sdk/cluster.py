@@ -18,7 +18,6 @@ What is printed about a job is written once, in :mod:`t9k_jobs.sdk.present`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import queue
 import threading
 import weakref
@@ -52,7 +51,7 @@ from .cluster_api import (
     wait_job,
 )
 from .queue_position import positions
-from .view import JobView, LogOptions, LogStream
+from .view import JobView, LogOptions, LogStream, log_chunks
 
 T = TypeVar("T")
 GROUP_VERSION = f"{GROUP}/{VERSION}"
@@ -257,10 +256,6 @@ class ClusterBackend:
 
 
 # ----------------------------------------------------------------------------- the async backend
-
-#: Bytes of log lines a download hands on at a time.
-DOWNLOAD_BLOCK = 1 << 20
-
 
 def _slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     """What a job's view reads of a pod (its replica, node, gang, containers' states and times):
@@ -536,21 +531,7 @@ class AsyncClusterBackend:
         """The log's lines as bytes (a download), newline-ended, about a MiB at a time."""
         lines = await self.open_logs(kind, name, options, namespace)
 
-        async def chunks() -> Any:
-            held: list[bytes] = []
-            size = 0
-            async with contextlib.aclosing(lines):
-                async for line in lines:
-                    data = line.encode("utf-8", "replace") + b"\n"
-                    held.append(data)
-                    size += len(data)
-                    if size >= DOWNLOAD_BLOCK:
-                        yield b"".join(held)
-                        held, size = [], 0
-            if held:
-                yield b"".join(held)
-
-        return chunks()
+        return log_chunks(lines)
 
     # -- writing
 

@@ -30,7 +30,7 @@ from ..local.rundirs import POLL, LogReader, LogSourceGone, log_source, pick_run
 from ..threads import thread_pool
 from ..words import check_name
 from .local import LocalBackend, run_view
-from .view import JobView, LogOptions
+from .view import DOWNLOAD_BLOCK, JobView, LogOptions, log_chunks
 
 log = logging.getLogger("t9k_jobs.local")
 
@@ -43,8 +43,6 @@ FALLBACK_POLL = 2.0
 ACTING_THREADS = 8
 #: Their name (:func:`t9k_jobs.threads.thread_pool`).
 ACTING_POOL = "t9k-act"
-#: Bytes a raw log download reads at a time.
-DOWNLOAD_BLOCK = 1 << 20
 #: A run's files whose change can change what is shown of it (the logs, but ``events.log``, do not).
 WATCHED_FILES = RunDir.SHOWN
 
@@ -350,7 +348,7 @@ class AsyncLocalBackend:
         path, keep = await asyncio.to_thread(_log_source, run, o)
         if keep is not None:
             lines = _follow(await asyncio.to_thread(LogReader, run, path, keep, None), False, lambda: False, None)
-            return _joined(lines)
+            return log_chunks(lines)
         return _file_bytes(path)
 
     # -- writing (each blocks a worker thread, not the loop)
@@ -408,21 +406,6 @@ def _size(path: Path) -> int:
         return os.stat(path).st_size
     except OSError:
         return -1
-
-
-async def _joined(lines: AsyncIterator[str], block: int = DOWNLOAD_BLOCK) -> AsyncIterator[bytes]:
-    """``lines`` as bytes, newline-ended, in chunks of about ``block`` bytes."""
-    held: list[bytes] = []
-    size = 0
-    async for line in lines:
-        data = line.encode("utf-8", "replace") + b"\n"
-        held.append(data)
-        size += len(data)
-        if size >= block:
-            yield b"".join(held)
-            held, size = [], 0
-    if held:
-        yield b"".join(held)
 
 
 async def _file_bytes(path: Path) -> AsyncIterator[bytes]:

@@ -13,7 +13,7 @@ when its spec is first read, so ``get`` over many runs parses none).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -294,4 +294,29 @@ class Edited:
         return "\n".join(self.lines)
 
 
-__all__ = ["Deleted", "Edited", "Event", "JobSummary", "JobView", "LogOptions", "LogStream"]
+#: About how many bytes a log download (``open_raw_log``) hands over at a time.
+DOWNLOAD_BLOCK = 1 << 20
+
+
+async def log_chunks(lines: AsyncIterator[str], block: int = DOWNLOAD_BLOCK) -> AsyncIterator[bytes]:
+    """``lines`` as bytes, newline-ended, in chunks of about ``block`` bytes (a log download, both
+    backends'); ``lines`` is closed once read, or when the download stops early."""
+    held: list[bytes] = []
+    size = 0
+    try:
+        async for line in lines:
+            data = line.encode("utf-8", "replace") + b"\n"
+            held.append(data)
+            size += len(data)
+            if size >= block:
+                yield b"".join(held)
+                held, size = [], 0
+        if held:
+            yield b"".join(held)
+    finally:
+        close = getattr(lines, "aclose", None)
+        if close is not None:
+            await close()
+
+
+__all__ = ["DOWNLOAD_BLOCK", "Deleted", "Edited", "Event", "JobSummary", "JobView", "LogOptions", "LogStream", "log_chunks"]
