@@ -8,9 +8,10 @@ answers from them: what twenty open pages cost the API server is one watch per r
 read per page per second (issue 30); :meth:`AsyncClusterBackend.changes` wakes readers on a
 change.
 
-:class:`ClusterBackend` (for the synchronous :class:`t9k_jobs.Client`) runs the same verbs on an
-event loop in a daemon thread of its own: each method hands a coroutine to that loop and waits for
-it; a followed log is read there and handed over through a bounded queue.
+:class:`ClusterBackend` (for the synchronous :class:`t9k_jobs.Client`) runs
+:class:`AsyncClusterBackend`'s verbs (without informers) on an event loop in a daemon thread of its
+own: each method hands that coroutine to the loop and waits for it, so each verb has one body
+(issue 44); a followed log is read there and handed over through a bounded queue.
 :meth:`ClusterBackend.close` closes the connection and stops the thread (at interpreter exit too).
 What is printed about a job is written once, in :mod:`t9k_jobs.sdk.present`.
 """
@@ -97,7 +98,10 @@ def _shutdown(loop: _Loop, holder: dict[str, Any]) -> None:
 class ClusterBackend:
     """The cluster of ``kubeconfig`` and ``context``; ``namespace``: every method's default
     (default: the context's, else ``default``); ``request_timeout``: seconds one request may
-    take (None: no limit). The kubeconfig is read at once (:func:`t9k_jobs.sdk.cluster_api.connect`)."""
+    take (None: no limit). The kubeconfig is read at once (:func:`t9k_jobs.sdk.cluster_api.connect`).
+
+    Each verb is :class:`AsyncClusterBackend`'s, run on this backend's loop thread (one body per
+    verb, issue 44); a followed log is handed over through a bounded queue (:meth:`logs`)."""
 
     target = "cluster"
 
@@ -116,13 +120,13 @@ class ClusterBackend:
             raise
         self.namespace: str | None = self._holder["cluster"].namespace
         self.server: str | None = self._holder["cluster"].server
+        self._backend = AsyncClusterBackend(self._holder["cluster"])
 
     @property
-    def _cl(self) -> Any:
-        cluster = self._holder.get("cluster")
-        if cluster is None:
+    def _async(self) -> AsyncClusterBackend:
+        if "cluster" not in self._holder:
             raise JobsError("this client is closed")
-        return cluster
+        return self._backend
 
     def close(self) -> None:
         self._finalizer()
@@ -130,7 +134,7 @@ class ClusterBackend:
     # -- reading
 
     def get(self, kind: str, name: str, namespace: str | None = None, detail: bool = False) -> JobView:
-        return self._loop.call(read_view(self._cl, kind, name, namespace, detail))
+        return self._loop.call(self._async.get(kind, name, namespace, detail))
 
     def list(
         self,
@@ -140,28 +144,12 @@ class ClusterBackend:
         all_namespaces: bool = False,
         detail: bool = False,
     ) -> list[JobView]:
-        """Every job of ``kind`` (all kinds when None) in ``namespace`` or all namespaces; with
-        ``name``, that one job (NotFound when there is none)."""
-        if name is not None and kind is not None:
-            return [self.get(kind, name, namespace, detail)]
-        kinds = [kind] if kind else list(KINDS)
-
-        async def views() -> list[JobView]:
-            raws = await list_jobs(self._cl, kinds, namespace, all_namespaces)
-            return [await detail_view(self._cl, r) if detail else raw_view(r) for r in raws]
-
-        return self._loop.call(views())
+        """As :meth:`AsyncClusterBackend.list`."""
+        return self._loop.call(self._async.list(kind, namespace, all_namespaces, name=name, detail=detail))
 
     def queue_positions(self, views: list[JobView]) -> dict[tuple[str, str], str]:
-        """Where each queued job of ``views`` stands in its Kueue LocalQueue (:mod:`.queue_position`):
-        ``(namespace, name)`` -> ``N/M``."""
-        async def go() -> dict[tuple[str, str], str]:
-            try:
-                return await positions(self._cl.kube, [v.source for v in views if isinstance(v.source, dict)])
-            except _network_errors() as exc:
-                raise self._cl.unreachable(exc) from None
-
-        return self._loop.call(go())
+        """As :meth:`AsyncClusterBackend.queue_positions`."""
+        return self._loop.call(self._async.queue_positions(views))
 
     def watch(
         self,
@@ -171,18 +159,13 @@ class ClusterBackend:
         done: Callable[[JobView | None], bool],
         timeout: float | None,
     ) -> tuple[JobView | None, bool]:
-        """Watch the job (no polling) until ``done(view)`` (``view`` None: deleted) or ``timeout``
-        seconds pass, every request included: ``(the last view, whether done said yes)``."""
-        def done_raw(raw: dict[str, Any] | None) -> bool:
-            return done(None if raw is None else raw_view(raw))
-
-        raw, reached = self._loop.call(wait_job(self._cl, kind, name, done_raw, timeout, namespace))
-        return (None if raw is None else raw_view(raw)), reached
+        """As :meth:`AsyncClusterBackend.watch_until` (its ``watch`` is its informers, when it has them)."""
+        return self._loop.call(self._async.watch_until(kind, name, namespace, done, timeout))
 
     def logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> LogStream:
-        from .cluster_logs import open_logs  # lazy: keeps prometheus_client (last_words) out of all but logs
-
-        agen = self._loop.call(open_logs(self._cl, kind, name, options, namespace, require_pods=True))
+        """:meth:`AsyncClusterBackend.open_logs` (a job without pods is an error here), its lines
+        read on the loop thread and handed over through a bounded queue."""
+        agen = self._loop.call(self._async.open_logs(kind, name, options, namespace, require_pods=True))
         lines: queue.Queue[Any] = queue.Queue(maxsize=1000)
 
         async def pump() -> None:
@@ -232,27 +215,15 @@ class ClusterBackend:
     # -- writing
 
     def create(self, job: Job, manifest: dict[str, Any], path: Path | None, namespace: str | None = None) -> JobView:
-        body = {k: v for k, v in manifest.items() if k != "status"}
-        return raw_view(self._loop.call(create_job(self._cl, body, namespace)))
+        return self._loop.call(self._async.create(job, manifest, path, namespace))
 
     def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
-        """A JSON merge patch setting ``path`` to ``value``."""
-        body: Any = value
-        for key in reversed(path):
-            body = {key: body}
-        return raw_view(self._loop.call(patch_job(self._cl, view.kind, view.name, body, view.namespace)))
+        return self._loop.call(self._async.set_field(view, path, value, verb))
 
     def delete(
         self, kind: str, name: str, namespace: str | None = None, purge: bool = False, timeout: float | None = None
     ) -> list[str]:
-        """Delete the object; its children follow (the garbage collector). The lines ``delete``
-        prints."""
-        if purge:
-            raise NotSupported("--purge is for local runs; a cluster job's logs go with its pods")
-        if timeout is not None:
-            raise NotSupported("--timeout is for local runs; on a cluster, wait for the pods to go with kubectl wait")
-        self._loop.call(delete_job(self._cl, kind, name, namespace))
-        return [f"{ref(kind, name)} deleted"]
+        return self._loop.call(self._async.delete(kind, name, namespace, purge, timeout))
 
 
 # ----------------------------------------------------------------------------- the async backend
@@ -451,13 +422,23 @@ class AsyncClusterBackend:
     # -- reading
 
     async def list(
-        self, kind: str | None = None, namespace: str | None = None, all_namespaces: bool = False
+        self,
+        kind: str | None = None,
+        namespace: str | None = None,
+        all_namespaces: bool = False,
+        *,
+        name: str | None = None,
+        detail: bool = False,
     ) -> list[JobView]:
-        """Every job of ``kind`` (all kinds when None) in ``namespace`` or all namespaces."""
+        """Every job of ``kind`` (all kinds when None) in ``namespace`` or all namespaces; with
+        ``name`` (and a kind), that one job (NotFound when there is none); ``detail``: each with
+        what ``describe`` shows."""
+        if name is not None and kind is not None:
+            return [await self.get(kind, name, namespace, detail)]
         w = await self._watching()
-        if w is None:
+        if w is None or detail:
             raws = await list_jobs(self.cl, [kind] if kind else list(KINDS), namespace, all_namespaces)
-            return [raw_view(r) for r in raws]
+            return [await detail_view(self.cl, r) if detail else raw_view(r) for r in raws]
         raws = w.all(kind)
         if not all_namespaces:
             raws = [r for r in raws if r["metadata"].get("namespace") == self._ns(namespace)]
@@ -495,6 +476,31 @@ class AsyncClusterBackend:
         view.queue_position = await position_of(self.cl, view, ns)
         return view
 
+    async def queue_positions(self, views: list[JobView]) -> dict[tuple[str, str], str]:
+        """Where each queued job of ``views`` stands in its Kueue LocalQueue (:mod:`.queue_position`):
+        ``(namespace, name)`` -> ``N/M``."""
+        try:
+            return await positions(self.cl.kube, [v.source for v in views if isinstance(v.source, dict)])
+        except _network_errors() as exc:
+            raise self.cl.unreachable(exc) from None
+
+    async def watch_until(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        done: Callable[[JobView | None], bool],
+        timeout: float | None,
+    ) -> tuple[JobView | None, bool]:
+        """Watch the job (no polling) until ``done(view)`` (``view`` None: deleted) or ``timeout``
+        seconds pass, every request included: ``(the last view, whether done said yes)``."""
+
+        def done_raw(raw: dict[str, Any] | None) -> bool:
+            return done(None if raw is None else raw_view(raw))
+
+        raw, reached = await wait_job(self.cl, kind, name, done_raw, timeout, namespace)
+        return (None if raw is None else raw_view(raw)), reached
+
     async def version(self) -> int:
         w = await self._watching()
         return w.changes.version if w is not None else 0
@@ -508,14 +514,17 @@ class AsyncClusterBackend:
             return after + 1
         return await w.changes.wait(after, timeout)
 
-    async def open_logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> Any:
-        """The job's log lines as an async iterator (:func:`t9k_jobs.sdk.cluster_logs.open_logs`); when
-        watching, new pods and the job's end are learnt from the informers, not by polling."""
+    async def open_logs(
+        self, kind: str, name: str, options: LogOptions, namespace: str | None = None, require_pods: bool = False
+    ) -> Any:
+        """The job's log lines as an async iterator (:func:`t9k_jobs.sdk.cluster_logs.open_logs`; a
+        job without pods is an error with ``require_pods``); when watching, new pods and the
+        job's end are learnt from the informers, not by polling."""
         from .cluster_logs import open_logs  # lazy: keeps prometheus_client (last_words) out of all but logs
 
         w = await self._watching()
         if w is None:
-            return await open_logs(self.cl, kind, name, options, namespace)
+            return await open_logs(self.cl, kind, name, options, namespace, require_pods=require_pods)
         ns = self._ns(namespace)
 
         async def look() -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
@@ -525,7 +534,7 @@ class AsyncClusterBackend:
         async def pause(seconds: float) -> None:
             await w.changes.wait(w.changes.version, seconds)
 
-        return await open_logs(self.cl, kind, name, options, ns, look=look, pause=pause)
+        return await open_logs(self.cl, kind, name, options, ns, look=look, pause=pause, require_pods=require_pods)
 
     async def open_raw_log(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> Any:
         """The log's lines as bytes (a download), newline-ended, about a MiB at a time."""
@@ -534,6 +543,13 @@ class AsyncClusterBackend:
         return log_chunks(lines)
 
     # -- writing
+
+    async def create(
+        self, job: Job, manifest: dict[str, Any], path: Path | None, namespace: str | None = None
+    ) -> JobView:
+        """Create the job of ``manifest`` (its status left out)."""
+        body = {k: v for k, v in manifest.items() if k != "status"}
+        return raw_view(await create_job(self.cl, body, namespace))
 
     async def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
         """A JSON merge patch setting ``path`` to ``value``."""
