@@ -409,51 +409,66 @@ def free_millicpu_of(kube: Kube, node: str) -> int:
     return total - used
 
 
+@pytest.fixture
+def racks(kube: Kube, second_node: str) -> Iterator[dict[str, str]]:
+    """The two real nodes, each its own rack (``topology.kubernetes.io/rack``: a and b), for the
+    test; the label is taken off afterwards."""
+    racks = {"t9k-node": "a", second_node: "b"}
+    for name, rack in racks.items():
+        kube.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {RACK: rack}}})
+    yield racks
+    for name in racks:
+        kube.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {RACK: None}}})
+
+
+def rack_gang(kube: Kube, namespace: str, name: str, cpu_m: int) -> None:
+    """Create a gang of two ranks of ``cpu_m`` millicpu each, to be kept in one rack."""
+    from .test_gang import gang_job
+
+    job = gang_job(name, 2, cpu_m, 0, "sleep 20")
+    job["metadata"]["annotations"] = {"t9k-jobs.io/topology-key": RACK}
+    job["metadata"]["namespace"] = namespace
+    kube.create(job_path(namespace, "GenericJob"), job)
+
+
+def bound_gang(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The two pods of gang ``name`` once both are bound to a node."""
+    from .test_gang import job_pods
+
+    return Kube.wait_for(lambda: len(p := job_pods(kube, namespace, name)) == 2
+                         and all(x["spec"].get("nodeName") for x in p) and p,
+                         timeout=240, interval=0.5, what=f"the gang {name} bound")  # fmt: skip
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.usefixtures("default_queue")  # the node runs Kueue: a t9kScheduler job queues first
 def test_a_gang_in_one_rack_lands_on_one_node_and_one_that_fits_no_rack_waits(
-    node, second_node: str, kube: Kube, namespace: str
+    node, racks: dict[str, str], kube: Kube, namespace: str
 ) -> None:
     """Issue 43's topology on the real nodes, each its own rack (``topology.kubernetes.io/rack``:
     a and b): a gang of two small ranks with ``t9k-jobs.io/topology-key`` lands on one node; a gang
     whose two ranks fit the two nodes together but neither alone waits, none of its pods bound,
     and its pods say why (kube-scheduler's PodGroup placement, gate TopologyAwareWorkloadScheduling)."""
-    from .test_gang import gang_job, job_pods
+    from .test_gang import job_pods
 
-    racks = {"t9k-node": "a", second_node: "b"}
-    for name, rack in racks.items():
-        kube.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {RACK: rack}}})
-    try:
-        small = gang_job("together", 2, 50, 0, "sleep 30")
-        small["metadata"]["annotations"] = {"t9k-jobs.io/topology-key": RACK}
-        small["metadata"]["namespace"] = namespace
-        kube.create(job_path(namespace, "GenericJob"), small)
-        pods = Kube.wait_for(lambda: len(p := job_pods(kube, namespace, "together")) == 2
-                             and all(x["spec"].get("nodeName") for x in p) and p,
-                             timeout=240, interval=0.5, what="the small gang bound")  # fmt: skip
-        assert len({p["spec"]["nodeName"] for p in pods}) == 1, [(p["metadata"]["name"], p["spec"]["nodeName"]) for p in pods]
-        # Each rank a little more than half of the larger node's free CPU: the two nodes hold it, one does not.
-        free = max(free_millicpu_of(kube, n) for n in racks)
-        each = free // 2 + 50
-        big = gang_job("apart", 2, each, 0, "sleep 30")
-        big["metadata"]["annotations"] = {"t9k-jobs.io/topology-key": RACK}
-        big["metadata"]["namespace"] = namespace
-        kube.create(job_path(namespace, "GenericJob"), big)
-        # The scheduler tried the gang (a pod says PodScheduled False), and bound none of it.
-        waiting = Kube.wait_for(lambda: [x for x in job_pods(kube, namespace, "apart") if any(
-            c["type"] == "PodScheduled" and c["status"] == "False" for c in (x.get("status") or {}).get("conditions", []))],
-            timeout=300, interval=0.5, what="the big gang tried and unschedulable")  # fmt: skip
-        assert not [p for p in job_pods(kube, namespace, "apart") if p["spec"].get("nodeName")]
-        print("the gang that fits no rack waits:", next(c["message"] for c in waiting[0]["status"]["conditions"]
-                                                       if c["type"] == "PodScheduled"))  # fmt: skip
-    finally:
-        for name in racks:
-            kube.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {RACK: None}}})
+    rack_gang(kube, namespace, "together", 50)
+    pods = bound_gang(kube, namespace, "together")
+    assert len({p["spec"]["nodeName"] for p in pods}) == 1, [(p["metadata"]["name"], p["spec"]["nodeName"]) for p in pods]
+    # Each rank a little more than half of the larger node's free CPU: the two nodes hold it, one does not.
+    free = max(free_millicpu_of(kube, n) for n in racks)
+    rack_gang(kube, namespace, "apart", free // 2 + 50)
+    # The scheduler tried the gang (a pod says PodScheduled False), and bound none of it.
+    waiting = Kube.wait_for(lambda: [x for x in job_pods(kube, namespace, "apart") if any(
+        c["type"] == "PodScheduled" and c["status"] == "False" for c in (x.get("status") or {}).get("conditions", []))],
+        timeout=300, interval=0.5, what="the big gang tried and unschedulable")  # fmt: skip
+    assert not [p for p in job_pods(kube, namespace, "apart") if p["spec"].get("nodeName")]
+    print("the gang that fits no rack waits:", next(c["message"] for c in waiting[0]["status"]["conditions"]
+                                                   if c["type"] == "PodScheduled"))  # fmt: skip
 
 
 @pytest.mark.timeout(600)
 def test_kueue_places_a_gang_in_one_rack_and_one_that_fits_no_rack_waits_in_its_queue(
-    node, second_node: str, kube: Kube, namespace: str
+    node, racks: dict[str, str], kube: Kube, namespace: str
 ) -> None:
     """Issue 43's topology through Kueue's Topology Aware Scheduling on the real nodes, each its own
     rack: the queue's flavor has a Topology (rack, then host), so the Workload of a job with
@@ -461,21 +476,13 @@ def test_kueue_places_a_gang_in_one_rack_and_one_that_fits_no_rack_waits_in_its_
     ``topologyAssignment`` and its pods go to the host it names, together. A gang whose ranks each
     need more than half a node's CPU fits the quota but no rack: Kueue does not admit it, the job
     holds no pod and its ``Queued`` condition gives Kueue's reason."""
-    from .test_gang import _millis, gang_job, job_pods
+    from .test_gang import _millis, job_pods
 
     host = "kubernetes.io/hostname"
-    racks = {"t9k-node": "a", second_node: "b"}
-    for name, rack in racks.items():
-        kube.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {RACK: rack}}})
     make_queues(kube, namespace, topology=[RACK, host])
     try:
-        small = gang_job("together", 2, 50, 0, "sleep 20")
-        small["metadata"]["annotations"] = {"t9k-jobs.io/topology-key": RACK}
-        small["metadata"]["namespace"] = namespace
-        kube.create(job_path(namespace, "GenericJob"), small)
-        pods = Kube.wait_for(lambda: len(p := job_pods(kube, namespace, "together")) == 2
-                             and all(x["spec"].get("nodeName") for x in p) and p,
-                             timeout=240, interval=0.5, what="the small gang admitted and bound")  # fmt: skip
+        rack_gang(kube, namespace, "together", 50)
+        pods = bound_gang(kube, namespace, "together")
         wl = kube.get(f"{KUEUE}/namespaces/{namespace}/workloads/together")
         (ps,) = wl["spec"]["podSets"]
         assert ps["topologyRequest"] == {"required": RACK}, ps
@@ -490,10 +497,7 @@ def test_kueue_places_a_gang_in_one_rack_and_one_that_fits_no_rack_waits_in_its_
             assert "affinity" not in p["spec"] or "podAffinity" not in p["spec"]["affinity"], p["spec"]["affinity"]
         # Each rank more than half of the larger node's CPU: the quota holds it, no rack does.
         each = max(_millis(kube.get(f"/api/v1/nodes/{n}")["status"]["allocatable"]["cpu"]) for n in racks) // 2 + 50
-        big = gang_job("apart", 2, each, 0, "sleep 20")
-        big["metadata"]["annotations"] = {"t9k-jobs.io/topology-key": RACK}
-        big["metadata"]["namespace"] = namespace
-        kube.create(job_path(namespace, "GenericJob"), big)
+        rack_gang(kube, namespace, "apart", each)
         path = job_path(namespace, "GenericJob", "apart")
 
         def queued() -> dict[str, Any] | None:
@@ -506,8 +510,6 @@ def test_kueue_places_a_gang_in_one_rack_and_one_that_fits_no_rack_waits_in_its_
         assert kube.get(path)["status"]["phase"] == "Pending"
         assert job_pods(kube, namespace, "apart") == []
     finally:
-        for name in racks:
-            kube.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {RACK: None}}})
         for job in ("together", "apart"):
             try:
                 kube.delete(job_path(namespace, "GenericJob", job))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 from enum import Enum
 from pathlib import Path
@@ -173,25 +172,6 @@ def run(
     from ..local.prune import prune  # lazy: keeps the local runtime out of other verbs
     from ..local.runtime import run_job  # lazy: keeps the local runtime out of other verbs
 
-    if detach:
-        # The SDK checks the options (once) and starts the run; the notes say what the run got.
-        from ..local.checks import start_notes  # lazy: keeps the local runtime out of other verbs
-        from ..local.rundir import LOCAL_RUN_DIR, RunOptions  # lazy: keeps the local runtime out of other verbs
-        from ..sdk.client import Client  # lazy: keeps pydantic out of --help and version
-
-        if str(file) != "-":  # its warnings first (standard input is read once, by the run)
-            _load(file, created=True)
-        with verb_errors():
-            started = Client.local().run(
-                file, run_dir=run_dir, gpus=gpus, watch=watch_manifest, allow_duplicate=allow_duplicate,
-                volumes=volume or [], python=python, inject=inject, ttl=ttl,
-            )  # fmt: skip
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):  # notes only: never fails the start
-            got = RunOptions.read(Path((started.metadata.annotations or {})[LOCAL_RUN_DIR]))
-            for line in start_notes(started, got.volumes) if str(file) != "-" else []:
-                typer.echo(f"note: {line}", err=True)
-        _print_detached(started)
-        raise typer.Exit(0)
     job = _load(file, created=True)
     try:
         options = run_options(
@@ -201,6 +181,18 @@ def run(
         )  # fmt: skip
     except OptionError as exc:
         fail([str(exc)])
+    if detach:
+        # Said before the start (the run may make a missing folder); then the SDK's local backend
+        # starts it with the options checked here (its Runner.run: no second parse).
+        from ..local.checks import start_notes  # lazy: keeps the local runtime out of other verbs
+        from ..sdk.client import Client  # lazy: keeps pydantic out of --help and version
+
+        for line in start_notes(job, options.volumes):
+            typer.echo(f"note: {line}", err=True)
+        with verb_errors():
+            started = Client.local().backend.run(job, options, run_dir)
+        _print_detached(started)
+        raise typer.Exit(0)
     if run_dir is None:
         for pruned in prune(None):  # the finished runs of ./t9k-runs past their time to live
             typer.echo(f"note: {pruned.line()}", err=True)
@@ -208,18 +200,15 @@ def run(
     raise typer.Exit(code)
 
 
-def _print_detached(job) -> None:  # noqa: ANN001 - a job model returned by Client.run
-    from ..local.rundir import LOCAL_PID, LOCAL_RUN_DIR  # lazy: keeps the local runtime out of other verbs
-
-    notes = job.metadata.annotations or {}
+def _print_detached(view) -> None:  # noqa: ANN001 - the JobView the local backend returned
     from ..words import short_name  # lazy: keeps pydantic out of --help and version
 
-    short = short_name(job.kind)
+    short = short_name(view.kind)
     typer.echo(
-        f"{job.kind}/{job.name}: running in the background (runtime pid {notes.get(LOCAL_PID, '-')}); "
-        f"run dir {notes.get(LOCAL_RUN_DIR, '-')}"
+        f"{view.kind}/{view.name}: running in the background (runtime pid {view.pid or '-'}); "
+        f"run dir {view.run_dir or '-'}"
     )
     typer.echo(
-        f"  t9k-jobs get {short} {job.name}   t9k-jobs logs {short} {job.name} -f   "
-        f"t9k-jobs delete {short} {job.name}"
+        f"  t9k-jobs get {short} {view.name}   t9k-jobs logs {short} {view.name} -f   "
+        f"t9k-jobs delete {short} {view.name}"
     )
