@@ -78,8 +78,10 @@ def started_plane(directory: Path, **options: object) -> Iterator[ControlPlane]:
         error = str(exc)
     if error:
         pytest.fail(f"the control plane did not start: {error}", pytrace=False)
-    yield plane
-    plane.stop()
+    try:
+        yield plane
+    finally:  # also when the generator is closed early (a test's own plane): nothing outlives it
+        plane.stop()
 
 
 @pytest.fixture(scope="session")

@@ -124,3 +124,27 @@ def test_owned_pod_is_garbage_collected(kube: Kube, namespace: str) -> None:
         timeout=60,
         what="the owned pod to be garbage-collected",
     )
+
+
+def test_a_plane_closed_early_leaves_no_process(tmp_path) -> None:
+    """A test's own plane (``started_plane``, closed when the test is done with it, before the
+    generator ends) stops every process it started: a ``yield`` outside ``try/finally`` left
+    kube-apiserver, kube-controller-manager and kube-scheduler running after the test (found as
+    orphans after a full run)."""
+    from .conftest import started_plane
+
+    planes = started_plane(tmp_path / "plane", scheduler=True)
+    plane = next(planes)
+    pids = dict(plane.pids())
+    assert {"kube-apiserver", "kube-scheduler"} <= set(pids), pids
+    planes.close()
+    alive = []
+    for name, pid in pids.items():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue  # gone
+        if state != "Z":
+            alive.append(name)
+    assert alive == [], alive
