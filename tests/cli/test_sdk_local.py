@@ -228,3 +228,42 @@ def test_local_only_and_cluster_only_options_are_refused(tmp_path: Path, detache
         client.describe("gj", "two")
     assert missing.value.exit_code == 1 and str(missing.value).startswith("no local run of genericjob 'two' in ")
     assert list(client.logs("gj", "one")) == ["[worker-0] hi"]
+
+
+def test_the_async_client_runs_waits_reads_and_deletes_as_the_client_does(tmp_path: Path) -> None:
+    """Issue 44: AsyncClient has Client's verbs (tests/api/test_client_parity.py compares the
+    signatures); here they act on a real local run: run, wait, logs, summaries, describe, get,
+    list, delete, and create (a second run), with Client's errors."""
+    import asyncio
+
+    from t9k_jobs import AsyncClient
+    from t9k_jobs.errors import NotFound, NotSupported
+
+    manifest = str(REPO / "examples" / "generic-exchange" / "job.yaml")
+
+    async def scenario() -> None:
+        async with AsyncClient.local(tmp_path / "runs") as client:
+            started = await client.run(manifest, gpus="none")
+            assert (started.kind, started.name) == ("GenericJob", "exchange")
+            done = await client.wait("gj", "exchange", timeout=LIMIT * 2)
+            assert done.status is not None and done.status.phase == "Succeeded"
+            lines = [line async for line in await client.logs("gj", "exchange", replica_type="worker", index=0)]
+            assert "exchange ok: sum of all values = 8" in lines, lines
+            rows = await client.summaries("gj")
+            assert [(r.name, r.phase) for r in rows] == [("exchange", "Succeeded")]
+            assert [j.name for j in await client.list()] == ["exchange"]
+            assert (await client.get("genericjobs", "exchange")).status.phase == "Succeeded"  # type: ignore[union-attr]
+            text = await client.describe("gj", "exchange")
+            assert text.startswith("Name:") and "Succeeded" in text, text
+            deleted = await client.delete("gj", "exchange")
+            assert any("is not running" in line for line in deleted.lines), deleted.lines
+            with pytest.raises(NotFound):
+                await client.get("gj", "no-such-job")
+            with pytest.raises(NotSupported, match="local runs have no namespaces"):
+                await client.summaries("gj", namespace="team-a")
+            again = await client.create(manifest)
+            assert again.name == "exchange"
+            await client.wait("gj", "exchange", timeout=LIMIT * 2)
+
+    asyncio.run(scenario())
+    assert len(list((tmp_path / "runs").iterdir())) == 2

@@ -419,16 +419,9 @@ class KubeClient:
         return headers
 
     async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: dict[str, Any] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-        timeout: float | None = None,
-        verb: str | None = None,
-    ) -> dict[str, Any]:
+        self, method: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None,
+        content_type: str = "application/json", timeout: float | None = None, verb: str | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
         """One request; returns the decoded JSON answer, a JSON object (:class:`BadAnswer` when it
         is larger than :attr:`max_answer`, not JSON, not an object or too deep: :func:`decode_answer`).
         ``timeout`` is in seconds (default :attr:`request_timeout`; raises ``asyncio.TimeoutError``

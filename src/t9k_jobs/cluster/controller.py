@@ -218,8 +218,11 @@ class Controller(Actuator):
         """A Kueue LocalQueue, ClusterQueue or ResourceFlavor came, went or changed what the
         controller keeps of it: look at every job again (rare; a queued job's Workload asks for
         a topology where the queue now serves one, and an admitted job's pods carry the node
-        labels of its flavors)."""
-        if event != "MODIFIED" or new != old:
+        labels of its flavors). Not before every job informer has listed: the first pass of each
+        job comes anyway, and a thousand queues listed at start would each enqueue every job."""
+        if (event != "MODIFIED" or new != old) and all(
+            inf.synced.is_set() for infs in self.job_informers.values() for inf in infs
+        ):
             self._look_at_every_job()
 
     def _look_at_every_job(self) -> None:

@@ -177,16 +177,9 @@ class OneShotClient(KubeClient):
         return OneShotClient(self._plain, self._make_full, self._bucket.qps, self._bucket.burst)
 
     async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: dict[str, Any] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-        timeout: float | None = None,
-        verb: str | None = None,
-    ) -> dict[str, Any]:
+        self, method: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None,
+        content_type: str = "application/json", timeout: float | None = None, verb: str | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
         """As :meth:`KubeClient.request`, over ``http.client`` (the module doc)."""
         import orjson
 

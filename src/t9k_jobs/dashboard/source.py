@@ -28,7 +28,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from .. import words
 from ..api.common import TERMINAL_PHASES
@@ -38,7 +38,7 @@ from ..frameworks import framework_for
 from ..sdk import present
 from ..sdk.arguments import resolve_kind
 from ..sdk.async_client import AsyncClient
-from ..sdk.view import JobView
+from ..sdk.view import Deleted, Edited, JobView
 from ..words import STOPPED
 from .metrics import Series, as_json
 from .sse import batched
@@ -138,7 +138,7 @@ class JobSource:
         self._list: tuple[Any, dict[str, Any]] | None = None
         self._list_lock = asyncio.Lock()
         self._rows: dict[tuple[str, str | None, str, str], tuple[JobView, dict[str, Any]]] = {}
-        self._jobs: OrderedDict[JobKey, tuple[Any, dict[str, Any]]] = OrderedDict()
+        self._jobs: OrderedDict[JobKey, tuple[Any, JobPage]] = OrderedDict()
         self._job_locks: dict[JobKey, asyncio.Lock] = {}
 
     @property
@@ -240,7 +240,7 @@ class JobSource:
         """The detailed view ``describe`` shows. Raises NotFound and the client's other errors."""
         return await self.client.view(key.kind, key.name, key.namespace, detail=True)
 
-    async def job(self, key: JobKey) -> dict[str, Any]:
+    async def job(self, key: JobKey) -> JobPage:
         """Everything the job page shows, JSON-ready; computed once per change of the client's
         version (and every :data:`REFRESH` s, for the ages ``describe`` writes) and shared by the
         pages showing it."""
@@ -261,7 +261,7 @@ class JobSource:
                 self._job_locks.pop(old, None)
             return data
 
-    def _job_data(self, key: JobKey, view: JobView) -> dict[str, Any]:
+    def _job_data(self, key: JobKey, view: JobView) -> JobPage:
         now = time.time()
         status = view.status
         cells = present.row(view, now)
@@ -452,11 +452,9 @@ class Actions:
         client, key = self.source.client, action.key
         try:
             if action.verb == "delete":
-                done = await client.delete(key.kind, key.name, key.namespace)
-            elif action.verb == "scale":
-                done = await client.scale(key.kind, key.name, action.replicas, key.namespace)  # type: ignore[arg-type]
+                done: Deleted | Edited = await client.delete(key.kind, key.name, key.namespace)
             else:
-                done = await getattr(client, action.verb)(key.kind, key.name, key.namespace)
+                done = await client.edit(key.kind, key.name, action.verb, action.replicas, key.namespace)
             action.message = "; ".join(done.lines)
             action.state = "done"
         except JobsError as exc:
@@ -533,7 +531,7 @@ class MetricsTracker:
     async def _read(self) -> None:
         key = self.key
         try:
-            lines = await self.source.client.open_logs(key.kind, key.name, follow=True, namespace=key.namespace)
+            lines = await self.source.client.logs(key.kind, key.name, follow=True, namespace=key.namespace)
             async for batch in batched(lines):
                 found = [p for line in batch for p in self.series.add_line(line)]
                 if found:
@@ -611,6 +609,42 @@ class MetricsHub:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class JobPage(TypedDict):
+    """What the job page (``/api/job/KIND/NAME``, and its server-sent updates) says of one job:
+    its identity and ``get``'s cells, the spec summary, conditions, replicas, events, ``describe``'s
+    lines, the timeline, log sources, TensorBoard, the actions offered and the source's problem."""
+
+    kind: str
+    short: str
+    name: str
+    namespace: str | None
+    target: str
+    phase: str
+    terminal: bool
+    why: str | None
+    ready: str
+    restarts: int
+    backoff: int
+    age: str
+    created: str
+    created_at: float | None
+    run_mode: str
+    queue: str | None
+    priority: str | None
+    run_dir: str | None
+    pod_group: str | None
+    spec: list[str]
+    conditions: list[dict[str, Any]]
+    replicas: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    describe: list[str]
+    timeline: list[dict[str, Any]]
+    logs: list[dict[str, Any]]
+    tensorboard: dict[str, Any] | None
+    actions: dict[str, Any]
+    problem: str | None
 
 
 def _why_shown(view: JobView) -> str | None:
@@ -711,4 +745,4 @@ def tensorboard_link(template: str, namespace: str, name: str) -> str:
     return template.format(namespace=quote(namespace, safe=""), name=quote(name, safe=""))
 
 
-__all__ = ["Action", "Actions", "JobKey", "JobSource", "MetricsHub", "MetricsTracker", "Timeline", "http_status"]
+__all__ = ["Action", "Actions", "JobKey", "JobPage", "JobSource", "MetricsHub", "MetricsTracker", "Timeline", "http_status"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..api.common import TERMINAL_PHASES, Condition, ReplicaStatus
 from ..frameworks import Outcome
 from ..frameworks.base import priority_class_name
@@ -100,18 +102,10 @@ def conditions(p: Pass, t: Tally, phase: str, outcome: Outcome | None) -> list[C
     preempted = preempted_row(p, t, terminal)
     if preempted is not None:
         rows.append(preempted)
-    gang = gang_not_enforced(p)
-    if gang:
-        rows.append(("GangScheduling", False, "NotEnforced", gang))
-    topology = not_enforced(p)
-    if topology:
-        rows.append(("Topology", False, TOPOLOGY_NOT_ENFORCED, topology))
-    queue = queue_not_enforced(p)
-    if queue:
-        rows.append(("Queueing", False, "NotEnforced", queue))
-    priority = priority_not_enforced(p)
-    if priority:
-        rows.append(("Priority", False, NO_PRIORITY_CLASS, priority))
+    for type_, reason, _warning, unserved in NOT_ENFORCED:
+        message = unserved(p)
+        if message:
+            rows.append((type_, False, reason, message))
     queue = queue_row(p, t.queued, phase)
     if queue is not None:
         rows.append(queue)
@@ -219,3 +213,14 @@ def pod_made(p: Pass, t: Tally, rs: ReplicaStatus) -> bool:
     if pod is None or pod.deleting or t.deletes_pod(rs.name):
         return False
     return pod.restart_attempt is None or pod.restart_attempt >= rs.restart_count
+
+
+#: What a job asked for and this runtime does not enforce: the condition (type, reason; status
+#: False, kept while the job lives), the Warning event said once when it first appears
+#: (:func:`~.status.finish_status`), and the function whose message says why (empty: enforced).
+NOT_ENFORCED: tuple[tuple[str, str, str, Callable[[Pass], str | None]], ...] = (
+    ("GangScheduling", "NotEnforced", "GangNotEnforced", gang_not_enforced),
+    ("Topology", TOPOLOGY_NOT_ENFORCED, TOPOLOGY_NOT_ENFORCED, not_enforced),
+    ("Queueing", "NotEnforced", "QueueNotEnforced", queue_not_enforced),
+    ("Priority", NO_PRIORITY_CLASS, "PriorityNotEnforced", priority_not_enforced),
+)

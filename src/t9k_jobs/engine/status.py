@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..api.common import Aggregate, Condition, DependentStatus, JobStatus, TaskStatus
 from ..frameworks import Outcome
 from .admission import queue_events
-from .conditions import SPEC_VALID, conditions
+from .conditions import NOT_ENFORCED, SPEC_VALID, conditions
 from .context import Pass, Tally, rfc3339
 from .preemption import preempted_now
 
@@ -67,18 +67,10 @@ def finish_status(p: Pass, t: Tally, phase: str, outcome: Outcome | None) -> Job
         old_status, old_reason = (before_queued.status, before_queued.reason) if before_queued else (None, None)
         for type_, reason, message in queue_events(old_reason, old_status, row):
             t.event(type_, reason, message)
-    gang = s.condition("GangScheduling")
-    if gang is not None and p.old.condition("GangScheduling") is None:
-        t.event("Warning", "GangNotEnforced", gang.message)
-    topology = s.condition("Topology")
-    if topology is not None and p.old.condition("Topology") is None:
-        t.event("Warning", "TopologyNotEnforced", topology.message)
-    queue = s.condition("Queueing")
-    if queue is not None and p.old.condition("Queueing") is None:
-        t.event("Warning", "QueueNotEnforced", queue.message)
-    priority = s.condition("Priority")
-    if priority is not None and p.old.condition("Priority") is None:
-        t.event("Warning", "PriorityNotEnforced", priority.message)
+    for type_, _reason, warning, _unserved in NOT_ENFORCED:
+        now = s.condition(type_)
+        if now is not None and p.old.condition(type_) is None:
+            t.event("Warning", warning, now.message)
     now_init, before = s.condition("Initialized"), p.old.condition("Initialized")
     if now_init is not None and now_init.reason == "ChildConflict" and (
         before is None or (before.reason, before.message) != (now_init.reason, now_init.message)

@@ -580,10 +580,12 @@ def already_running(runs_dir: Path, kind: str, name: str) -> str | None:
 WATCHED_MANIFEST = RunDir.WATCHED
 
 
-def default_run_dir(job: Job) -> Path:
-    """``./t9k-runs/<job>-<YYYYmmdd-HHMMSS>``. Raises :class:`RunDirError` when the current folder
-    was removed."""
+def default_run_dir(job: Job, runs_dir: Path | None = None) -> Path:
+    """``<runs_dir>/<job>-<YYYYmmdd-HHMMSS>`` (default runs dir: ``./t9k-runs``). Raises
+    :class:`RunDirError` when the current folder was removed."""
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    if runs_dir is not None:
+        return runs_dir.absolute() / f"{job.name}-{stamp}"
     try:
         here = Path.cwd()
     except FileNotFoundError:
@@ -740,17 +742,18 @@ def make_run_dir(path: Path) -> Path:
     return path.resolve()
 
 
-def new_default_run_dir(job: Job) -> Path:
-    """A new directory ``./t9k-runs/<job>-<YYYYmmdd-HHMMSS>[-<n>]``: made atomically, so two runs
-    started in the same second get two directories; ``./t9k-runs`` must be a folder no other
+def new_default_run_dir(job: Job, runs_dir: Path | None = None) -> Path:
+    """A new directory ``<runs_dir>/<job>-<YYYYmmdd-HHMMSS>[-<n>]`` (default runs dir
+    ``./t9k-runs``, the SDK's ``Client.local(runs_dir)`` names another): made atomically, so two
+    runs started in the same second get two directories; the runs dir must be a folder no other
     account controls (:func:`check_runs_dir`). Raises :class:`RunDirError`."""
-    base = default_run_dir(job)
+    base = default_run_dir(job, runs_dir)
     for n in range(1, 1000):
         candidate = base if n == 1 else base.with_name(f"{base.name}-{n}")
         try:
             candidate.parent.mkdir(parents=True, exist_ok=True)
             if n == 1:
-                check_runs_dir(candidate.parent, f"./{DEFAULT_RUNS_DIR}")
+                check_runs_dir(candidate.parent, f"./{DEFAULT_RUNS_DIR}" if runs_dir is None else str(runs_dir))
             os.mkdir(candidate, 0o700)
             return candidate.resolve()
         except FileExistsError:

@@ -33,9 +33,11 @@ The cluster client is synchronous for its callers; underneath, it runs the async
 
 from __future__ import annotations
 
+import builtins
 import os
 from pathlib import Path
-from typing import Any, Union
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Union
 
 from ..api import Job, JobBase, ManifestError, read_manifest
 from ..api.common import TERMINAL_PHASES
@@ -47,6 +49,9 @@ from .arguments import Duration, KindLike, check_arguments, checked, resolve_kin
 from .backend import Backend, OverBackend, Runner
 from .edits import edit_of, edited_line
 from .view import Deleted, Edited, JobSummary, JobView, LogOptions, LogStream
+
+if TYPE_CHECKING:
+    from ..local.rundir import RunOptions
 
 #: A manifest: a path (``-`` for standard input), a mapping, or a job model.
 JobLike = Union[str, os.PathLike, dict, JobBase]
@@ -205,21 +210,14 @@ class Client(OverBackend):
         'digits-ddp'
         """
         model, manifest, path = load_job(job)
-        return self._job(self.backend.create(model, manifest, path, namespace))
+        return job_of(self.backend.create(model, manifest, path, namespace))
 
     @checked
     def run(
-        self,
-        job: JobLike,
-        run_dir: str | os.PathLike | None = None,
-        gpus: str | None = None,
-        watch: bool = True,
-        allow_duplicate: bool = False,
-        volumes: dict[str, str | os.PathLike] | list[str] | None = None,
-        python: str | os.PathLike | None = None,
-        inject: list[str] | None = None,
-        ttl: int | None = None,
-    ) -> Job:
+        self, job: JobLike, run_dir: str | os.PathLike | None = None, gpus: str | None = None, watch: bool = True,
+        allow_duplicate: bool = False, volumes: dict[str, str | os.PathLike] | builtins.list[str] | None = None,
+        python: str | os.PathLike | None = None, inject: builtins.list[str] | None = None, ttl: int | None = None,
+    ) -> Job:  # fmt: skip
         """Local only: start ``job`` on this machine in the background (its own session: it
         survives the caller) and return it once its runtime has started, with annotations
         ``t9k-jobs.local/run-dir`` and ``t9k-jobs.local/runtime-pid``. ``run_dir``: where its
@@ -245,20 +243,10 @@ class Client(OverBackend):
         'exchange'
         """
         if not isinstance(self.backend, Runner):
-            raise NotSupported("run starts a job on this machine; on a cluster use create")
-        from ..local.options import OptionError, run_options  # lazy: keeps the local runtime out of a cluster client
-
+            raise NotSupported(RUN_IS_LOCAL)
         model, _manifest, path = load_job(job)
-        flags = ([f"{claim}={os.fspath(folder)}" for claim, folder in volumes.items()] if isinstance(volumes, dict)
-                 else [volumes] if isinstance(volumes, str) else list(volumes or []))  # fmt: skip
-        try:
-            options = run_options(
-                model, path.resolve() if path is not None else None, run_dir_given=run_dir is not None, gpus=gpus,
-                watch=watch, allow_duplicate=allow_duplicate, volumes=flags, python=python, inject=inject or [], ttl=ttl,
-            )  # fmt: skip
-        except OptionError as exc:
-            raise UsageError(str(exc)) from None
-        return self._job(self.backend.run(model, options, run_dir))
+        options = checked_run_options(model, path, run_dir, gpus, watch, allow_duplicate, volumes, python, inject, ttl)
+        return job_of(self.backend.run(model, options, run_dir))
 
     @checked
     def get(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
@@ -268,45 +256,28 @@ class Client(OverBackend):
         >>> Client.local().get("gj", "exchange").status.phase   # doctest: +SKIP
         'Succeeded'
         """
-        return self._job(self.backend.get(resolve_kind(kind), name, namespace))
+        return job_of(self.backend.get(resolve_kind(kind), name, namespace))
 
     def list(
         self, kind: KindLike | None = None, namespace: str | None = None, all_namespaces: bool = False
-    ) -> list[Job]:
+    ) -> builtins.list[Job]:
         """Every job of ``kind`` (default: all four kinds) in ``namespace`` (default: the
         client's) or in all namespaces; locally, the newest run of each name. Jobs whose spec
         does not validate are left out (:meth:`summaries` shows them)."""
-        return [s_job for s in self.summaries(kind, None, namespace, all_namespaces) if (s_job := _job_of(s))]
+        return [s_job for s in self.summaries(kind, None, namespace, all_namespaces) if (s_job := job_or_none(s))]
 
     @checked
     def summaries(
-        self,
-        kind: KindLike | None = None,
-        name: str | None = None,
-        namespace: str | None = None,
-        all_namespaces: bool = False,
-        positions: bool = False,
-    ) -> list[JobSummary]:
+        self, kind: KindLike | None = None, name: str | None = None, namespace: str | None = None,
+        all_namespaces: bool = False, positions: bool = False,
+    ) -> builtins.list[JobSummary]:  # fmt: skip
         """The rows ``t9k-jobs get`` prints (:class:`JobSummary`): one job when ``name`` is given
         (raises :class:`NotFound`), else every job of ``kind`` (default: all kinds). ``positions``:
         on a cluster with Kueue, each queued job's place in its LocalQueue in ``wide["position"]``
         (``3/7``; one request per LocalQueue)."""
-        import time
-
-        kind_name = resolve_kind(kind) if kind is not None else None
-        if name is not None:
-            if kind_name is None:
-                raise UsageError("a NAME needs a KIND: get KIND NAME")
-            if all_namespaces:
-                raise UsageError("-A/--all-namespaces lists jobs; it cannot be combined with a NAME")
-        views = self.backend.list(kind_name, name, namespace, all_namespaces)
-        now = time.time()
-        rows = [_summary(v, show.row(v, now)) for v in views]
-        if positions and hasattr(self.backend, "queue_positions"):
-            where = self.backend.queue_positions(views)
-            for r in rows:
-                r.wide["position"] = where.get((r.namespace or "", r.name))
-        return rows
+        views = self.backend.list(summaries_kind(kind, name, all_namespaces), name, namespace, all_namespaces)
+        where = self.backend.queue_positions(views) if positions and hasattr(self.backend, "queue_positions") else None
+        return summary_rows(views, where)
 
     @checked
     def describe(self, kind: KindLike, name: str | None = None, namespace: str | None = None) -> str:
@@ -315,24 +286,14 @@ class Client(OverBackend):
         events. Without ``name``, every job of ``kind`` (locally, the newest run of each name and
         every live one), one after another with a blank line between, as ``kubectl describe
         KIND`` does; ``""`` when there is none. Raises :class:`NotFound`."""
-        import time
-
         kind_name = resolve_kind(kind)
         if name is None:
-            views = self.backend.list(kind_name, None, namespace, detail=True)
-        else:
-            views = [self.backend.get(kind_name, name, namespace, detail=True)]
-        now = time.time()
-        return "\n\n".join("\n".join(show.describe(v, now)) for v in views)
+            return described(self.backend.list(kind_name, None, namespace, detail=True))
+        return described([self.backend.get(kind_name, name, namespace, detail=True)])
 
     @checked
     def wait(
-        self,
-        kind: KindLike,
-        name: str,
-        phase: str = "Succeeded",
-        timeout: Duration = None,
-        namespace: str | None = None,
+        self, kind: KindLike, name: str, phase: str = "Succeeded", timeout: Duration = None, namespace: str | None = None
     ) -> Job:
         """Wait until the job's phase is ``phase`` (``Succeeded``, ``Failed`` or ``Running``, any
         case) and return it. ``timeout``: seconds or a duration (None: no limit).
@@ -348,39 +309,15 @@ class Client(OverBackend):
         >>> Client.local().wait("gj", "exchange", timeout="5m").status.phase   # doctest: +SKIP
         'Succeeded'
         """
-        kind_name, wanted, limit = resolve_kind(kind), wait_phase(phase), seconds(timeout)
-
-        def done(view: JobView | None) -> bool:
-            return view is None or view.phase in (wanted, UNKNOWN, STOPPED, *TERMINAL_PHASES) or _left_alone(view)
-
-        view, reached = self.backend.watch(kind_name, name, namespace, done, limit)
-        if not reached:
-            where = view.phase if view is not None else None
-            raise WaitTimeout(show.wait_timed_out(kind_name, name, wanted, limit, view, self.server), where)
-        if view is None:
-            raise JobEndedOtherwise(show.wait_deleted(kind_name, name, wanted), None)
-        if view.phase == wanted:
-            return self._job(view)
-        if (view.phase == UNKNOWN and view.unknown_reason is not None) or _left_alone(view):
-            # A state that cannot be told, or a spec the operator leaves alone (SpecValid False,
-            # InvalidSpec) until it changes: waiting would last the whole timeout for nothing.
-            raise JobsError(show.wait_unknown(view, wanted))
-        raise JobEndedOtherwise(show.wait_ended(view, wanted), view.phase)
+        wait = Wait(resolve_kind(kind), name, wait_phase(phase), seconds(timeout), self.server)
+        return job_of(wait.outcome(*self.backend.watch(wait.kind, name, namespace, wait.done, wait.limit)))
 
     @checked
     def logs(
-        self,
-        kind: KindLike,
-        name: str,
-        replica_type: str | None = None,
-        index: int | None = None,
-        container: str | None = None,
-        follow: bool = False,
-        tail: int | None = None,
-        timestamps: bool = False,
-        previous: bool = False,
-        namespace: str | None = None,
-    ) -> LogStream:
+        self, kind: KindLike, name: str, replica_type: str | None = None, index: int | None = None,
+        container: str | None = None, follow: bool = False, tail: int | None = None, timestamps: bool = False,
+        previous: bool = False, namespace: str | None = None,
+    ) -> LogStream:  # fmt: skip
         """The job's log lines: every replica merged, each line prefixed with its replica
         (``[worker-1] ...``), or every replica of ``replica_type``, or one replica's
         (``replica_type`` and ``index``; its first container unless ``container``), without
@@ -427,10 +364,9 @@ class Client(OverBackend):
         an :class:`Edited`, whose ``lines`` ``t9k-jobs pause``, ``resume`` and ``scale`` print and
         whose ``view`` is the job afterwards. Raises as they do, and :class:`UsageError` for
         another verb, or ``replicas`` with another verb than ``scale``."""
-        _edit_verb(verb, replicas)
+        check_edit(verb, replicas)
         view = self.backend.get(resolve_kind(kind), name, namespace)
-        edit = edit_of(view, verb, replicas)
-        if edit is not None:
+        if (edit := edit_of(view, verb, replicas)) is not None:
             view = self.backend.set_field(view, edit[0], edit[1], verb)
         return edited(view, verb, replicas)
 
@@ -442,40 +378,142 @@ class Client(OverBackend):
         within a second. A paused job stays so (no change). Raises :class:`NotFound`,
         :class:`JobsError` (a finished job; a local run not running), :class:`NotSupported` (a
         local run that watches no manifest)."""
-        return self._job(self.edit(kind, name, "pause", namespace=namespace).view)
+        return job_of(self.edit(kind, name, "pause", namespace=namespace).view)
 
     @checked
     def resume(self, kind: KindLike, name: str, namespace: str | None = None) -> Job:
         """Resume a paused job (``spec.runMode.pause.enabled: false``); a job not paused is left
         as it is. As :meth:`pause` otherwise."""
-        return self._job(self.edit(kind, name, "resume", namespace=namespace).view)
+        return job_of(self.edit(kind, name, "resume", namespace=namespace).view)
 
     @checked
     def scale(self, kind: KindLike, name: str, replicas: int, namespace: str | None = None) -> Job:
         """Set an elastic PyTorchTrainingJob's or DeepSpeedJob's ``spec.elastic.expectedReplicas``
         to ``replicas``. Raises :class:`UsageError` when the job is not elastic or ``replicas`` is
         outside ``[minReplicas, maxReplicas]``; otherwise as :meth:`pause`."""
-        return self._job(self.edit(kind, name, "scale", replicas, namespace).view)
+        return job_of(self.edit(kind, name, "scale", replicas, namespace).view)
 
-    @staticmethod
-    def _job(view: JobView) -> Job:
-        """The typed job of a view (its status included). Raises :class:`InvalidJob`."""
-        where = f"{view.kind}/{view.name}"
-        if view.run_dir is not None:  # a local run's job.yaml
-            from ..local.rundir import RunDir  # lazy: keeps the local run dirs out of a cluster client
 
-            where = str(RunDir(view.run_dir).job)
-        try:
-            return parse_job(view.object, where)  # type: ignore[return-value]
-        except ManifestError as exc:
-            raise InvalidJob(exc.lines()) from None
+
+# ----------------------------------------------------------------------------- what both clients do
+
+#: What ``run`` says on a cluster.
+RUN_IS_LOCAL = "run starts a job on this machine; on a cluster use create"
+
+
+def job_of(view: JobView) -> Job:
+    """The typed job of a view (its status included). Raises :class:`InvalidJob`."""
+    where = f"{view.kind}/{view.name}"
+    if view.run_dir is not None:  # a local run's job.yaml
+        from ..local.rundir import RunDir  # lazy: keeps the local run dirs out of a cluster client
+
+        where = str(RunDir(view.run_dir).job)
+    try:
+        return parse_job(view.object, where)  # type: ignore[return-value]
+    except ManifestError as exc:
+        raise InvalidJob(exc.lines()) from None
+
+
+def checked_run_options(
+    job: Job,
+    path: Path | None,
+    run_dir: str | os.PathLike | None,
+    gpus: str | None,
+    watch: bool,
+    allow_duplicate: bool,
+    volumes: dict[str, str | os.PathLike] | list[str] | None,
+    python: str | os.PathLike | None,
+    inject: list[str] | None,
+    ttl: int | None,
+) -> RunOptions:
+    """The options of ``run`` as both clients take them (``volumes`` a ``{CLAIM: DIR}`` mapping or
+    ``--volume``'s ``CLAIM=DIR`` values), checked once (:func:`t9k_jobs.local.options.run_options`).
+    Raises :class:`UsageError` with its line."""
+    from ..local.options import OptionError, run_options  # lazy: keeps the local runtime out of a cluster client
+
+    flags = ([f"{claim}={os.fspath(folder)}" for claim, folder in volumes.items()] if isinstance(volumes, dict)
+             else [volumes] if isinstance(volumes, str) else list(volumes or []))  # fmt: skip
+    try:
+        return run_options(
+            job, path.resolve() if path is not None else None, run_dir_given=run_dir is not None, gpus=gpus,
+            watch=watch, allow_duplicate=allow_duplicate, volumes=flags, python=python, inject=inject or [], ttl=ttl,
+        )  # fmt: skip
+    except OptionError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def summaries_kind(kind: KindLike | None, name: str | None, all_namespaces: bool) -> str | None:
+    """The kind ``summaries`` lists (None: all), once its arguments agree: a ``name`` needs a kind
+    and no ``all_namespaces`` (:class:`UsageError`)."""
+    kind_name = resolve_kind(kind) if kind is not None else None
+    if name is not None:
+        if kind_name is None:
+            raise UsageError("a NAME needs a KIND: get KIND NAME")
+        if all_namespaces:
+            raise UsageError("-A/--all-namespaces lists jobs; it cannot be combined with a NAME")
+    return kind_name
+
+
+def summary_rows(views: list[JobView], positions: dict[tuple[str, str], str] | None = None) -> list[JobSummary]:
+    """The rows ``get`` prints of ``views`` now; ``positions``: each queued job's place in its
+    Kueue LocalQueue, ``(namespace, name)`` -> ``N/M``, put in ``wide["position"]``."""
+    import time
+
+    now = time.time()
+    rows = [_summary(v, show.row(v, now)) for v in views]
+    if positions is not None:
+        for r in rows:
+            r.wide["position"] = positions.get((r.namespace or "", r.name))
+    return rows
+
+
+def described(views: list[JobView]) -> str:
+    """What ``describe`` prints of ``views`` (each job's lines, a blank line between jobs)."""
+    import time
+
+    now = time.time()
+    return "\n\n".join("\n".join(show.describe(v, now)) for v in views)
+
+
+@dataclass(frozen=True)
+class Wait:
+    """One ``wait``: for job ``kind``/``name`` to reach phase ``wanted`` within ``limit`` seconds
+    (None: no limit); ``server`` is named when it times out. The backend watches with :meth:`done`;
+    :meth:`outcome` says what came of it."""
+
+    kind: str
+    name: str
+    wanted: str
+    limit: float | None
+    server: str | None
+
+    def done(self, view: JobView | None) -> bool:
+        """Whether waiting is over: the job is gone, in the phase wanted, in one it cannot leave,
+        or left alone by the operator."""
+        return view is None or view.phase in (self.wanted, UNKNOWN, STOPPED, *TERMINAL_PHASES) or _left_alone(view)
+
+    def outcome(self, view: JobView | None, reached: bool) -> JobView:
+        """The job in the phase wanted, from the backend's ``(last view, reached)``. Raises
+        :class:`WaitTimeout`, :class:`JobEndedOtherwise`, :class:`JobsError` (as ``Client.wait``)."""
+        if not reached:
+            where = view.phase if view is not None else None
+            raise WaitTimeout(show.wait_timed_out(self.kind, self.name, self.wanted, self.limit, view, self.server), where)
+        if view is None:
+            raise JobEndedOtherwise(show.wait_deleted(self.kind, self.name, self.wanted), None)
+        if view.phase == self.wanted:
+            return view
+        if (view.phase == UNKNOWN and view.unknown_reason is not None) or _left_alone(view):
+            # A state that cannot be told, or a spec the operator leaves alone (SpecValid False,
+            # InvalidSpec) until it changes: waiting would last the whole timeout for nothing.
+            raise JobsError(show.wait_unknown(view, self.wanted))
+        raise JobEndedOtherwise(show.wait_ended(view, self.wanted), view.phase)
 
 
 #: The verbs of :meth:`Client.edit` (and :class:`~t9k_jobs.sdk.async_client.AsyncClient`'s edits).
 EDIT_VERBS = ("pause", "resume", "scale")
 
 
-def _edit_verb(verb: str, replicas: int | None) -> None:
+def check_edit(verb: str, replicas: int | None) -> None:
     """Refuse an edit that is none of :data:`EDIT_VERBS`, or ``replicas`` without ``scale``."""
     if verb not in EDIT_VERBS:
         raise UsageError(f"unknown edit {verb!r}: use pause, resume or scale")
@@ -515,11 +553,15 @@ def _summary(view: JobView, cells: dict[str, Any]) -> JobSummary:
     )
 
 
-def _job_of(summary: JobSummary) -> Job | None:
+def job_or_none(summary: JobSummary) -> Job | None:
+    """The typed job of a row of ``get``, or None when its spec does not validate (``list`` leaves it out)."""
     try:
         return parse_job(summary.object, f"{summary.kind}/{summary.name}")  # type: ignore[return-value]
     except (ManifestError, ValueError):
         return None
 
 
-__all__ = ["EDIT_VERBS", "Client", "default_target", "edited", "job_phase", "load_job"]
+__all__ = [
+    "EDIT_VERBS", "RUN_IS_LOCAL", "Client", "Wait", "checked_run_options", "default_target", "described", "edited",
+    "check_edit", "job_of", "job_or_none", "job_phase", "load_job", "summaries_kind", "summary_rows",
+]

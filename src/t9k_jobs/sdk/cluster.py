@@ -52,7 +52,7 @@ from .cluster_api import (
     wait_job,
 )
 from .queue_position import positions
-from .view import JobView, LogOptions, LogStream, log_chunks
+from .view import Done, JobView, LogOptions, LogStream, Watched, log_chunks
 
 T = TypeVar("T")
 GROUP_VERSION = f"{GROUP}/{VERSION}"
@@ -137,30 +137,19 @@ class ClusterBackend:
         return self._loop.call(self._async.get(kind, name, namespace, detail))
 
     def list(
-        self,
-        kind: str | None = None,
-        name: str | None = None,
-        namespace: str | None = None,
-        all_namespaces: bool = False,
-        detail: bool = False,
-    ) -> list[JobView]:
+        self, kind: str | None = None, name: str | None = None, namespace: str | None = None,
+        all_namespaces: bool = False, detail: bool = False,
+    ) -> list[JobView]:  # fmt: skip
         """As :meth:`AsyncClusterBackend.list`."""
-        return self._loop.call(self._async.list(kind, namespace, all_namespaces, name=name, detail=detail))
+        return self._loop.call(self._async.list(kind, name, namespace, all_namespaces, detail))
 
     def queue_positions(self, views: list[JobView]) -> dict[tuple[str, str], str]:
         """As :meth:`AsyncClusterBackend.queue_positions`."""
         return self._loop.call(self._async.queue_positions(views))
 
-    def watch(
-        self,
-        kind: str,
-        name: str,
-        namespace: str | None,
-        done: Callable[[JobView | None], bool],
-        timeout: float | None,
-    ) -> tuple[JobView | None, bool]:
-        """As :meth:`AsyncClusterBackend.watch_until` (its ``watch`` is its informers, when it has them)."""
-        return self._loop.call(self._async.watch_until(kind, name, namespace, done, timeout))
+    def watch(self, kind: str, name: str, namespace: str | None, done: Done, timeout: float | None) -> Watched:
+        """As :meth:`AsyncClusterBackend.watch`."""
+        return self._loop.call(self._async.watch(kind, name, namespace, done, timeout))
 
     def logs(self, kind: str, name: str, options: LogOptions, namespace: str | None = None) -> LogStream:
         """:meth:`AsyncClusterBackend.open_logs` (a job without pods is an error here), its lines
@@ -388,8 +377,8 @@ class ClusterWatch:
 class AsyncClusterBackend:
     """A cluster's jobs as coroutines over one connection (``cl``: a
     :class:`~t9k_jobs.sdk.cluster_api.Cluster`), for :class:`t9k_jobs.AsyncClient`. ``watch``: answer
-    reads from informers over ``namespace`` (the connection's default) or every namespace
-    (``all_namespaces``); a job of another namespace is then not found."""
+    reads from informers (``cache``, a :class:`ClusterWatch`) over ``namespace`` (the connection's
+    default) or every namespace (``all_namespaces``); a job of another namespace is then not found."""
 
     target = "cluster"
 
@@ -398,38 +387,33 @@ class AsyncClusterBackend:
         self.namespace: str | None = cl.namespace
         self.server: str | None = cl.server
         self.all_namespaces = all_namespaces
-        self.watch = ClusterWatch(cl, None if all_namespaces else cl.namespace) if watch else None
+        self.cache = ClusterWatch(cl, None if all_namespaces else cl.namespace) if watch else None
         # When watching: the view of each job, kept while the informer holds the same object (a
         # view parses the job: a thousand jobs are not parsed again for each change of one).
         self._views: dict[tuple[str, str, str], tuple[dict[str, Any], JobView]] = {}
 
     async def close(self) -> None:
-        if self.watch is not None:
-            await self.watch.close()
+        if self.cache is not None:
+            await self.cache.close()
         await self.cl.close()
 
     async def _watching(self) -> ClusterWatch | None:
-        if self.watch is not None:
-            await self.watch.start(self.cl.kube.request_timeout)
-        return self.watch
+        if self.cache is not None:
+            await self.cache.start(self.cl.kube.request_timeout)
+        return self.cache
 
     def _ns(self, namespace: str | None) -> str:
         return namespace or self.cl.namespace
 
     def problem(self) -> str | None:
-        return self.watch.problem() if self.watch is not None else None
+        return self.cache.problem() if self.cache is not None else None
 
     # -- reading
 
     async def list(
-        self,
-        kind: str | None = None,
-        namespace: str | None = None,
-        all_namespaces: bool = False,
-        *,
-        name: str | None = None,
-        detail: bool = False,
-    ) -> list[JobView]:
+        self, kind: str | None = None, name: str | None = None, namespace: str | None = None,
+        all_namespaces: bool = False, detail: bool = False,
+    ) -> list[JobView]:  # fmt: skip
         """Every job of ``kind`` (all kinds when None) in ``namespace`` or all namespaces; with
         ``name`` (and a kind), that one job (NotFound when there is none); ``detail``: each with
         what ``describe`` shows."""
@@ -484,14 +468,7 @@ class AsyncClusterBackend:
         except _network_errors() as exc:
             raise self.cl.unreachable(exc) from None
 
-    async def watch_until(
-        self,
-        kind: str,
-        name: str,
-        namespace: str | None,
-        done: Callable[[JobView | None], bool],
-        timeout: float | None,
-    ) -> tuple[JobView | None, bool]:
+    async def watch(self, kind: str, name: str, namespace: str | None, done: Done, timeout: float | None) -> Watched:
         """Watch the job (no polling) until ``done(view)`` (``view`` None: deleted) or ``timeout``
         seconds pass, every request included: ``(the last view, whether done said yes)``."""
 
@@ -515,7 +492,7 @@ class AsyncClusterBackend:
         return await w.changes.wait(after, timeout)
 
     async def open_logs(
-        self, kind: str, name: str, options: LogOptions, namespace: str | None = None, require_pods: bool = False
+        self, kind: str, name: str, options: LogOptions, namespace: str | None = None, *, require_pods: bool = False
     ) -> Any:
         """The job's log lines as an async iterator (:func:`t9k_jobs.sdk.cluster_logs.open_logs`; a
         job without pods is an error with ``require_pods``); when watching, new pods and the

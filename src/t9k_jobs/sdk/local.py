@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from ..local.rundir import (
 from ..local.rundirs import POLL, edit_spec, find_run, follow_logs, log_source, start_detached, stop_run
 from ..local.rundirs import purge as purge_run
 from ..words import STOPPED, ref
-from .view import Event, JobView, LogOptions, LogStream
+from .view import Done, Event, JobView, LogOptions, LogStream, Watched
 
 
 def run_view(run: LocalRun, detail: bool = False, seen: Observation | None = None) -> JobView:
@@ -139,13 +138,9 @@ class LocalBackend:
         return run_view(self._find(kind, name), detail)
 
     def list(
-        self,
-        kind: str | None = None,
-        name: str | None = None,
-        namespace: str | None = None,
-        all_namespaces: bool = False,
-        detail: bool = False,
-    ) -> list[JobView]:
+        self, kind: str | None = None, name: str | None = None, namespace: str | None = None,
+        all_namespaces: bool = False, detail: bool = False,
+    ) -> list[JobView]:  # fmt: skip
         """The newest run of each name and every live one (of ``kind``, and ``name`` when given:
         NotFound when it has none); with ``run_dir``, that run."""
         self._no_namespace(namespace, all_namespaces)
@@ -157,14 +152,7 @@ class LocalBackend:
             runs = list_runs(self.runs_dir, kind)
         return [run_view(r, detail) for r in runs]
 
-    def watch(
-        self,
-        kind: str,
-        name: str,
-        namespace: str | None,
-        done: Callable[[JobView | None], bool],
-        timeout: float | None,
-    ) -> tuple[JobView | None, bool]:
+    def watch(self, kind: str, name: str, namespace: str | None, done: Done, timeout: float | None) -> Watched:
         """Look at the run every :data:`~t9k_jobs.local.rundirs.POLL` s until ``done(view)`` or
         ``timeout`` seconds pass: ``(the last view, whether done said yes)``."""
         self._no_namespace(namespace)
@@ -194,14 +182,14 @@ class LocalBackend:
     # -- writing
 
     def create(self, job: Job, manifest: dict[str, Any], path: Path | None, namespace: str | None = None) -> JobView:
-        """Locally, creating a job is running it (:meth:`run`)."""
+        """Locally, creating a job is running it (:meth:`run`) with ``run``'s defaults (nothing to check)."""
         self._no_namespace(namespace)
-        return self.run(job, path)
+        return self.run(job, RunOptions(path.resolve() if path is not None else None))
 
     def run(self, job: Job, options: RunOptions, run_dir: str | os.PathLike | None = None) -> JobView:
         """Start ``job`` with ``options`` (:func:`t9k_jobs.local.options.run_options`: its file, watched
         for edits, and the checked options) in the background, in ``run_dir`` (default: a new one
-        under ``./t9k-runs``, whose finished runs past their time to live go first); the view once
+        under the runs dir, ``./t9k-runs`` unless the client names one, whose finished runs past their time to live go first); the view once
         its runtime has started. Raises :class:`UsageError` when it cannot run here."""
         from ..local.checks import cannot_run_reason  # lazy: keeps asyncio and the engine out of all but run
         from ..local.gpus import GpuInventory  # lazy: keeps subprocess and GPU probes out of all but run
@@ -212,7 +200,7 @@ class LocalBackend:
         if reason is not None:
             raise UsageError(reason)
         try:
-            target = make_run_dir(Path(run_dir)) if run_dir is not None else new_default_run_dir(job)
+            target = make_run_dir(Path(run_dir)) if run_dir is not None else new_default_run_dir(job, self.runs_dir)
         except RunDirError as exc:
             raise UsageError(str(exc)) from None
         if run_dir is None:

@@ -22,15 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..api import Job
 from ..changes import Changes
 from ..errors import NotSupported
 from ..local.ownership import GONE
-from ..local.rundir import LocalRun, Observation, RunDir, newest_and_live, runs_dir_default
+from ..local.rundir import LocalRun, Observation, RunDir, RunOptions, newest_and_live, runs_dir_default
 from ..local.rundirs import POLL, LogReader, LogSourceGone, log_source, pick_run
 from ..threads import thread_pool
 from ..words import check_name
 from .local import LocalBackend, run_view
-from .view import DOWNLOAD_BLOCK, JobView, LogOptions, log_chunks
+from .view import DOWNLOAD_BLOCK, Done, JobView, LogOptions, Watched, log_chunks
 
 log = logging.getLogger("t9k_jobs.local")
 
@@ -271,13 +272,15 @@ class AsyncLocalBackend:
     # -- reading
 
     async def list(
-        self, kind: str | None = None, namespace: str | None = None, all_namespaces: bool = False
-    ) -> list[JobView]:
-        """The newest run of each name and every live one (of ``kind`` when given)."""
+        self, kind: str | None = None, name: str | None = None, namespace: str | None = None,
+        all_namespaces: bool = False, detail: bool = False,
+    ) -> list[JobView]:  # fmt: skip
+        """As :meth:`LocalBackend.list <t9k_jobs.sdk.local.LocalBackend.list>`; when watching, the
+        views of the cache (the newest run of each name and every live one)."""
         self.sync._no_namespace(namespace, all_namespaces)
         cache = await self._cache()
-        if cache is None:
-            return await asyncio.to_thread(self.sync.list, kind)
+        if cache is None or name is not None or detail:
+            return await asyncio.to_thread(self.sync.list, kind, name, None, False, detail)
         return [e.view for e in cache.latest(kind)]
 
     async def get(self, kind: str, name: str, namespace: str | None = None, detail: bool = False) -> JobView:
@@ -351,7 +354,25 @@ class AsyncLocalBackend:
             return log_chunks(lines)
         return _file_bytes(path)
 
+    async def watch(self, kind: str, name: str, namespace: str | None, done: Done, timeout: float | None) -> Watched:
+        """As :meth:`LocalBackend.watch <t9k_jobs.sdk.local.LocalBackend.watch>`, in a worker thread
+        of the loop's default executor (a wait holds one thread while it looks every second)."""
+        return await asyncio.to_thread(self.sync.watch, kind, name, namespace, done, timeout)
+
     # -- writing (each blocks a worker thread, not the loop)
+
+    async def create(
+        self, job: Job, manifest: dict[str, Any], path: Path | None, namespace: str | None = None
+    ) -> JobView:
+        """Locally, creating a job is running it (:meth:`run`)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._acting, self.sync.create, job, manifest, path, namespace)
+
+    async def run(self, job: Job, options: RunOptions, run_dir: str | os.PathLike | None = None) -> JobView:
+        """As :meth:`LocalBackend.run <t9k_jobs.sdk.local.LocalBackend.run>`: started in the
+        background; the view once its runtime has started."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._acting, self.sync.run, job, options, run_dir)
 
     async def set_field(self, view: JobView, path: list[str], value: Any, verb: str) -> JobView:
         loop = asyncio.get_running_loop()

@@ -319,4 +319,12 @@ async def log_chunks(lines: AsyncIterator[str], block: int = DOWNLOAD_BLOCK) -> 
             await close()
 
 
-__all__ = ["DOWNLOAD_BLOCK", "Deleted", "Edited", "Event", "JobSummary", "JobView", "LogOptions", "LogStream", "log_chunks"]
+#: What a backend's ``watch`` asks of each view of the job (None: it was deleted): whether waiting is over.
+Done = Callable[[JobView | None], bool]
+#: What a backend's ``watch`` returns: the last view of the job (None: deleted) and whether ``done`` said yes.
+Watched = tuple[JobView | None, bool]
+
+__all__ = [
+    "DOWNLOAD_BLOCK", "Deleted", "Done", "Edited", "Event", "JobSummary", "JobView", "LogOptions", "LogStream",
+    "Watched", "log_chunks",
+]

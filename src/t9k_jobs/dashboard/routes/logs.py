@@ -54,7 +54,7 @@ def log_args(request: Request) -> dict[str, Any]:
 async def _open(request: Request, follow: bool, tail: int | None) -> AsyncIterator[str]:
     key = key_of(request)
     client = board(request).source.client
-    return await client.open_logs(key.kind, key.name, follow=follow, tail=tail, namespace=key.namespace, **log_args(request))
+    return await client.logs(key.kind, key.name, follow=follow, tail=tail, namespace=key.namespace, **log_args(request))
 
 
 async def logs_follow(request: Request) -> Response:
