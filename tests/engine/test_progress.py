@@ -129,17 +129,48 @@ def test_fail_fails_at_once_and_warn_says_it_once() -> None:
     assert sim.condition(PROGRESSING).reason == RESUMED
 
 
-def test_a_replica_being_created_or_replaced_holds_the_deadline() -> None:
-    """While one replica restarts by its policy (its new pod not running yet), the others' silence
-    is not judged: they may wait for it."""
+def test_a_replica_being_created_or_replaced_holds_the_deadline_twice_over_not_for_ever() -> None:
+    """While one replica restarts by its policy (its new pod not running yet), the others may wait
+    for it: their silence is judged against twice the deadline. A replica that never comes back
+    (a crash loop: its peer's rendezvous closed while the peer hangs) does not hold the job for
+    ever; its restarted attempts' lines do not count, the silent peer's silence does."""
     sim = running(annotated(generic(limit=3), deadline=10))
     sim.fail("gj-worker-1", 1)
     sim.step()
     sim.gc()
     sim.step(start=None)  # created, not scheduled
-    sim.tick(60)
+    sim.tick(15)  # worker-0 silent 15 s: past one deadline, within two
     plan = sim.step()
     assert not events(sim, NO_PROGRESS) and not plan.dump_stacks
+    assert plan.requeue_after == pytest.approx(5.0)  # when twice the deadline would pass
+    sim.tick(5)
+    plan = sim.step()
+    (said,) = events(sim, NO_PROGRESS)
+    assert said.startswith("no replica wrote a log line for 20 s (t9k-jobs.io/progress-deadline-seconds): "), said
+    assert said.endswith("; gj-worker-1 not running meanwhile (2 deadlines waited for it)"), said
+    assert "gj-worker-0 no line in 20 s since its start" in said and plan.dump_stacks
+
+
+def test_a_crash_looping_replica_does_not_keep_a_hung_peer_alive() -> None:
+    """The torchrun case: worker-1 starts, writes its error and fails again and again while
+    worker-0 hangs. Each attempt of worker-1 writes a line, but only while it runs; worker-0's
+    silence is what is judged between attempts, and the job restarts as a whole."""
+    sim = running(annotated(generic(limit=20), deadline=10))
+    for _ in range(4):
+        sim.tick(4)
+        printed(sim, "gj-worker-1")  # its error, then it exits 1
+        sim.fail("gj-worker-1", 1)
+        sim.step()
+        sim.gc()
+        sim.step(start=None)  # its next attempt waits (back-off)
+        if events(sim, NO_PROGRESS):
+            break
+        sim.tick(2)
+    sim.tick(10)
+    sim.step()
+    assert events(sim, NO_PROGRESS), "worker-0's silence was never judged"
+    (said,) = events(sim, NO_PROGRESS)
+    assert "gj-worker-0 no line in" in said and "gj-worker-1 not running meanwhile" in said, said
 
 
 def test_restart_scope_all_kinds_count_one_backoff_too() -> None:

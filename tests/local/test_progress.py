@@ -94,6 +94,30 @@ def test_a_silent_job_fails_with_reason_no_progress_when_asked(start) -> None:
     assert status.get("backoffCount", 0) == 0
 
 
+def test_a_hung_replica_beside_a_crash_looping_one_is_no_progress(start) -> None:
+    """The torchrun hang (session ten): one replica hangs silent while its peer fails at every
+    start (its rendezvous closed) and backs off. The peer's attempts print, but only while they
+    run; between them the hung one's silence is judged against twice the deadline, so the job
+    does not crash-loop for ever: ``Fail`` fails it with reason NoProgress, naming both."""
+    hung = "import time\nprint('waiting for my peer', flush=True)\ntime.sleep(600)\n"
+    crash = "import sys\nprint('RendezvousClosedError', flush=True)\nsys.exit(1)\n"
+    types = [
+        {"type": name, "replicas": 1, "restartPolicy": {"policy": "OnFailure", "limit": 50},
+         "template": {"spec": {"containers": [{"name": "main", "image": "x", "command": py(code)}]}}}
+        for name, code in (("hung", hung), ("crash", crash))
+    ]  # fmt: skip
+    manifest = job("GenericJob", "loop", {"replicaSpecs": types})
+    manifest["metadata"]["annotations"] = {DEADLINE: "5", ON_NO_PROGRESS: "Fail"}
+    run = start(manifest)
+    assert run.finish(240) == 1, run.output
+    status = run.status()
+    failed = condition(status, "Failed")
+    assert failed["reason"] == "NoProgress", status
+    assert "no replica wrote a log line for 10 s" in failed["message"], failed
+    assert "loop-hung-0 " in failed["message"] and "loop-crash-0 not running meanwhile" in failed["message"], failed
+    assert run.output.count("RendezvousClosedError") >= 1, run.output
+
+
 def test_warn_says_it_once_and_the_condition_clears_when_lines_come_again(start) -> None:
     """``Warn``: 6 s of silence under a 2 s deadline: one NoProgress Warning, the stacks dumped,
     nothing restarted; once the replica prints again Progressing is True (ProgressResumed) and

@@ -2,14 +2,21 @@
 
 One rank stuck in a collective (a dead peer, a deadlock in a data loader) keeps every rank's pod
 Running for hours: Kubernetes, the Job controller, JobSet, Kubeflow's Trainer, Volcano and Kueue
-see healthy pods. The one sign of life every training program gives is its output, so with
+see healthy pods. A rank that crash-loops beside a hung peer (torchrun: the peer's agent hung with
+the c10d rendezvous it hosts closed, the restarted rank failing with RendezvousClosedError at every
+try) keeps the job "restarting" for as long as its restarts last. The one sign of life every training program gives is its output, so with
 ``t9k-jobs.io/progress-deadline-seconds: N`` on the job (:mod:`t9k_jobs.api.extensions`):
 
-- while the job is ``Running`` and every replica that has not ended runs (none being created,
-  replaced or deleted), the job's last sign of life is the latest of its running replicas' last
-  log lines (:attr:`~.types.ObservedPod.last_output`), or of their starts when they wrote none
-  (:attr:`~.types.ObservedPod.started_at`); a replica that ended is not waited for;
-- once that is N seconds ago or more, the job made no progress: one Warning event ``NoProgress``
+- while the job is ``Running``, the job's last sign of life is the latest of its running
+  replicas' last log lines (:attr:`~.types.ObservedPod.last_output`), or of their starts when
+  they wrote none (:attr:`~.types.ObservedPod.started_at`); a replica that ended is not waited
+  for, and the lines of a replica's attempts that ended do not count;
+- while a replica that has not ended does not run (being created, backing off, replaced or
+  deleted), the others may be waiting for it: the deadline is then twice N
+  (:data:`WAITING_FACTOR`), so a replica that comes back within N is waited for, and one that
+  never does (a crash loop: a peer's rendezvous closed, an image that cannot start) does not hold
+  the job for ever; when none runs, nothing is judged;
+- once the sign of life is that long ago or more, the job made no progress: one Warning event ``NoProgress``
   says which replicas were silent and for how long, the job's ``Progressing`` condition turns
   False (reason ``NoProgress``), the runtime dumps the stacks of the replicas' processes before
   it acts (:attr:`~.types.Plan.dump_stacks`), and ``t9k-jobs.io/on-no-progress`` says what then:
@@ -69,22 +76,32 @@ class Progress:
     wake: float | None = None
 
 
-def _running(p: Pass) -> list[ObservedPod] | None:
-    """The replicas' pods the deadline watches: every one that has not ended, when all of them run
-    (none waiting to start, none being deleted or replaced) and at least one does; else ``None``."""
+#: How many deadlines the running replicas' silence may last while another replica does not run.
+WAITING_FACTOR = 2
+
+
+def _running(p: Pass) -> tuple[list[ObservedPod], list[str]] | None:
+    """The replicas' pods the deadline judges (every current attempt that runs) and the names of
+    the replicas that have not succeeded but do not run (to be created, waiting to start, backing
+    off, failed, being deleted or replaced, an older attempt on its way out); ``None`` unless the
+    job is Running and one of them runs."""
     if p.old.phase != "Running":
         return None
-    live = [pod for pod in p.observed.pods.values() if not pod.terminal]
-    if not live:
-        return None
-    for pod in live:
+    runs: list[ObservedPod] = []
+    waits: list[str] = [name for _, _, name in p.desired() if name not in p.observed.pods]  # to be created
+    for pod in p.observed.pods.values():
+        if pod.terminal:
+            if pod.effective_phase == "Failed":
+                waits.append(pod.name)  # to be replaced (or the job fails)
+            continue
         prev = p.prior(pod.name)
         rc = prev.restart_count if prev else 0
-        if pod.deleting or pod.effective_phase != "Running" or pod.started_at is None:
-            return None
-        if pod.restart_attempt is not None and pod.restart_attempt < rc:
-            return None  # an older attempt on its way out
-    return live
+        older = pod.restart_attempt is not None and pod.restart_attempt < rc
+        if pod.deleting or pod.effective_phase != "Running" or pod.started_at is None or older:
+            waits.append(pod.name)
+        else:
+            runs.append(pod)
+    return (runs, waits) if runs else None
 
 
 def silent_for(pod: ObservedPod, now: float) -> tuple[float, bool]:
@@ -100,23 +117,26 @@ def progress(p: Pass) -> Progress:
     ext = extensions(p.job.metadata.annotations)
     if ext.progress_deadline is None:
         return Progress()
-    live = _running(p)
-    if live is None:
-        # Not judged now (starting, a replica being replaced): look again within the deadline,
-        # so a job whose status turns Running on this pass is judged without another event.
+    judged = _running(p)
+    if judged is None:
+        # Not judged now (starting, every replica being replaced): look again within the
+        # deadline, so a job whose status turns Running on this pass is judged without another event.
         return Progress(wake=None if p.old.phase in ("Succeeded", "Failed") else float(ext.progress_deadline))
+    live, waiting = judged
     silent = [(pod, *silent_for(pod, p.now)) for pod in sorted(live, key=lambda x: x.name)]
     quietest = min(seconds for _, seconds, _ in silent)
     deadline = ext.progress_deadline
-    if quietest < deadline:
-        return Progress(wake=deadline - quietest)
+    limit = deadline * WAITING_FACTOR if waiting else deadline
+    if quietest < limit:
+        return Progress(wake=limit - quietest)
     parts = [
         f"{pod.name} {seconds:.0f} s since its last line" if wrote else f"{pod.name} no line in {seconds:.0f} s since its start"
         for pod, seconds, wrote in silent
     ]
-    message = (
-        f"no replica wrote a log line for {deadline} s ({PROGRESS_DEADLINE}): {'; '.join(parts)}"
-    )
+    message = f"no replica wrote a log line for {limit} s ({PROGRESS_DEADLINE}): {'; '.join(parts)}"
+    if waiting:
+        names = ", ".join(sorted(set(waiting)))
+        message += f"; {names} not running meanwhile ({WAITING_FACTOR} deadlines waited for it)"
     return Progress(Stall(tuple(silent), deadline, ext.on_no_progress, Event("Warning", NO_PROGRESS, message)))
 
 
