@@ -76,6 +76,12 @@ if [ "$(id -u)" = 0 ] && [ ! -x /usr/bin/bwrap ]; then
   apt-get update -q >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends bubblewrap >&2
 fi
+if [ "$(id -u)" = 0 ] && [ ! -x /usr/bin/podman ]; then
+  # run --container-engine podman (tests/local/test_podman.py): replicas in their images.
+  step "installing podman for the local runs in images"
+  apt-get update -q >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends podman >&2
+fi
 if [ "$(id -u)" = 0 ] && { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; }; then
   # The dashboard's browser tests (tests/dashboard) drive Debian's headless chromium with Selenium.
   step "installing chromium and chromium-driver for the dashboard's browser tests"

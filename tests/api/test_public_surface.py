@@ -18,7 +18,7 @@ ERRORS = [
 ]  # fmt: skip
 #: Client's public methods and properties, each with its parameters (self left out).
 CLIENT = {
-    "local": ["runs_dir", "run_dir"],
+    "local": ["runs_dir", "run_dir", "container_engine"],
     "cluster": ["kubeconfig", "context", "namespace", "request_timeout"],
     "close": [],
     "create": ["job", "namespace"],

@@ -166,6 +166,14 @@ def run(
             "t9k-jobs.io/ttl-seconds-after-finished, else kept). Runs under ./t9k-runs only: not with --run-dir.",
         ),
     ] = None,
+    container_engine: Annotated[
+        Optional[str],
+        typer.Option(
+            "--container-engine",
+            help="podman: run each replica in the image its manifest names, from the engine's local store "
+            "(never pulled), on the host network; default: as processes of this machine (README, Replicas in their images).",
+        ),
+    ] = None,
 ) -> None:
     """Run the job in FILE on this machine; exit 0 only when it Succeeded (with -d: once it started)."""
     from ..local.options import OptionError, run_options  # lazy: keeps the local runtime out of other verbs
@@ -177,7 +185,7 @@ def run(
         options = run_options(
             job, None if str(file) == "-" else file, run_dir_given=run_dir is not None, gpus=gpus,
             watch=watch_manifest, allow_duplicate=allow_duplicate, volumes=volume or [], python=python,
-            inject=inject or [], ttl=ttl,
+            inject=inject or [], ttl=ttl, container_engine=container_engine,
         )  # fmt: skip
     except OptionError as exc:
         fail([str(exc)])

@@ -18,6 +18,7 @@ from ..frameworks import LocalRequirement, framework_for
 from .addressing import LocalAddressing
 from .gpus import GpuInventory, _template_path, gpu_shortage
 from .launch import LocalLauncher
+from .podman import ENGINE_SANDBOX, job_images, missing_image_line, missing_images
 from .processes import base_environment
 from .sandbox import Sandbox, SandboxError, detect, mounts_refused
 from .volumes import (
@@ -114,6 +115,7 @@ def cannot_run_reason(
     volumes: dict[str, Path] | None = None,
     sandbox: Sandbox | None = None,
     python: str | None = None,
+    engine: str | None = None,
 ) -> str | None:
     """Why this machine cannot run ``job`` locally (one line, with what to do), or ``None``.
 
@@ -126,6 +128,9 @@ def cannot_run_reason(
     needs here, as its plug-in says (:meth:`~t9k_jobs.frameworks.base.Framework.local_requirements`:
     DeepSpeedJob's ``deepspeed``; ColossalAIJob's sshd and ``colossalai``), checked by
     :func:`missing_requirement`. A job of more than :data:`MAX_LOCAL_REPLICAS` replicas is refused.
+    ``engine``: ``--container-engine``: the replicas run in their images, which hold what the kind
+    needs (no program is looked for here), every volume is mounted by the engine, and an image
+    that is not in the engine's store is refused (:mod:`.podman`).
     """
     total = sum(g.replicas for g in framework_for(job).groups(job))
     if total > MAX_LOCAL_REPLICAS:
@@ -137,11 +142,14 @@ def cannot_run_reason(
     if shortage is not None:
         return f"{job.kind} {job.name}: {shortage}"
     try:
-        reason = volumes_reason(job, volumes or {}, sandbox)
+        reason = volumes_reason(job, volumes or {}, ENGINE_SANDBOX if engine is not None else sandbox)
     except SandboxError as exc:
         return str(exc)
     if reason is not None:
         return reason
+    if engine is not None:
+        missing = missing_images(job_images(job), engine)
+        return missing_image_line(missing, engine) if missing else None
     return missing_requirement(framework_for(job).local_requirements(job), python)
 
 

@@ -16,6 +16,7 @@ from ..api import Job
 from .gpus import GpuInventory
 from .inject import InjectError
 from .inject import parse as parse_injections
+from .podman import engine_problem
 from .processes import check_python
 from .prune import ttl_problem
 from .rundir import RunOptions
@@ -38,12 +39,21 @@ def run_options(
     python: str | os.PathLike[str] | None = None,
     inject: Iterable[str] = (),
     ttl: int | None = None,
+    container_engine: str | None = None,
 ) -> RunOptions:
     """``run``'s options for ``job`` (from the file ``manifest``, None: standard input or a dump),
     checked: ``gpus`` (``--gpus``: ``"0,1"``, ``"none"``; None: this machine's, discovered when
     first asked), ``volumes`` (``--volume`` values, ``NAME=DIR``), ``python`` (``--python``: made
     absolute), ``inject`` (``--inject`` values, on ``job``'s replicas), ``ttl`` (``--ttl``, not with
-    a run dir the user named: ``run_dir_given``). Raises :class:`OptionError` (one line)."""
+    a run dir the user named: ``run_dir_given``), ``container_engine`` (``--container-engine``:
+    ``podman``, installed here; not with ``--python``, the image holds the interpreter). Raises
+    :class:`OptionError` (one line)."""
+    if container_engine is not None:
+        problem = engine_problem(container_engine)
+        if problem is not None:
+            raise OptionError(problem)
+        if python is not None:
+            raise OptionError("--python: not with --container-engine (each replica runs the python of its image)")
     inventory = None
     if gpus is not None:
         try:
@@ -67,7 +77,7 @@ def run_options(
         injections = parse_injections(list(inject), job)
     except InjectError as exc:
         raise OptionError(str(exc)) from None
-    return RunOptions(manifest, watch, inventory, allow_duplicate, mapping, interpreter, injections, ttl)
+    return RunOptions(manifest, watch, inventory, allow_duplicate, mapping, interpreter, injections, ttl, container_engine)
 
 
 __all__ = ["OptionError", "run_options"]

@@ -399,26 +399,32 @@ class LocalPod:
                 return
         raise ContainerSetupError(f"cannot start {command!r}: [Errno 2] No such file or directory: {command!r}")
 
+    def _launch(self, c: LocalContainer) -> tuple[list[str], str | Path, dict[str, str]]:
+        """What starts container ``c``: the argv, the folder it starts in and its environment
+        (marks ``c.contained`` when it runs in namespaces of its own). Raises
+        :class:`ContainerSetupError` (said as the container's error) or ``OSError``. A pod runner
+        that starts containers another way (:mod:`.podman`) says it here."""
+        env = self._env(c.spec)
+        argv = self._argv(c.spec, env)
+        mounts = self._mounts(c.spec)
+        cwd, make = self._cwd(c.spec, mounts)
+        if self.sandbox.pids:
+            self._check_command(argv, cwd, env, mounts)
+            hosts = hosts_file(RunDir(self.log_dir).hosts_file(self.name), self.name, self.address)
+            argv, start_dir = wrap(self.sandbox, argv, str(cwd), mounts, make, self.name, hosts)
+            c.contained = True
+            return argv, start_dir, env
+        # No PID namespace: the command becomes the subreaper of what it starts, as a
+        # container's PID 1 is, so nothing it orphans escapes to init (the runtime, a
+        # subreaper too, gets what is left when it ends: LocalRuntime._sweep_orphans).
+        self._check_command(argv, cwd, env, [])
+        return [sys.executable, "-c", procfs.SUBREAPER_EXEC, *argv], cwd, env
+
     async def _spawn(self, c: LocalContainer) -> None:
         log_path = RunDir(self.log_dir).container_log(self.name, c.name)
         log = open(log_path, "ab", buffering=0)  # noqa: SIM115 - closed by the reader
         try:
-            env = self._env(c.spec)
-            argv = self._argv(c.spec, env)
-            mounts = self._mounts(c.spec)
-            cwd, make = self._cwd(c.spec, mounts)
-            start_dir: str | Path = cwd
-            if self.sandbox.pids:
-                self._check_command(argv, cwd, env, mounts)
-                hosts = hosts_file(RunDir(self.log_dir).hosts_file(self.name), self.name, self.address)
-                argv, start_dir = wrap(self.sandbox, argv, str(cwd), mounts, make, self.name, hosts)
-                c.contained = True
-            else:
-                # No PID namespace: the command becomes the subreaper of what it starts, as a
-                # container's PID 1 is, so nothing it orphans escapes to init (the runtime, a
-                # subreaper too, gets what is left when it ends: LocalRuntime._sweep_orphans).
-                self._check_command(argv, cwd, env, [])
-                argv = [sys.executable, "-c", procfs.SUBREAPER_EXEC, *argv]
+            argv, start_dir, env = self._launch(c)
             c.proc = await asyncio.create_subprocess_exec(
                 *argv,
                 cwd=start_dir,

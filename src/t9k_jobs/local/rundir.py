@@ -625,7 +625,8 @@ class RunOptions:
     ``manifest``, the user's file (None: the job came from standard input; its edits are followed
     when ``watch``), ``gpus`` (``--gpus``; None: this machine's, discovered), ``allow_duplicate``,
     ``volumes`` (``--volume``: claim -> folder), ``python`` (``--python``, an absolute path) and
-    ``injections`` (``--inject``).
+    ``injections`` (``--inject``), ``container_engine`` (``--container-engine``: replicas in
+    their images, :mod:`t9k_jobs.local.podman`; None: processes).
     ``run -d``'s parent writes them to ``options.json`` (:meth:`write`) for the runtime it starts,
     which reads them (:meth:`read`)."""
 
@@ -640,6 +641,7 @@ class RunOptions:
     #: ``--ttl``: seconds the finished run is kept (:mod:`t9k_jobs.local.prune`), ``None``: its job's
     #: annotation says, else kept.
     ttl: int | None = None
+    container_engine: str | None = None
 
     def write(self, run_dir: Path) -> None:
         """Write ``options.json`` in ``run_dir``, whole. Raises ``OSError``."""
@@ -653,6 +655,7 @@ class RunOptions:
             "python": self.python,
             "inject": inject_json(self.injections),
             "ttl": self.ttl,
+            "containerEngine": self.container_engine,
         }
         write_atomic(RunDir(run_dir).options, json.dumps(data) + "\n", mode=0o600)
 
@@ -677,6 +680,7 @@ class RunOptions:
             python=data["python"],
             injections=injections_from_json(data.get("inject")),
             ttl=data.get("ttl") if isinstance(data.get("ttl"), int) else None,
+            container_engine=data.get("containerEngine") if isinstance(data.get("containerEngine"), str) else None,
         )
 
 

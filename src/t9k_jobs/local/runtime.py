@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import copy
 import dataclasses
+import functools
 import json
 import os
 import signal
@@ -38,6 +39,7 @@ from .launch import LocalLauncher
 from .lost import LostAttempts
 from .ownership import StopNote, dir_lock, working_dir, write_atomic
 from .pod_runner import PodRunner, ProcessRunner, ReplicaPod
+from .podman import PodmanRunner
 from .processes import RUN_ENV, Crashes, base_environment, write_python_shims
 from .rundir import (
     RunDir,
@@ -96,7 +98,7 @@ def run_job(job: Job, options: RunOptions, run_dir: Path | None = None, quiet: b
     except SandboxError as exc:
         display.error(str(exc))
         return EXIT_CANNOT_RUN
-    reason = cannot_run_reason(job, gpus, options.volumes, sandbox, options.python)
+    reason = cannot_run_reason(job, gpus, options.volumes, sandbox, options.python, options.container_engine)
     if reason is not None:
         display.error(reason)
         return EXIT_CANNOT_RUN
@@ -197,6 +199,7 @@ def _start(
         sandbox=sandbox,
         python=options.python,
         injections=options.injections,
+        container_engine=options.container_engine,
     )
     runner.pid_lock = pid_lock
     return asyncio.run(runner.run())
@@ -219,9 +222,11 @@ class LocalRunner:
         python: str | None = None,
         injections: tuple[Injection, ...] = (),
         pod_runner: PodRunner | None = None,
+        container_engine: str | None = None,
     ) -> None:
         """``pod_runner``: how the replicas run (:mod:`.pod_runner`); default: a
-        :class:`~.pod_runner.ProcessRunner` in ``sandbox`` (default: none) with ``volumes``."""
+        :class:`~.pod_runner.ProcessRunner` in ``sandbox`` (default: none) with ``volumes``, or
+        with ``container_engine`` (``--container-engine``) a :class:`~.podman.PodmanRunner`."""
         self.job = job
         #: ``--inject``: the failures to make happen, and what they did to the pods.
         self.injector = Injector(injections)
@@ -259,7 +264,9 @@ class LocalRunner:
         # --python: python, python3 and torchrun mean it (small scripts in <run dir>/bin).
         shims = write_python_shims(RunDir(run_dir).bin, python) if python is not None else None
         self.base_env = {**base_environment(python, shims), RUN_ENV: str(run_dir.resolve())}
-        self.pod_runner: PodRunner = pod_runner or ProcessRunner(
+        self.container_engine = container_engine
+        make_runner = ProcessRunner if container_engine is None else functools.partial(PodmanRunner, engine=container_engine)
+        self.pod_runner: PodRunner = pod_runner or make_runner(
             sandbox=self.sandbox, base_env=self.base_env,
             default_dir=self.manifest.parent if self.manifest is not None else working_dir(),
             run_dir=run_dir, volumes=self.volumes, sink=self._line, on_change=self._changed,
@@ -393,7 +400,9 @@ class LocalRunner:
             loop.add_signal_handler(sig, self._on_signal, sig)
         self.pod_runner.begin()
         self.display.start(self.job, self.run_dir)
-        if self.sandbox.kind != "bwrap":
+        if self.container_engine is not None:
+            self.display.note(f"replicas run in their images ({self.container_engine}, host network)")
+        elif self.sandbox.kind != "bwrap":
             self.display.note(f"replicas run {self.sandbox.describe()}")
         try:
             prepare_host(self.job)
@@ -649,7 +658,7 @@ class LocalRunner:
         for problem in fixed_field_changes(self.job, new):
             self.display.error(f"{problem} (edit ignored; the job goes on with the previous spec)")
             return
-        reason = cannot_run_reason(new, self.gpus.inventory, self.volumes, self.sandbox, self.python)
+        reason = cannot_run_reason(new, self.gpus.inventory, self.volumes, self.sandbox, self.python, self.container_engine)
         if reason is not None:
             self.display.error(f"{reason} (edit ignored; the job goes on with the previous spec)")
             return

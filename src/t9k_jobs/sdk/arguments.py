@@ -61,6 +61,16 @@ def _optional_str(value: Any, what: str) -> None:
         raise UsageError(f"{what}: expected a string or None, got {type_name(value)} {value!r}")
 
 
+#: The container engines a local client may run replicas with (:data:`t9k_jobs.local.podman.ENGINES`,
+#: not imported here: a cluster client loads no local runtime).
+CONTAINER_ENGINES = ("podman",)
+
+
+def _engine(value: Any, what: str) -> None:
+    if value is not None and value not in CONTAINER_ENGINES:
+        raise UsageError(f"{what}: expected one of {', '.join(map(repr, CONTAINER_ENGINES))} or None, got {value!r}")
+
+
 def _bool(value: Any, what: str) -> None:
     if not isinstance(value, bool):
         raise UsageError(f"{what}: expected True or False, got {type_name(value)} {value!r}")
@@ -160,6 +170,7 @@ _CHECKS: dict[str, Callable[[Any, str], None]] = {
     "container": _optional_str,
     "context": _optional_str,
     "gpus": _optional_str,
+    "container_engine": _engine,
     "phase": _phase,
     "index": lambda v, w: _count(v, w, optional=True),
     "tail": lambda v, w: _count(v, w, optional=True),

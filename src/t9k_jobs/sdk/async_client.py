@@ -77,15 +77,23 @@ class AsyncClient(OverBackend):
 
     @classmethod
     def local(
-        cls, runs_dir: str | os.PathLike | None = None, run_dir: str | os.PathLike | None = None, watch: bool = False
+        cls,
+        runs_dir: str | os.PathLike | None = None,
+        run_dir: str | os.PathLike | None = None,
+        container_engine: str | None = None,
+        watch: bool = False,
     ) -> AsyncClient:
         """This machine's runs under ``runs_dir`` (default ``./t9k-runs``), or the one in
-        ``run_dir``; ``watch``: keep them in a cache that inotify keeps true (the ``watchfiles``
-        library; without it, or without inotify, the cache looks again every 2 s)."""
-        check_arguments("local", {"runs_dir": runs_dir, "run_dir": run_dir, "watch": watch})
+        ``run_dir``; ``container_engine`` as :meth:`Client.local`; ``watch``: keep them in a cache
+        that inotify keeps true (the ``watchfiles`` library; without it, or without inotify, the
+        cache looks again every 2 s)."""
+        check_arguments(
+            "local", {"runs_dir": runs_dir, "run_dir": run_dir, "container_engine": container_engine, "watch": watch}
+        )
         from .local_aio import AsyncLocalBackend  # lazy: keeps the local runtime out of a cluster client
 
-        return cls(AsyncLocalBackend(Path(runs_dir) if runs_dir else None, Path(run_dir) if run_dir else None, watch))
+        runs, one = Path(runs_dir) if runs_dir else None, Path(run_dir) if run_dir else None
+        return cls(AsyncLocalBackend(runs, one, watch, container_engine))
 
     @classmethod
     async def cluster(
@@ -140,7 +148,8 @@ class AsyncClient(OverBackend):
         if not isinstance(self.backend, AsyncRunner):
             raise NotSupported(RUN_IS_LOCAL)
         model, _manifest, path = await asyncio.to_thread(load_job, job)
-        options = checked_run_options(model, path, run_dir, gpus, watch, allow_duplicate, volumes, python, inject, ttl)
+        engine = getattr(self.backend, "container_engine", None)
+        options = checked_run_options(model, path, run_dir, gpus, watch, allow_duplicate, volumes, python, inject, ttl, engine)
         return job_of(await self.backend.run(model, options, run_dir))
 
     @checked

@@ -134,17 +134,25 @@ class Client(OverBackend):
     # -- construction -----------------------------------------------------------------------------
 
     @classmethod
-    def local(cls, runs_dir: str | os.PathLike | None = None, run_dir: str | os.PathLike | None = None) -> Client:
+    def local(
+        cls,
+        runs_dir: str | os.PathLike | None = None,
+        run_dir: str | os.PathLike | None = None,
+        container_engine: str | None = None,
+    ) -> Client:
         """A client for this machine's runs, found under ``runs_dir`` (default ``./t9k-runs``);
-        with ``run_dir``, every method acts on the run in that directory.
+        with ``run_dir``, every method acts on the run in that directory. ``container_engine``:
+        ``"podman"``: the runs it starts (:meth:`run`, :meth:`create`) run each replica in its
+        image (``run --container-engine``); default: as processes.
 
         >>> Client.local().list()                            # doctest: +SKIP
         [GenericJob(...), PyTorchTrainingJob(...)]
         """
-        check_arguments("local", {"runs_dir": runs_dir, "run_dir": run_dir})
+        check_arguments("local", {"runs_dir": runs_dir, "run_dir": run_dir, "container_engine": container_engine})
         from .local import LocalBackend  # lazy: keeps the local runtime out of a cluster client
 
-        return cls(LocalBackend(Path(runs_dir) if runs_dir else None, Path(run_dir) if run_dir else None))
+        runs, one = Path(runs_dir) if runs_dir else None, Path(run_dir) if run_dir else None
+        return cls(LocalBackend(runs, one, container_engine))
 
     @classmethod
     def cluster(
@@ -245,7 +253,8 @@ class Client(OverBackend):
         if not isinstance(self.backend, Runner):
             raise NotSupported(RUN_IS_LOCAL)
         model, _manifest, path = load_job(job)
-        options = checked_run_options(model, path, run_dir, gpus, watch, allow_duplicate, volumes, python, inject, ttl)
+        engine = getattr(self.backend, "container_engine", None)
+        options = checked_run_options(model, path, run_dir, gpus, watch, allow_duplicate, volumes, python, inject, ttl, engine)
         return job_of(self.backend.run(model, options, run_dir))
 
     @checked
@@ -425,9 +434,11 @@ def checked_run_options(
     python: str | os.PathLike | None,
     inject: list[str] | None,
     ttl: int | None,
+    container_engine: str | None = None,
 ) -> RunOptions:
     """The options of ``run`` as both clients take them (``volumes`` a ``{CLAIM: DIR}`` mapping or
-    ``--volume``'s ``CLAIM=DIR`` values), checked once (:func:`t9k_jobs.local.options.run_options`).
+    ``--volume``'s ``CLAIM=DIR`` values) and the client's ``container_engine``, checked once
+    (:func:`t9k_jobs.local.options.run_options`).
     Raises :class:`UsageError` with its line."""
     from ..local.options import OptionError, run_options  # lazy: keeps the local runtime out of a cluster client
 
@@ -437,6 +448,7 @@ def checked_run_options(
         return run_options(
             job, path.resolve() if path is not None else None, run_dir_given=run_dir is not None, gpus=gpus,
             watch=watch, allow_duplicate=allow_duplicate, volumes=flags, python=python, inject=inject or [], ttl=ttl,
+            container_engine=container_engine,
         )  # fmt: skip
     except OptionError as exc:
         raise UsageError(str(exc)) from None

@@ -109,15 +109,17 @@ def _tensorboard_url(run_dir: Path) -> str | None:
 
 
 class LocalBackend:
-    """Runs under ``runs_dir`` (default ``./t9k-runs``); with ``run_dir``, only the run there."""
+    """Runs under ``runs_dir`` (default ``./t9k-runs``); with ``run_dir``, only the run there;
+    ``container_engine``: what the runs it starts run their replicas with (None: processes)."""
 
     target = "local"
     namespace: str | None = None
     server: str | None = None
 
-    def __init__(self, runs_dir: Path | None = None, run_dir: Path | None = None) -> None:
+    def __init__(self, runs_dir: Path | None = None, run_dir: Path | None = None, container_engine: str | None = None) -> None:
         self.runs_dir = runs_dir
         self.run_dir = run_dir
+        self.container_engine = container_engine
 
     def close(self) -> None:
         """Nothing to release."""
@@ -184,7 +186,8 @@ class LocalBackend:
     def create(self, job: Job, manifest: dict[str, Any], path: Path | None, namespace: str | None = None) -> JobView:
         """Locally, creating a job is running it (:meth:`run`) with ``run``'s defaults (nothing to check)."""
         self._no_namespace(namespace)
-        return self.run(job, RunOptions(path.resolve() if path is not None else None))
+        manifest = path.resolve() if path is not None else None
+        return self.run(job, RunOptions(manifest, container_engine=self.container_engine))
 
     def run(self, job: Job, options: RunOptions, run_dir: str | os.PathLike | None = None) -> JobView:
         """Start ``job`` with ``options`` (:func:`t9k_jobs.local.options.run_options`: its file, watched
@@ -196,7 +199,7 @@ class LocalBackend:
         from ..local.prune import prune  # lazy: keeps the engine out of all but run
 
         gpus = options.gpus if options.gpus is not None else GpuInventory.discovered()
-        reason = cannot_run_reason(job, gpus, options.volumes, python=options.python)
+        reason = cannot_run_reason(job, gpus, options.volumes, python=options.python, engine=options.container_engine)
         if reason is not None:
             raise UsageError(reason)
         try:

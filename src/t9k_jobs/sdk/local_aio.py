@@ -244,8 +244,11 @@ class AsyncLocalBackend:
     namespace: str | None = None
     server: str | None = None
 
-    def __init__(self, runs_dir: Path | None = None, run_dir: Path | None = None, watch: bool = False) -> None:
-        self.sync = LocalBackend(runs_dir, run_dir)
+    def __init__(
+        self, runs_dir: Path | None = None, run_dir: Path | None = None, watch: bool = False,
+        container_engine: str | None = None,
+    ) -> None:  # fmt: skip
+        self.sync = LocalBackend(runs_dir, run_dir, container_engine)
         self.cache = RunsCache(runs_dir, run_dir) if watch else None
         # Edits and deletes wait for a run (a delete for its replicas' grace period): threads of
         # their own, so they never take the threads that reads run in.
@@ -258,6 +261,10 @@ class AsyncLocalBackend:
     @property
     def run_dir(self) -> Path | None:
         return self.sync.run_dir
+
+    @property
+    def container_engine(self) -> str | None:
+        return self.sync.container_engine
 
     async def close(self) -> None:
         if self.cache is not None:
