@@ -54,7 +54,9 @@ else
 fi
 extra_args=()
 for e in ${extras_sorted//,/ }; do extra_args+=(--extra "$e"); done
-stamp="$venv/.locked-$(cat "$root/uv.lock" "$root/pyproject.toml" | sha256sum | cut -c1-16)-$(echo "$root" | sha256sum | cut -c1-8)-$pyver"
+# "-bc": the environment holds every module's bytecode (uv sync --compile-bytecode, below); an
+# environment made before without it is synced again.
+stamp="$venv/.locked-$(cat "$root/uv.lock" "$root/pyproject.toml" | sha256sum | cut -c1-16)-$(echo "$root" | sha256sum | cut -c1-8)-$pyver-bc"
 # The environment is this checkout's; a checkout moved or copied elsewhere carries one whose
 # editable t9k_jobs points at the old place, so the stamp alone is not trusted: the import must
 # resolve here.
@@ -71,7 +73,10 @@ sync() {
   log="$(mktemp)"
   echo "installing t9k-jobs[$extras_sorted] from uv.lock into $venv (the first run downloads torch; later runs reuse it)" >&2
   # DS_BUILD_OPS=0: deepspeed (the launchers extra) builds without its CUDA ops.
-  if ! DS_BUILD_OPS=0 UV_PROJECT_ENVIRONMENT="$venv" "$uv" sync --locked --quiet --project "$root" \
+  # --compile-bytecode: uv, unlike pip, writes no .pyc; where PYTHONDONTWRITEBYTECODE=1 is set (these
+  # machines, many images) every process would otherwise compile what it imports, each time
+  # (import torch: 3.2 s without, issue 46; docs/benchmarks.md "Bytecode").
+  if ! DS_BUILD_OPS=0 UV_PROJECT_ENVIRONMENT="$venv" "$uv" sync --locked --quiet --compile-bytecode --project "$root" \
       --python "$py" "${extra_args[@]}" 2>"$log"; then
     if grep -q "needs to be updated" "$log"; then
       echo "uv.lock is out of date with pyproject.toml: refresh it with 'bash scripts/lock.sh' and commit it (docs/install.md)" >&2

@@ -130,6 +130,11 @@ if [ "$node" = 1 ] && [ "$(id -u)" = 0 ]; then
     exit 1
   fi
   images_pid=
+  # tests/local/test_podman.py runs replicas in the base and training images from podman's store:
+  # imported now (a first import of the training image copies 6.7 GB), not while the node tests
+  # run, whose kubelet deletes images under disk pressure.
+  step "tools/images/podman-import.sh base training"
+  bash "$root/tools/images/podman-import.sh" base training >/dev/null
 fi
 [ "$node" = 1 ] || args=(-m "not node" "${args[@]}")
 if [ "$stress" = 1 ]; then

@@ -38,7 +38,6 @@ from .conftest import REPO, Run
 #: The image the real runs use: the base image with exchange.py in /workspace.
 EXCHANGE_IMAGE = "localhost/t9k-jobs-exchange:test"
 BASE_IMAGE = "localhost/t9k-jobs-base:bookworm"
-TRAINING_IMAGE = "localhost/t9k-jobs-training:0.1.0"
 #: Seconds a podman command of the fixtures may take (a cold import of the base: ~10 s).
 PODMAN_LIMIT = 600
 
@@ -147,30 +146,19 @@ def _podman(*args: str, timeout: float = PODMAN_LIMIT) -> subprocess.CompletedPr
     return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def _ensure_image(ref: str, archive: Path) -> None:
-    """``ref`` in podman's store, from the OCI archive tools/images built when it is not there yet."""
-    if _podman("image", "exists", ref).returncode == 0:
-        return
-    pulled = _podman("pull", "--quiet", f"oci-archive:{archive}")
-    assert pulled.returncode == 0, pulled.stderr
-    tagged = _podman("tag", pulled.stdout.strip().splitlines()[-1], ref)
-    assert tagged.returncode == 0, tagged.stderr
-
-
-def _archive(name: str) -> Path:
-    """The archive of image ``name`` that tools/images/build.sh keeps (building it when missing)."""
-    done = subprocess.run(["bash", str(REPO / "tools/images/build.sh"), name], capture_output=True, text=True,
-                          timeout=1800, check=False)  # fmt: skip
+def _imported(*names: str) -> None:
+    """Images built by tools/images into podman's store (tools/images/podman-import.sh: built when
+    missing, imported when podman lacks them; scripts/test.sh imports them before the tests)."""
+    done = subprocess.run(["bash", str(REPO / "tools/images/podman-import.sh"), *names], capture_output=True,
+                          text=True, timeout=1800, check=False)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    line = next(x for x in done.stdout.splitlines() if x.startswith(f"{name} "))
-    return Path(line.split(maxsplit=1)[1])
 
 
 @pytest.fixture(scope="module")
 def exchange_image(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The base image with the GenericJob example's exchange.py in /workspace, in podman's store."""
     assert shutil.which("podman"), "podman is not installed: scripts/test.sh installs it (apt-get install podman)"
-    _ensure_image(BASE_IMAGE, _archive("base"))
+    _imported("base")
     context = tmp_path_factory.mktemp("exchange-image")
     shutil.copy(REPO / "examples/generic-exchange/exchange.py", context / "exchange.py")
     (context / "Containerfile").write_text(f"FROM {BASE_IMAGE}\nWORKDIR /workspace\nCOPY exchange.py /workspace/\n")
@@ -302,10 +290,11 @@ def test_the_sdk_runs_a_job_in_its_image(exchange_image: str, tmp_path: Path) ->
 def test_the_ddp_example_trains_in_the_training_image(tmp_path: Path, podman_run: list[Run]) -> None:
     """The issue's done-when: ``t9k-jobs run examples/pytorch-ddp/job.yaml --container-engine
     podman`` trains in the training image built here (tools/images/build.sh training: torch,
-    scikit-learn and train.py in /workspace; built before the tests by scripts/test.sh, a first
-    import into podman's store about 90 s) and Succeeds as with processes; nothing is left."""
+    scikit-learn and train.py in /workspace; built and imported into podman's store before the
+    tests by scripts/test.sh, a first import about 90 s) and Succeeds as with processes; nothing
+    is left."""
     assert shutil.which("podman"), "podman is not installed: scripts/test.sh installs it (apt-get install podman)"
-    _ensure_image(TRAINING_IMAGE, _archive("training"))
+    _imported("training")
     run = Run(REPO / "examples/pytorch-ddp/job.yaml", tmp_path / "run", "--container-engine", "podman")
     podman_run.append(run)
     assert run.finish(900) == 0, run.output
@@ -342,7 +331,7 @@ def test_the_launcher_examples_run_in_the_training_image(
     the job's hostfile and keys (``<run dir>/children``) and DeepSpeed's rank script are mounted at
     the paths the local launcher names them by."""
     assert shutil.which("podman"), "podman is not installed: scripts/test.sh installs it (apt-get install podman)"
-    _ensure_image(TRAINING_IMAGE, _archive("training"))
+    _imported("training")
     run = Run(REPO / "examples" / example / "job.yaml", tmp_path / "run", "--container-engine", "podman")
     podman_run.append(run)
     assert run.finish(900) == 0, run.output

@@ -203,7 +203,7 @@ def run_argv(
     address: str,
     mounts: Iterable[Any],
     devices: list[str],
-    limits: list[str] = [],  # noqa: B006 - never changed
+    limits: Iterable[str] = (),
 ) -> list[str]:
     """``podman run`` for one container (module docstring): ``spec`` the container's manifest, ``env``
     what it is given, ``mounts`` its :class:`~.volumes.Mount`\\ s, ``devices`` ``--device``
@@ -224,7 +224,7 @@ def run_argv(
         argv += ["--volume", f"{m.source}:{m.path}" + (":ro" if m.read_only else "")]
     if spec.get("workingDir"):
         argv += ["--workdir", str(spec["workingDir"])]
-    argv += devices + limits
+    argv += [*devices, *limits]
     if command:
         argv += ["--entrypoint", json.dumps(command[:1])]
     argv.append(str(spec.get("image") or ""))
@@ -267,7 +267,7 @@ class PodmanPod(LocalPod):
         devices, env = gpu_arguments(env, self.cdi)
         labels = {RUN_LABEL: full[RUN_ENV], "t9k-jobs.pod": self.name, "t9k-jobs.container": c.name}
         argv = run_argv(self.engine, self.container_name(c), labels, c.spec, env, self.name, self.address,
-                        mounts, devices, list(self.limits))  # fmt: skip
+                        mounts, devices, self.limits)  # fmt: skip
         if not c.spec.get("image"):
             raise ContainerSetupError(f"container {c.name!r} names no image: --container-engine runs each in its image")
         return argv, self.log_dir, full
