@@ -100,4 +100,7 @@ if [ ! -f "$stamp" ] || ! installed_here; then
     sync
   fi
 fi
+# t9k_jobs itself is installed editable (src/): its bytecode too, every time (0.1 s when nothing
+# changed; a module edited later is compiled in memory until the next bootstrap).
+"$venv/bin/python" -m compileall -q -j 0 "$root/src" >/dev/null 2>&1 || true
 echo "$venv/bin"
