@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from ..api import Job, JobStatus
+from ..api.common import TERMINAL_PHASES
 from ..engine import Observed, Plan, invalid_spec_status
 from ..sshkeys import materialize
 from . import metrics
@@ -76,6 +77,18 @@ class Actuator:
         if plan.update:
             results = await asyncio.gather(*(self._update(key, job, raw, o) for o in plan.update), return_exceptions=True)
             errors += [r for r in results if isinstance(r, Exception)]
+        new_status = plan.status.dump()
+        # A new job's first pass: the status it would write only says "creating", and the pass
+        # that sees the new pods writes the real one; the budget goes to the creates. (That pass
+        # derives the same events again, so these are not sent either.)
+        first = not raw.get("status") and any(o["kind"] == "Pod" for o in creates) and not errors
+        old_phase = (raw.get("status") or {}).get("phase")
+        # What a user waits for goes first: the pass that ends the job writes its phase before the
+        # clean-up (last words, deleting its pods), which no one waits for (issue 46: at 50 qps a
+        # job's Succeeded waited behind its own and other jobs' deletes).
+        ending = not first and new_status.get("phase") in TERMINAL_PHASES and old_phase != new_status.get("phase")
+        if ending and not await self._write_status(key, job, raw, new_status, errors):
+            return errors
         if plan.delete or plan.lost:
             # What the pods to delete printed last, kept before their logs go with them; what the
             # attempts that ended unfinished cost.
@@ -86,34 +99,10 @@ class Actuator:
                 *(self._delete(key, job, d) for d in plan.delete), return_exceptions=True
             )
             errors += [r for r in results if isinstance(r, Exception)]
-        new_status = plan.status.dump()
-        if not raw.get("status") and any(o["kind"] == "Pod" for o in creates) and not errors:
-            # A new job's first pass: the status it would write only says "creating", and the pass
-            # that sees the new pods writes the real one; the budget goes to the creates. (That
-            # pass derives the same events again, so these are not sent either.)
+        if first:
             return errors
-        if new_status != (raw.get("status") or {}):
-            body = dict(raw)
-            body["status"] = new_status
-            res = JOB_RESOURCES[job.kind]
-            try:
-                written = await self.client.replace_status(res, body)
-            except ApiError as exc:
-                metrics.API_ERRORS.labels(verb="update", reason=exc.reason).inc()
-                if exc.status == 409:
-                    self._state(key).written = None  # stale: read the cache again next time
-                errors.append(exc)
-                # The events tell of a status not written: the retried pass derives them again
-                # from the stored status, so sending them now would send them twice.
-                return errors
-            else:
-                written.setdefault("kind", job.kind)
-                written.setdefault("apiVersion", res.api_version)
-                state = self._state(key)
-                state.written = Written(written, str(raw["metadata"].get("resourceVersion", "")))
-                state.parsed = None
-                if new_status.get("phase") != (raw.get("status") or {}).get("phase"):
-                    log.info("%s: phase %s", key, new_status.get("phase"))
+        if not ending and not await self._write_status(key, job, raw, new_status, errors):
+            return errors
         for ev in plan.events:
             self._emit_event(raw, ev.type, ev.reason, ev.message)
         if plan.dump_stacks:
@@ -123,6 +112,34 @@ class Actuator:
                 f"the stacks of {', '.join(plan.dump_stacks)} are not dumped: the operator does not exec into "
                 "pods; rehearse the hang locally (t9k-jobs run FILE --inject hang:REPLICA@SECONDS) to see them"))  # fmt: skip
         return errors
+
+    async def _write_status(
+        self, key: JobKey, job: Job, raw: dict[str, Any], new_status: dict[str, Any], errors: list[Exception]
+    ) -> bool:
+        """Write ``new_status`` when it differs from the stored one; False (the error added to
+        ``errors``) when the API server refused it: the pass then sends no events, since the
+        retried pass derives them again from the stored status."""
+        if new_status == (raw.get("status") or {}):
+            return True
+        body = dict(raw)
+        body["status"] = new_status
+        res = JOB_RESOURCES[job.kind]
+        try:
+            written = await self.client.replace_status(res, body)
+        except ApiError as exc:
+            metrics.API_ERRORS.labels(verb="update", reason=exc.reason).inc()
+            if exc.status == 409:
+                self._state(key).written = None  # stale: read the cache again next time
+            errors.append(exc)
+            return False
+        written.setdefault("kind", job.kind)
+        written.setdefault("apiVersion", res.api_version)
+        state = self._state(key)
+        state.written = Written(written, str(raw["metadata"].get("resourceVersion", "")))
+        state.parsed = None
+        if new_status.get("phase") != (raw.get("status") or {}).get("phase"):
+            log.info("%s: phase %s", key, new_status.get("phase"))
+        return True
 
     async def _create_all(
         self, key: JobKey, job: Job, raw: dict[str, Any], creates: list[dict[str, Any]]

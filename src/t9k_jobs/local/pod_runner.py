@@ -172,8 +172,12 @@ class ProcessRunner:
         self._watchdog = start_watchdog(self.base_env[RUN_ENV])
         self.helpers.add(self._watchdog.pid)
 
+    #: The pod it makes of a manifest: a subclass that starts containers another way makes its own
+    #: (:class:`~.podman.PodmanRunner`), given what it needs in :meth:`_made`.
+    pod_class: type[LocalPod] = LocalPod
+
     def make(self, manifest: dict[str, Any], address: str, own_objects: dict[tuple[str, str], Path]) -> LocalPod:
-        pod = LocalPod(
+        pod = self.pod_class(
             manifest=manifest,
             base_env=self.base_env,
             default_dir=self.default_dir,
@@ -188,8 +192,12 @@ class ProcessRunner:
             shm=self._shm_dir() if uses_memory(manifest) else None,
             own_objects=own_objects,
         )
+        self._made(pod)
         self.pods = [p for p in self.pods if p.task is None or not p.task.done()] + [pod]
         return pod
+
+    def _made(self, pod: LocalPod) -> None:
+        """A pod was made (:meth:`make`): what a subclass gives its pods."""
 
     def helper(self, pid: int) -> None:
         self.helpers.add(pid)

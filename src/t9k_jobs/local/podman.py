@@ -56,7 +56,7 @@ from .gpus import VISIBLE_ENV
 from .pod_runner import ProcessRunner
 from .processes import CONTAINER_ENV, RUN_ENV, ContainerSetupError, LocalContainer, LocalPod, descendants, expand
 from .rundir import RunDir
-from .volumes import Mount, uses_memory
+from .volumes import Mount
 
 #: The container engines ``run --container-engine`` accepts.
 ENGINES = ("podman",)
@@ -336,24 +336,11 @@ class PodmanRunner(ProcessRunner):
         self.cdi = cdi_gpus()
         self.limits = tuple(ulimit_arguments())
 
-    def make(self, manifest: dict[str, Any], address: str, own_objects: dict[tuple[str, str], Path]) -> LocalPod:
-        pod = PodmanPod(
-            manifest=manifest,
-            base_env=self.base_env,
-            default_dir=self.default_dir,
-            log_dir=self.run_dir,
-            sink=self.sink,
-            on_change=self.on_change,
-            on_fatal=self.on_fatal,
-            address=address,
-            volume_map=self.volumes,
-            sweep_orphans=self._sweep_orphans,
-            shm=self._shm_dir() if uses_memory(manifest) else None,
-            own_objects=own_objects,
-        )
+    pod_class = PodmanPod
+
+    def _made(self, pod: LocalPod) -> None:
+        assert isinstance(pod, PodmanPod)
         pod.engine, pod.cdi, pod.limits = self.engine, self.cdi, self.limits
-        self.pods = [p for p in self.pods if p.task is None or not p.task.done()] + [pod]
-        return pod
 
     def kill_all(self) -> None:
         super().kill_all()

@@ -77,12 +77,9 @@ class AsyncClient(OverBackend):
 
     @classmethod
     def local(
-        cls,
-        runs_dir: str | os.PathLike | None = None,
-        run_dir: str | os.PathLike | None = None,
-        container_engine: str | None = None,
-        watch: bool = False,
-    ) -> AsyncClient:
+        cls, runs_dir: str | os.PathLike | None = None, run_dir: str | os.PathLike | None = None,
+        container_engine: str | None = None, watch: bool = False,
+    ) -> AsyncClient:  # fmt: skip
         """This machine's runs under ``runs_dir`` (default ``./t9k-runs``), or the one in
         ``run_dir``; ``container_engine`` as :meth:`Client.local`; ``watch``: keep them in a cache
         that inotify keeps true (the ``watchfiles`` library; without it, or without inotify, the

@@ -135,11 +135,9 @@ class Client(OverBackend):
 
     @classmethod
     def local(
-        cls,
-        runs_dir: str | os.PathLike | None = None,
-        run_dir: str | os.PathLike | None = None,
+        cls, runs_dir: str | os.PathLike | None = None, run_dir: str | os.PathLike | None = None,
         container_engine: str | None = None,
-    ) -> Client:
+    ) -> Client:  # fmt: skip
         """A client for this machine's runs, found under ``runs_dir`` (default ``./t9k-runs``);
         with ``run_dir``, every method acts on the run in that directory. ``container_engine``:
         ``"podman"``: the runs it starts (:meth:`run`, :meth:`create`) run each replica in its
