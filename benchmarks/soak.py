@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -51,6 +52,7 @@ async def soak(minutes: float, in_flight: int, out: Path, max_growth: float = 10
     op = ours(cluster, None, None, None)
     samples: list[tuple[float, float]] = []
     created = succeeded = 0
+    passed = False
     try:
         await cluster.add_nodes(client)
         phases: dict[str, str] = {}
@@ -130,11 +132,17 @@ async def soak(minutes: float, in_flight: int, out: Path, max_growth: float = 10
         }
         out.write_text(json.dumps(result, indent=1))
         print(json.dumps({k: v for k, v in result.items() if k != "samples"}))
-        return 0 if succeeded == created and result["growth_percent"] < max_growth else 1
+        passed = succeeded == created and result["growth_percent"] < max_growth
+        return 0 if passed else 1
     finally:
         op.stop()
         await client.close()
         cluster.stop()
+        # The control plane's data and logs (about 70 MB): kept only to read a failed soak.
+        if passed:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"soak: its control plane's files and logs are kept in {work}", file=sys.stderr)
 
 
 def main() -> int:

@@ -11,6 +11,7 @@ import json
 import math
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -70,9 +71,12 @@ def test_cluster_scale_runs_both_operators_and_the_ceiling(peers: Path, tmp_path
 @pytest.mark.timeout(300)
 def test_soak_churns_and_leaves_nothing_behind(peers: Path, tmp_path: Path) -> None:
     result = tmp_path / "soak.json"
+    before = set(Path(tempfile.gettempdir()).glob("soak-*"))
     # Memory growth is the long soak's question, not this one's: warm-up dominates 20 s.
     args = f"--minutes 0.33 --in-flight 3 --max-growth 1000 --out {result}".split()
     run("soak.py", *args, timeout=280)
+    # Its control plane's folder goes with a soak that passed (each full run left 70 MB in /tmp).
+    assert set(Path(tempfile.gettempdir()).glob("soak-*")) <= before
     data = json.loads(result.read_text())
     assert data["jobs_created"] >= 3
     assert data["jobs_succeeded_and_deleted"] == data["jobs_created"]
